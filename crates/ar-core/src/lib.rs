@@ -1,0 +1,29 @@
+//! Domain of Agent Runtime: ids, agents, runs, the run state machine, events, interactions,
+//! tool policy and the port traits every adapter implements.
+//!
+//! This crate does no I/O. Adapters (store, model providers, tools, event bus) live in their own
+//! crates and implement the traits declared here; the engine only ever sees these traits. The
+//! trade-off: record types here are plain data (not the wire contract), so the server converts
+//! them explicitly to and from `ar-wire`.
+
+pub mod agent;
+pub mod clock;
+pub mod enums;
+pub mod event;
+pub mod ids;
+pub mod model;
+pub mod records;
+pub mod run;
+pub mod secret;
+pub mod store;
+pub mod tool;
+pub mod usage;
+
+pub use agent::Agent;
+pub use enums::*;
+pub use event::{EventDraft, StoredEvent};
+pub use run::{Run, RunInput, RunModel, TargetRef, TurnPolicy};
+pub use usage::Usage;
+
+/// JSON object used for opaque host-supplied maps (metadata, trigger, payloads).
+pub type JsonMap = serde_json::Map<String, serde_json::Value>;

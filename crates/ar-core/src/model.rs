@@ -1,0 +1,153 @@
+//! The model port: a vendor-neutral, streaming chat-with-tools call.
+//!
+//! Providers (Chat Completions, Responses, Anthropic Messages) implement [`ModelClient`] in
+//! `ar-llm`. The engine builds a [`ModelRequest`] from the run's transcript, receives streamed
+//! [`StreamDelta`]s through a callback (to publish live events) and a final [`ModelResponse`].
+//! Cancelling is dropping the future.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::secret::Secret;
+use crate::Usage;
+
+/// Author of a transcript message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelToolCall {
+    pub id: String,
+    pub name: String,
+    /// Arguments as the model produced them (JSON text, possibly invalid).
+    pub arguments: String,
+}
+
+/// One message of the transcript sent to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    #[serde(default)]
+    pub content: String,
+    /// For assistant messages: the tool calls it made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ModelToolCall>,
+    /// For tool messages: which call this answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage { role: ChatRole::System, content: content.into(), tool_calls: vec![], tool_call_id: None }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage { role: ChatRole::User, content: content.into(), tool_calls: vec![], tool_call_id: None }
+    }
+
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ModelToolCall>) -> Self {
+        ChatMessage { role: ChatRole::Assistant, content: content.into(), tool_calls, tool_call_id: None }
+    }
+
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: ChatRole::Tool,
+            content: content.into(),
+            tool_calls: vec![],
+            tool_call_id: Some(tool_call_id.into()),
+        }
+    }
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// Where and as whom a request goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRoute {
+    /// `openai`, `openai_compatible`, `anthropic`, …
+    pub provider: String,
+    pub model: String,
+    /// Base URL ending before the vendor path (e.g. `https://api.openai.com/v1`).
+    pub base_url: String,
+    /// Bearer/API key; `None` for approved no-auth endpoints.
+    pub api_key: Option<Secret>,
+    /// Model controls as given by the host (reasoning effort, service tier, …).
+    pub controls: Option<serde_json::Value>,
+}
+
+/// One model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A piece of a streamed answer, in arrival order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamDelta {
+    Text(String),
+    Reasoning(String),
+    /// A tool call began; `index` identifies it among the response's calls.
+    ToolCallStarted { index: usize, id: String, name: String },
+    ToolCallArguments { index: usize, delta: String },
+}
+
+/// The complete answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    pub text: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ModelToolCall>,
+    pub usage: Usage,
+    pub finish_reason: String,
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The credential was rejected (401/403): the run pauses for authentication.
+    #[error("model authentication failed: {0}")]
+    Authentication(String),
+    /// Rate limited or server error after retries.
+    #[error("model provider unavailable (status {status}): {message}")]
+    Unavailable { status: u16, message: String },
+    /// The request was refused (4xx other than auth and 429).
+    #[error("model request rejected (status {status}): {message}")]
+    Rejected { status: u16, message: String },
+    #[error("model transport error: {0}")]
+    Transport(String),
+    #[error("invalid model response: {0}")]
+    InvalidResponse(String),
+    /// No client serves this provider.
+    #[error("model provider {0:?} is not configured")]
+    UnsupportedProvider(String),
+}
+
+/// Receives streamed deltas while a call is in flight.
+pub type DeltaSink<'a> = &'a mut (dyn FnMut(StreamDelta) + Send);
+
+/// A model provider.
+#[async_trait]
+pub trait ModelClient: Send + Sync + 'static {
+    async fn complete(
+        &self,
+        route: &ModelRoute,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError>;
+}

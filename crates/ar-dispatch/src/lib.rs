@@ -1,0 +1,1 @@
+//! Seed 000: the Runtime trait for CLI coding agents, the subscription lane, composites and remote nodes.

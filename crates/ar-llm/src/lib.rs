@@ -1,0 +1,1 @@
+//! Model providers behind the domain ModelClient trait: OpenAI Chat Completions (and the seam for Responses and Anthropic Messages).

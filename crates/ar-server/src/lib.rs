@@ -1,0 +1,1 @@
+//! HTTP face of the service (axum), auth, SSE, wire conversion, and the composition root.

@@ -1,0 +1,1 @@
+//! SQLite and PostgreSQL implementations of the domain store traits, with migrations per backend.

@@ -1,0 +1,1 @@
+//! Tool catalog, host command tools and the context tool behind the domain ToolHost trait.
