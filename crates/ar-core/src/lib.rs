@@ -10,6 +10,7 @@ pub mod agent;
 pub mod clock;
 pub mod enums;
 pub mod event;
+pub mod host;
 pub mod ids;
 pub mod model;
 pub mod records;
