@@ -64,7 +64,10 @@ contract_enum!(
 impl RunStatus {
     /// Completed, failed and cancelled runs never change again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
 
     /// Whether the state machine allows moving from `self` to `next`.
@@ -171,7 +174,10 @@ contract_enum!(
 impl CompletionMode {
     /// `explicit` and the SDK's `explicit_finish` mean the same thing.
     pub fn is_explicit(self) -> bool {
-        matches!(self, CompletionMode::Explicit | CompletionMode::ExplicitFinish)
+        matches!(
+            self,
+            CompletionMode::Explicit | CompletionMode::ExplicitFinish
+        )
     }
 }
 
@@ -215,7 +221,11 @@ mod tests {
 
     #[test]
     fn terminal_states_are_final() {
-        for from in [RunStatus::Completed, RunStatus::Failed, RunStatus::Cancelled] {
+        for from in [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+        ] {
             for to in RunStatus::ALL {
                 assert!(!from.can_transition_to(*to), "{from} -> {to}");
             }
@@ -228,7 +238,12 @@ mod tests {
     #[test]
     fn parse_rejects_unknown_with_choices() {
         let error = ApprovalMode::parse("sometimes").unwrap_err();
-        assert!(error.to_string().contains("never, mutating_tools, always, risk_based"));
-        assert_eq!(ApprovalMode::parse(" always ").unwrap(), ApprovalMode::Always);
+        assert!(error
+            .to_string()
+            .contains("never, mutating_tools, always, risk_based"));
+        assert_eq!(
+            ApprovalMode::parse(" always ").unwrap(),
+            ApprovalMode::Always
+        );
     }
 }

@@ -32,7 +32,10 @@ pub mod kind {
     pub fn is_transient(event_type: &str) -> bool {
         matches!(
             event_type,
-            ASSISTANT_MESSAGE_DELTA | REASONING_MESSAGE_DELTA | TOOL_CALL_ARGS_DELTA | ACTIVITY_DELTA
+            ASSISTANT_MESSAGE_DELTA
+                | REASONING_MESSAGE_DELTA
+                | TOOL_CALL_ARGS_DELTA
+                | ACTIVITY_DELTA
         )
     }
 
@@ -51,7 +54,10 @@ pub struct EventDraft {
 
 impl EventDraft {
     pub fn new(event_type: &str, data: JsonMap) -> Self {
-        EventDraft { event_type: event_type.to_string(), data }
+        EventDraft {
+            event_type: event_type.to_string(),
+            data,
+        }
     }
 
     pub fn is_transient(&self) -> bool {

@@ -41,6 +41,10 @@ pub struct StaticContext;
 #[async_trait]
 impl ContextProvider for StaticContext {
     async fn resolve(&self, request: &ContextRequest) -> Result<TargetContext, ContextError> {
-        Ok(TargetContext { target: request.target.clone(), summary: String::new(), data: JsonMap::new() })
+        Ok(TargetContext {
+            target: request.target.clone(),
+            summary: String::new(),
+            data: JsonMap::new(),
+        })
     }
 }

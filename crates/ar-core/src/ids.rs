@@ -2,7 +2,10 @@
 
 /// A new id with `prefix` followed by a ULID (sortable by creation time).
 pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", ulid::Ulid::new().to_string().to_ascii_lowercase())
+    format!(
+        "{prefix}_{}",
+        ulid::Ulid::new().to_string().to_ascii_lowercase()
+    )
 }
 
 /// Prefixes used for the records the runtime creates.

@@ -46,15 +46,30 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn system(content: impl Into<String>) -> Self {
-        ChatMessage { role: ChatRole::System, content: content.into(), tool_calls: vec![], tool_call_id: None }
+        ChatMessage {
+            role: ChatRole::System,
+            content: content.into(),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
     }
 
     pub fn user(content: impl Into<String>) -> Self {
-        ChatMessage { role: ChatRole::User, content: content.into(), tool_calls: vec![], tool_call_id: None }
+        ChatMessage {
+            role: ChatRole::User,
+            content: content.into(),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
     }
 
     pub fn assistant(content: impl Into<String>, tool_calls: Vec<ModelToolCall>) -> Self {
-        ChatMessage { role: ChatRole::Assistant, content: content.into(), tool_calls, tool_call_id: None }
+        ChatMessage {
+            role: ChatRole::Assistant,
+            content: content.into(),
+            tool_calls,
+            tool_call_id: None,
+        }
     }
 
     pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
@@ -103,8 +118,15 @@ pub enum StreamDelta {
     Text(String),
     Reasoning(String),
     /// A tool call began; `index` identifies it among the response's calls.
-    ToolCallStarted { index: usize, id: String, name: String },
-    ToolCallArguments { index: usize, delta: String },
+    ToolCallStarted {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    ToolCallArguments {
+        index: usize,
+        delta: String,
+    },
 }
 
 /// The complete answer.

@@ -73,7 +73,10 @@ pub mod interaction_kind {
 
     /// Kinds that put a run in `paused/human_approval`.
     pub fn is_approval(kind: &str) -> bool {
-        matches!(kind, APPROVAL_REQUEST | REVIEW_CHECKPOINT | "human_approval")
+        matches!(
+            kind,
+            APPROVAL_REQUEST | REVIEW_CHECKPOINT | "human_approval"
+        )
     }
 }
 

@@ -148,7 +148,11 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts a run (version 1) with its first events and secrets in one transaction.
     async fn create_run(&self, change: RunChange) -> StoreResult<CreateRun>;
     async fn get_run(&self, app_id: &str, run_id: &str) -> StoreResult<Option<Run>>;
-    async fn get_run_by_host_run_id(&self, app_id: &str, host_run_id: &str) -> StoreResult<Option<Run>>;
+    async fn get_run_by_host_run_id(
+        &self,
+        app_id: &str,
+        host_run_id: &str,
+    ) -> StoreResult<Option<Run>>;
     /// Newest first.
     async fn list_runs(&self, app_id: &str) -> StoreResult<Vec<Run>>;
     /// A page of runs (newest first) and the total count matching.
@@ -160,7 +164,8 @@ pub trait Store: Send + Sync + 'static {
     async fn list_messages(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Message>>;
     async fn list_artifacts(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Artifact>>;
     async fn list_interactions(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Interaction>>;
-    async fn list_tool_calls(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<ToolCallRecord>>;
+    async fn list_tool_calls(&self, app_id: &str, run_id: &str)
+        -> StoreResult<Vec<ToolCallRecord>>;
     /// Events with `sequence_no > after`, ascending, at most `limit` when given.
     async fn list_events_after(
         &self,
@@ -170,7 +175,11 @@ pub trait Store: Send + Sync + 'static {
         limit: Option<i64>,
     ) -> StoreResult<Vec<StoredEvent>>;
     /// Events of all runs with `position > after`, ascending (the outbox feed).
-    async fn list_events_after_position(&self, after: i64, limit: i64) -> StoreResult<Vec<StoredEvent>>;
+    async fn list_events_after_position(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredEvent>>;
 
     // Checkpoints.
     async fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>>;

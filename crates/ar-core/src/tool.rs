@@ -77,11 +77,19 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), structured: None, is_error: false }
+        ToolOutput {
+            content: content.into(),
+            structured: None,
+            is_error: false,
+        }
     }
 
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), structured: None, is_error: true }
+        ToolOutput {
+            content: content.into(),
+            structured: None,
+            is_error: true,
+        }
     }
 }
 
@@ -91,7 +99,12 @@ pub trait ToolHost: Send + Sync + 'static {
     /// Tools this host offers to runs of `app_id`.
     fn catalog(&self, app_id: &str) -> Vec<ToolDefinition>;
     /// Runs one call. Failures come back as `is_error` outputs, not as Rust errors.
-    async fn call(&self, context: &ToolContext, tool_name: &str, input: serde_json::Value) -> ToolOutput;
+    async fn call(
+        &self,
+        context: &ToolContext,
+        tool_name: &str,
+        input: serde_json::Value,
+    ) -> ToolOutput;
 }
 
 #[cfg(test)]
@@ -100,9 +113,18 @@ mod tests {
 
     #[test]
     fn canonical_names() {
-        assert_eq!(canonical_tool_name(" mcp__agent_runtime__get_context "), "get_context");
-        assert_eq!(canonical_tool_name("request_human_input"), "request_user_input");
-        assert_eq!(canonical_tool_name("mcp__helpin__request_human_approval"), "request_approval");
+        assert_eq!(
+            canonical_tool_name(" mcp__agent_runtime__get_context "),
+            "get_context"
+        );
+        assert_eq!(
+            canonical_tool_name("request_human_input"),
+            "request_user_input"
+        );
+        assert_eq!(
+            canonical_tool_name("mcp__helpin__request_human_approval"),
+            "request_approval"
+        );
     }
 
     #[test]

@@ -44,8 +44,17 @@ mod tests {
     #[test]
     fn missing_total_is_input_plus_output() {
         let mut usage = Usage::default();
-        usage.add(&Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() });
-        usage.add(&Usage { input_tokens: 1, output_tokens: 1, total_tokens: 3, ..Usage::default() });
+        usage.add(&Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        });
+        usage.add(&Usage {
+            input_tokens: 1,
+            output_tokens: 1,
+            total_tokens: 3,
+            ..Usage::default()
+        });
         assert_eq!(usage.total_tokens, 18);
         assert_eq!(usage.input_tokens, 11);
     }

@@ -1,1 +1,50 @@
-//! Run engine: admission, run state machine, native agent loop, pause/approve/resume, cancel, checkpoints, ownership and recovery.
+//! Run engine: admission, run state machine, native agent loop, pause/approve/resume, cancel,
+//! checkpoints, ownership and recovery.
+//!
+//! The engine talks only to `ar-core` ports (store, model client, tool host, context provider,
+//! event bus, clock). It does not know which database, model vendor or tool transport it drives.
+//! Every state change of a run goes through [`Engine::transact`](engine::Engine): a closure is
+//! applied to the freshest run row and committed with an optimistic version check, so changes
+//! from API requests and from the run's owner task serialize without a global lock, across
+//! processes too. Each executing run has exactly one owner task, holding a lease in the store.
+
+mod admission;
+mod agents;
+pub mod config;
+mod engine;
+pub mod error;
+mod gate;
+mod lifecycle;
+pub mod model_route;
+mod native;
+mod owner;
+mod records;
+pub mod sealer;
+pub mod transcript;
+
+pub use admission::{StartRun, MAX_MCP_SERVERS};
+pub use agents::AgentInput;
+pub use config::{AppPolicy, ApprovedEndpoint, EngineConfig, ProviderDefaults};
+pub use engine::{Engine, EngineDeps};
+pub use error::{EngineError, EngineResult};
+pub use gate::GatewayResult;
+pub use lifecycle::{NewArtifact, ResumeRun};
+pub use model_route::RunCredential;
+
+/// Names of the tools the engine executes itself.
+pub mod control_tools {
+    pub const GET_CONTEXT: &str = "get_context";
+    pub const UPDATE_PLAN: &str = "update_plan";
+    pub const REQUEST_USER_INPUT: &str = "request_user_input";
+    pub const REQUEST_APPROVAL: &str = "request_approval";
+    pub const REQUEST_REVIEW_CHECKPOINT: &str = "request_review_checkpoint";
+    pub const FINISH_TURN: &str = "finish_turn";
+
+    /// Tools that park the run for a person.
+    pub fn pauses(name: &str) -> bool {
+        matches!(
+            name,
+            REQUEST_USER_INPUT | REQUEST_APPROVAL | REQUEST_REVIEW_CHECKPOINT
+        )
+    }
+}

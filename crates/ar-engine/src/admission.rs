@@ -1,0 +1,405 @@
+//! Admission of new runs (`POST /v1/runs`): the contract's checks, in the contract's order.
+
+use ar_core::event::kind;
+use ar_core::host::ContextRequest;
+use ar_core::ids::{new_id, prefix, validate_external_id};
+use ar_core::store::{CreateRun, RunChange, SecretChange};
+use ar_core::tool::canonical_tool_name;
+use ar_core::{
+    ApprovalMode, ApprovalState, CompletionMode, ExecutionMode, InvocationMode, JsonMap,
+    PauseReason, Run, RunInput, RunModel, RunStatus, RuntimeKind, TargetRef, TurnMode, TurnPolicy,
+};
+use serde_json::json;
+
+use crate::engine::Engine;
+use crate::error::{EngineError, EngineResult};
+use crate::model_route::{default_model, validate_run_model, RunCredential};
+use crate::records::event;
+
+/// Most run-scoped MCP servers one run may attach.
+pub const MAX_MCP_SERVERS: usize = 16;
+
+/// Sealed-secret kind of the run model credential.
+pub(crate) const MODEL_CREDENTIAL_SECRET: &str = "model_credential";
+
+/// A start-run request after wire decoding (enum strings still unvalidated).
+#[derive(Debug, Clone, Default)]
+pub struct StartRun {
+    pub app_id: String,
+    pub host_run_id: String,
+    pub agent_id: String,
+    pub target: TargetRef,
+    pub instructions: String,
+    pub allowed_tools: Vec<String>,
+    pub external_actor_id: String,
+    pub mode: String,
+    pub execution_mode: String,
+    pub trigger: Option<JsonMap>,
+    pub metadata: Option<JsonMap>,
+    pub turn_policy: TurnPolicy,
+    /// How many run-scoped MCP servers were attached (validated by the caller's wire layer).
+    pub mcp_server_count: usize,
+    pub model: Option<RunModel>,
+    pub model_credential: Option<RunCredential>,
+}
+
+/// Validates and normalizes a turn policy for a runtime kind.
+pub(crate) fn normalize_turn_policy(
+    policy: &TurnPolicy,
+    runtime: RuntimeKind,
+) -> EngineResult<TurnPolicy> {
+    let mut policy = policy.clone();
+    policy.mode = policy.mode.trim().to_string();
+    if !policy.mode.is_empty() {
+        TurnMode::parse(&policy.mode).map_err(|error| EngineError::invalid(error.to_string()))?;
+    }
+    if policy.mode != TurnMode::PauseAfterAssistant.as_str() {
+        policy.idle_timeout_seconds = 0;
+        policy.expired_resume_strategy.clear();
+    } else if policy.idle_timeout_seconds < 0 {
+        policy.idle_timeout_seconds = 0;
+    }
+    policy.completion_mode = policy.completion_mode.trim().to_string();
+    let explicit = if policy.completion_mode.is_empty() {
+        false
+    } else {
+        CompletionMode::parse(&policy.completion_mode)
+            .map_err(|error| EngineError::invalid(error.to_string()))?
+            .is_explicit()
+    };
+    if !explicit && policy.max_completion_corrections != 0 {
+        return Err(EngineError::invalid(
+            "turn_policy.max_completion_corrections is only allowed with completion_mode explicit",
+        ));
+    }
+    if explicit {
+        if !(0..=5).contains(&policy.max_completion_corrections) {
+            return Err(EngineError::invalid(
+                "turn_policy.max_completion_corrections must be between 0 and 5",
+            ));
+        }
+        if policy.max_completion_corrections == 0 {
+            policy.max_completion_corrections = 2;
+        }
+        if !matches!(
+            runtime,
+            RuntimeKind::NativeSdk | RuntimeKind::Codex | RuntimeKind::A2a
+        ) {
+            return Err(EngineError::invalid(format!(
+                "completion_mode {} is not supported by runtime {}",
+                policy.completion_mode, runtime
+            )));
+        }
+    }
+    Ok(policy)
+}
+
+fn trim_target(target: &TargetRef) -> TargetRef {
+    let mut target = target.clone();
+    target.target_type = target.target_type.trim().to_string();
+    target.id = target.id.trim().to_string();
+    target
+}
+
+impl Engine {
+    /// Admits a run: validates, persists it `queued` with `run.queued`, and starts executing it.
+    pub async fn start_run(&self, request: StartRun) -> EngineResult<Run> {
+        if self.is_shutting_down() {
+            return Err(EngineError::ShuttingDown);
+        }
+        // 1. Required fields.
+        let app_id = request.app_id.trim().to_string();
+        let agent_id = request.agent_id.trim().to_string();
+        let host_run_id = request.host_run_id.trim().to_string();
+        let target = trim_target(&request.target);
+        if app_id.is_empty() {
+            return Err(EngineError::invalid("app_id is required"));
+        }
+        validate_external_id("app_id", &app_id).map_err(EngineError::Invalid)?;
+        if agent_id.is_empty() {
+            return Err(EngineError::invalid("agent_id is required"));
+        }
+        validate_external_id("agent_id", &agent_id).map_err(EngineError::Invalid)?;
+        if target.target_type.is_empty() {
+            return Err(EngineError::invalid("target.type is required"));
+        }
+        if target.id.is_empty() {
+            return Err(EngineError::invalid("target.id is required"));
+        }
+        if !host_run_id.is_empty() {
+            validate_external_id("host_run_id", &host_run_id).map_err(EngineError::Invalid)?;
+        }
+        let invocation_mode = if request.mode.trim().is_empty() {
+            None
+        } else {
+            Some(
+                InvocationMode::parse(&request.mode)
+                    .map_err(|error| EngineError::invalid(error.to_string()))?,
+            )
+        };
+        let execution_mode = if request.execution_mode.trim().is_empty() {
+            ExecutionMode::Lightweight
+        } else {
+            ExecutionMode::parse(&request.execution_mode)
+                .map_err(|error| EngineError::invalid(error.to_string()))?
+        };
+        if execution_mode == ExecutionMode::Durable {
+            return Err(EngineError::invalid(
+                "execution_mode durable is not available: durable execution is not configured on this runtime",
+            ));
+        }
+        if request.mcp_server_count > 0 {
+            return Err(EngineError::invalid(
+                "mcp_servers are not supported by this runtime yet (capabilities.run_mcp.supported is false)",
+            ));
+        }
+
+        // 2. Idempotent start by host_run_id.
+        let store = &self.deps().store;
+        if !host_run_id.is_empty() {
+            if let Some(existing) = store.get_run_by_host_run_id(&app_id, &host_run_id).await? {
+                return Ok(existing);
+            }
+        }
+
+        // 3. Agent, model route and credential, turn policy.
+        let agent = store
+            .get_agent(&app_id, &agent_id)
+            .await?
+            .ok_or_else(EngineError::agent_not_found)?;
+        let policy = self.config().app(&app_id);
+        let now = self.now();
+        validate_run_model(
+            self.config(),
+            &policy,
+            request.model.as_ref(),
+            request.model_credential.as_ref(),
+            now,
+        )?;
+        let turn_policy = normalize_turn_policy(&request.turn_policy, agent.runtime_kind)?;
+
+        // 4. Target type and tool narrowing.
+        if !agent.allowed_targets.is_empty() && !agent.allowed_targets.contains(&target.target_type)
+        {
+            return Err(EngineError::invalid(format!(
+                "target type {:?} is not allowed for agent {}",
+                target.target_type, agent.id
+            )));
+        }
+        let mut allowed_tools = Vec::new();
+        for tool in &request.allowed_tools {
+            let name = canonical_tool_name(tool);
+            if !agent.allowed_tools.contains(&name) {
+                return Err(EngineError::invalid(format!(
+                    "allowed_tools may only narrow the agent's tools: {name:?} is not allowed for agent {}",
+                    agent.id
+                )));
+            }
+            if !allowed_tools.contains(&name) {
+                allowed_tools.push(name);
+            }
+        }
+
+        // The pinned model route (secret-free).
+        let model = match (&request.model, agent.runtime_kind) {
+            (Some(model), _) => {
+                let mut model = model.clone();
+                model.provider = model.provider.trim().to_string();
+                model.model = model.model.trim().to_string();
+                Some(model)
+            }
+            (None, RuntimeKind::NativeSdk) if request.model_credential.is_none() => {
+                Some(default_model(self.config(), &agent.provider, &agent.model)?)
+            }
+            (None, RuntimeKind::NativeSdk) => {
+                let provider = if agent.provider.is_empty() {
+                    self.config().default_provider.clone()
+                } else {
+                    agent.provider.clone()
+                };
+                let model_name = if agent.model.is_empty() {
+                    self.config()
+                        .providers
+                        .get(&provider)
+                        .map(|d| d.default_model.clone())
+                        .unwrap_or_default()
+                } else {
+                    agent.model.clone()
+                };
+                if model_name.is_empty() {
+                    return Err(EngineError::invalid(
+                        "model is required: the agent names no model",
+                    ));
+                }
+                Some(RunModel {
+                    provider,
+                    model: model_name,
+                    endpoint: None,
+                    controls: None,
+                })
+            }
+            (None, _) => None,
+        };
+        if agent.runtime_kind != RuntimeKind::NativeSdk {
+            return Err(EngineError::invalid(format!(
+                "runtime kind {} is not available on this runtime",
+                agent.runtime_kind
+            )));
+        }
+
+        // 6. Target context.
+        let run_id = new_id(prefix::RUN);
+        let context = self
+            .deps()
+            .context
+            .resolve(&ContextRequest {
+                app_id: app_id.clone(),
+                run_id: run_id.clone(),
+                agent_id: agent.id.clone(),
+                target: target.clone(),
+                trigger: request.trigger.clone(),
+                metadata: request.metadata.clone(),
+            })
+            .await
+            .map_err(|error| EngineError::invalid(error.to_string()))?;
+
+        // 7. Persist atomically with the sealed credential; emit run.queued.
+        let credential_source = if request.model_credential.is_some() {
+            "app"
+        } else {
+            ""
+        };
+        let run = Run {
+            id: run_id.clone(),
+            app_id: app_id.clone(),
+            host_run_id,
+            agent_id: agent.id.clone(),
+            target,
+            runtime_kind: agent.runtime_kind,
+            execution_mode,
+            invocation_mode: invocation_mode.unwrap_or(agent.default_invocation_mode),
+            external_actor_id: request.external_actor_id.trim().to_string(),
+            status: RunStatus::Queued,
+            pause_reason: PauseReason::None,
+            approval_state: if agent.approval_mode == ApprovalMode::Always {
+                ApprovalState::Pending
+            } else {
+                ApprovalState::NotRequired
+            },
+            input: RunInput {
+                model,
+                credential_source: credential_source.to_string(),
+                instructions: request.instructions.trim().to_string(),
+                allowed_tools,
+                trigger: request.trigger.clone(),
+                metadata: request.metadata.clone(),
+                context_summary: context.summary,
+                turn_policy,
+            },
+            output_summary: JsonMap::new(),
+            workspace_lease: None,
+            error_message: String::new(),
+            started_at: None,
+            completed_at: None,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            pause_requested: false,
+        };
+        let mut change = RunChange::for_run(&run);
+        change.run = Some(run.clone());
+        let mut queued = json!({"status": "queued"});
+        if !run.host_run_id.is_empty() {
+            queued["host_run_id"] = json!(run.host_run_id);
+        }
+        change.events.push(event(kind::RUN_QUEUED, queued));
+        if let Some(credential) = &request.model_credential {
+            let sealer =
+                self.deps().sealer.as_ref().ok_or_else(|| {
+                    EngineError::invalid("run model credentials are not configured")
+                })?;
+            let plaintext = serde_json::to_vec(credential)
+                .map_err(|error| EngineError::invalid(error.to_string()))?;
+            let ciphertext = sealer
+                .seal(&run.app_id, &run.id, MODEL_CREDENTIAL_SECRET, &plaintext)
+                .map_err(|error| EngineError::invalid(error.to_string()))?;
+            change.secrets.push(SecretChange::Put {
+                kind: MODEL_CREDENTIAL_SECRET.to_string(),
+                ciphertext,
+            });
+        }
+        match store.create_run(change).await? {
+            CreateRun::HostRunIdTaken(existing) => Ok(*existing),
+            CreateRun::Created(committed) => {
+                for stored in &committed.events {
+                    self.deps()
+                        .bus
+                        .publish(ar_core::event::LiveEvent::Persisted(stored.clone()));
+                }
+                // 8. Dispatch (lightweight: this process).
+                self.spawn_owner(&run.app_id, &run.id);
+                Ok(run)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_policy_rules() {
+        let chat = TurnPolicy {
+            mode: "pause_after_assistant".into(),
+            idle_timeout_seconds: -5,
+            ..Default::default()
+        };
+        assert_eq!(
+            normalize_turn_policy(&chat, RuntimeKind::NativeSdk)
+                .unwrap()
+                .idle_timeout_seconds,
+            0
+        );
+        let task = TurnPolicy {
+            idle_timeout_seconds: 30,
+            ..Default::default()
+        };
+        assert_eq!(
+            normalize_turn_policy(&task, RuntimeKind::NativeSdk)
+                .unwrap()
+                .idle_timeout_seconds,
+            0
+        );
+        let explicit = TurnPolicy {
+            completion_mode: "explicit".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            normalize_turn_policy(&explicit, RuntimeKind::NativeSdk)
+                .unwrap()
+                .max_completion_corrections,
+            2
+        );
+        assert!(normalize_turn_policy(&explicit, RuntimeKind::OpenCode).is_err());
+        let corrections = TurnPolicy {
+            max_completion_corrections: 1,
+            ..Default::default()
+        };
+        assert!(normalize_turn_policy(&corrections, RuntimeKind::NativeSdk).is_err());
+        let too_many = TurnPolicy {
+            completion_mode: "explicit".into(),
+            max_completion_corrections: 6,
+            ..Default::default()
+        };
+        assert!(normalize_turn_policy(&too_many, RuntimeKind::NativeSdk).is_err());
+        assert!(normalize_turn_policy(
+            &TurnPolicy {
+                mode: "chatty".into(),
+                ..Default::default()
+            },
+            RuntimeKind::NativeSdk
+        )
+        .is_err());
+    }
+}

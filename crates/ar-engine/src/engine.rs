@@ -1,0 +1,203 @@
+//! The engine handle, its dependencies, and `transact`: the one way a run's state changes.
+
+use std::sync::Arc;
+
+use ar_core::clock::Clock;
+use ar_core::event::{EventBus, LiveEvent};
+use ar_core::host::ContextProvider;
+use ar_core::model::ModelClient;
+use ar_core::store::{Committed, RunChange, Store, StoreError};
+use ar_core::tool::ToolHost;
+use ar_core::Run;
+use dashmap::DashMap;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::EngineConfig;
+use crate::error::{EngineError, EngineResult};
+use crate::owner::OwnerHandle;
+use crate::sealer::Sealer;
+
+/// The adapters the engine drives.
+#[derive(Clone)]
+pub struct EngineDeps {
+    pub store: Arc<dyn Store>,
+    pub bus: Arc<dyn EventBus>,
+    pub models: Arc<dyn ModelClient>,
+    pub tools: Arc<dyn ToolHost>,
+    pub context: Arc<dyn ContextProvider>,
+    pub clock: Arc<dyn Clock>,
+    /// Present when run credentials can be sealed at rest.
+    pub sealer: Option<Arc<Sealer>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) deps: EngineDeps,
+    pub(crate) config: EngineConfig,
+    /// Runs executing in this process, by run id.
+    pub(crate) owners: DashMap<String, Arc<OwnerHandle>>,
+    /// Striped per-run mutation locks (bounded memory however many runs exist).
+    locks: Vec<tokio::sync::Mutex<()>>,
+    pub(crate) tasks: TaskTracker,
+    /// Cancelled when the process stops taking work.
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// Cheap, cloneable handle to the engine.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What a `transact` closure decided.
+pub(crate) enum Decide<T> {
+    /// Write the modified run and the change.
+    Commit(T),
+    /// Nothing to write (idempotent request); the run is returned unchanged.
+    Skip(T),
+}
+
+const LOCK_STRIPES: usize = 512;
+const MAX_CONFLICT_RETRIES: usize = 16;
+
+impl Engine {
+    pub fn new(deps: EngineDeps, config: EngineConfig) -> Self {
+        let locks = (0..LOCK_STRIPES)
+            .map(|_| tokio::sync::Mutex::new(()))
+            .collect();
+        Engine {
+            inner: Arc::new(Inner {
+                deps,
+                config,
+                owners: DashMap::new(),
+                locks,
+                tasks: TaskTracker::new(),
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.deps.store
+    }
+
+    pub(crate) fn deps(&self) -> &EngineDeps {
+        &self.inner.deps
+    }
+
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.inner.deps.clock.now()
+    }
+
+    fn stripe(&self, run_id: &str) -> &tokio::sync::Mutex<()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        run_id.hash(&mut hasher);
+        &self.inner.locks[(hasher.finish() as usize) % LOCK_STRIPES]
+    }
+
+    pub(crate) async fn load_run(&self, app_id: &str, run_id: &str) -> EngineResult<Run> {
+        self.inner
+            .deps
+            .store
+            .get_run(app_id, run_id)
+            .await?
+            .ok_or_else(EngineError::run_not_found)
+    }
+
+    /// Applies `decide` to the freshest copy of the run and commits the result atomically.
+    ///
+    /// `cached` is the caller's copy (saves a read); on a version conflict the run is re-read
+    /// and `decide` runs again, so it must be a pure function of the run it is given. Events
+    /// get the run's `host_run_id`, are sequenced by the store, and are published after commit.
+    pub(crate) async fn transact<T>(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        cached: Option<Run>,
+        mut decide: impl FnMut(&mut Run, &mut RunChange) -> EngineResult<Decide<T>>,
+    ) -> EngineResult<(Run, Committed, T)> {
+        let _guard = self.stripe(run_id).lock().await;
+        let mut current = match cached {
+            Some(run) => run,
+            None => self.load_run(app_id, run_id).await?,
+        };
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let mut next = current.clone();
+            let mut change = RunChange::for_run(&current);
+            let value = match decide(&mut next, &mut change)? {
+                Decide::Skip(value) => return Ok((current, Committed::default(), value)),
+                Decide::Commit(value) => value,
+            };
+            next.updated_at = self.now();
+            if !next.host_run_id.is_empty() {
+                for event in &mut change.events {
+                    event
+                        .data
+                        .entry("host_run_id".to_string())
+                        .or_insert_with(|| serde_json::Value::String(next.host_run_id.clone()));
+                }
+            }
+            change.run = Some(next.clone());
+            change.expected_version = Some(current.version);
+            match self.inner.deps.store.commit(change).await {
+                Ok(committed) => {
+                    next.version = committed.version;
+                    for event in &committed.events {
+                        self.inner
+                            .deps
+                            .bus
+                            .publish(LiveEvent::Persisted(event.clone()));
+                    }
+                    return Ok((next, committed, value));
+                }
+                Err(StoreError::Conflict(_)) => {
+                    current = self.load_run(app_id, run_id).await?;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(EngineError::Store(StoreError::Conflict(format!(
+            "run {run_id} kept changing; gave up after {MAX_CONFLICT_RETRIES} attempts"
+        ))))
+    }
+
+    /// Publishes a transient (never persisted) event to live subscribers.
+    pub(crate) fn publish_transient(&self, run: &Run, event_type: &str, data: ar_core::JsonMap) {
+        self.inner.deps.bus.publish(LiveEvent::Transient {
+            app_id: run.app_id.clone(),
+            run_id: run.id.clone(),
+            host_run_id: run.host_run_id.clone(),
+            event_type: event_type.to_string(),
+            data,
+        });
+    }
+
+    /// Stops intake, lets owners reach a checkpoint, and waits for them (bounded by `deadline`).
+    pub async fn shutdown(&self, deadline: std::time::Duration) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        if tokio::time::timeout(deadline, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                remaining = self.inner.owners.len(),
+                "shutdown deadline passed with runs still executing"
+            );
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutdown.is_cancelled()
+    }
+
+    /// Number of runs executing in this process.
+    pub fn active_owner_count(&self) -> usize {
+        self.inner.owners.len()
+    }
+}

@@ -1,0 +1,212 @@
+//! The approval gate and the run tool gateway (`/v1/runs/{id}/tools`).
+
+use ar_core::records::interaction_kind;
+use ar_core::tool::{canonical_tool_name, ToolContext, ToolDefinition, ToolOutput};
+use ar_core::{
+    Agent, ApprovalMode, ApprovalState, JsonMap, PauseReason, RiskLevel, Run, RunStatus,
+};
+use serde_json::{json, Value};
+
+use crate::control_tools;
+use crate::engine::{Decide, Engine};
+use crate::error::{EngineError, EngineResult};
+use crate::records::{interaction, mark_paused, tool_call_record};
+
+/// Whether a call of `tool` must wait for a person under the agent's approval mode.
+pub(crate) fn needs_approval(mode: ApprovalMode, run: &Run, tool: &ToolDefinition) -> bool {
+    if !tool.mutating || control_tools::pauses(&tool.name) {
+        return false;
+    }
+    match mode {
+        ApprovalMode::Never => false,
+        ApprovalMode::MutatingTools => run.approval_state != ApprovalState::Approved,
+        ApprovalMode::Always => run.approval_state != ApprovalState::Approved,
+        ApprovalMode::RiskBased => {
+            matches!(
+                tool.effective_risk(),
+                RiskLevel::SensitiveMutation | RiskLevel::DestructiveMutation
+            ) && run.approval_state != ApprovalState::Approved
+        }
+    }
+}
+
+/// Per-call approvals are single-use: executing an approved mutation consumes the approval.
+pub(crate) fn consume_approval(mode: ApprovalMode, run: &mut Run) {
+    if matches!(mode, ApprovalMode::MutatingTools | ApprovalMode::RiskBased)
+        && run.approval_state == ApprovalState::Approved
+    {
+        run.approval_state = ApprovalState::NotRequired;
+    }
+}
+
+/// The approval request written for a gated call.
+pub(crate) fn approval_payload(tool: &ToolDefinition, input: &Value) -> Value {
+    json!({
+        "schema": "approval_request_v1",
+        "tool_name": tool.name,
+        "mutating": tool.mutating,
+        "risk_level": tool.effective_risk().as_str(),
+        "input": input,
+    })
+}
+
+/// Result of a gateway tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayResult {
+    pub output: ToolOutput,
+    pub approval_required: bool,
+    pub interaction_id: String,
+}
+
+impl Engine {
+    /// Tools a run may use: agent allowlist ∩ run allowlist, filtered by target type.
+    pub(crate) fn effective_tools(&self, run: &Run, agent: &Agent) -> Vec<ToolDefinition> {
+        let catalog = self.deps().tools.catalog(&run.app_id);
+        let explicit = run.input.turn_policy.is_explicit_completion();
+        catalog
+            .into_iter()
+            .filter(|tool| {
+                let allowed_by_agent = agent.allowed_tools.iter().any(|name| name == &tool.name);
+                let allowed_by_run = run.input.allowed_tools.is_empty()
+                    || run
+                        .input
+                        .allowed_tools
+                        .iter()
+                        .any(|name| name == &tool.name);
+                let finish = explicit && tool.name == control_tools::FINISH_TURN;
+                (finish || (allowed_by_agent && allowed_by_run))
+                    && tool.supports_target(&run.target.target_type)
+            })
+            .collect()
+    }
+
+    pub(crate) fn tool_context(&self, run: &Run) -> ToolContext {
+        ToolContext {
+            app_id: run.app_id.clone(),
+            run_id: run.id.clone(),
+            agent_id: run.agent_id.clone(),
+            external_actor_id: run.external_actor_id.clone(),
+            target: run.target.clone(),
+            context_summary: run.input.context_summary.clone(),
+            run_metadata: run.input.metadata.clone().unwrap_or_default(),
+        }
+    }
+
+    async fn active_run_and_agent(&self, app_id: &str, run_id: &str) -> EngineResult<(Run, Agent)> {
+        let run = self.load_run(app_id, run_id).await?;
+        if run.is_terminal() {
+            return Err(EngineError::invalid("agent run is not active"));
+        }
+        let agent = self
+            .deps()
+            .store
+            .get_agent(app_id, &run.agent_id)
+            .await?
+            .ok_or_else(EngineError::agent_not_found)?;
+        Ok((run, agent))
+    }
+
+    /// `GET /v1/runs/{id}/tools`.
+    pub async fn run_tools(&self, app_id: &str, run_id: &str) -> EngineResult<Vec<ToolDefinition>> {
+        let (run, agent) = self.active_run_and_agent(app_id, run_id).await?;
+        Ok(self.effective_tools(&run, &agent))
+    }
+
+    /// `POST /v1/runs/{id}/tools`: executes a tool for an external agent through the same gate.
+    pub async fn call_run_tool(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        tool_name: &str,
+        input: Value,
+    ) -> EngineResult<GatewayResult> {
+        let name = canonical_tool_name(tool_name);
+        if name.is_empty() {
+            return Err(EngineError::invalid("tool_name is required"));
+        }
+        let (run, agent) = self.active_run_and_agent(app_id, run_id).await?;
+        let Some(tool) = self
+            .effective_tools(&run, &agent)
+            .into_iter()
+            .find(|tool| tool.name == name)
+        else {
+            return Err(EngineError::invalid(format!(
+                "tool {name:?} is not available to this run"
+            )));
+        };
+        if control_tools::pauses(&name)
+            || name == control_tools::FINISH_TURN
+            || name == control_tools::UPDATE_PLAN
+        {
+            return Err(EngineError::invalid(format!(
+                "tool {name:?} is a runtime-control tool and cannot be called through the gateway"
+            )));
+        }
+        let input = if input.is_null() {
+            Value::Object(JsonMap::new())
+        } else {
+            input
+        };
+        if needs_approval(agent.approval_mode, &run, &tool) {
+            let now = self.now();
+            let payload = approval_payload(&tool, &input);
+            let (_, _, interaction_id) = self
+                .transact(app_id, run_id, Some(run), |run, change| {
+                    if run.is_terminal() {
+                        return Err(EngineError::invalid("agent run is not active"));
+                    }
+                    let pending = interaction(
+                        run,
+                        interaction_kind::APPROVAL_REQUEST,
+                        "Approve tool call",
+                        "",
+                        payload.clone(),
+                        now,
+                    );
+                    let id = pending.id.clone();
+                    change.interactions.push(pending);
+                    change.tool_calls.push(tool_call_record(
+                        run,
+                        &tool.name,
+                        input.clone(),
+                        true,
+                        true,
+                        now,
+                    ));
+                    if run.status != RunStatus::Paused {
+                        mark_paused(run, change, PauseReason::HumanApproval, JsonMap::new());
+                    }
+                    Ok(Decide::Commit(id))
+                })
+                .await?;
+            return Ok(GatewayResult {
+                output: ToolOutput::text(format!("approval required before running {name}")),
+                approval_required: true,
+                interaction_id,
+            });
+        }
+        let context = self.tool_context(&run);
+        let output = self.deps().tools.call(&context, &name, input.clone()).await;
+        let now = self.now();
+        let mode = agent.approval_mode;
+        self.transact(app_id, run_id, None, |run, change| {
+            let mut record =
+                tool_call_record(run, &tool.name, input.clone(), tool.mutating, false, now);
+            record.output = Some(json!({"content": output.content}));
+            if output.is_error {
+                record.error = output.content.clone();
+            }
+            change.tool_calls.push(record);
+            if tool.mutating {
+                consume_approval(mode, run);
+            }
+            Ok(Decide::Commit(()))
+        })
+        .await?;
+        Ok(GatewayResult {
+            output,
+            approval_required: false,
+            interaction_id: String::new(),
+        })
+    }
+}

@@ -1,0 +1,322 @@
+//! Model routes: validation of the model a run asks for, and resolution to a concrete endpoint.
+
+use ar_core::model::ModelRoute;
+use ar_core::secret::Secret;
+use ar_core::RunModel;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{AppPolicy, EngineConfig};
+use crate::error::{EngineError, EngineResult};
+
+/// Providers the contract knows.
+pub const KNOWN_PROVIDERS: &[&str] = &[
+    "openai",
+    "openai_compatible",
+    "anthropic",
+    "openrouter",
+    "openrouter_responses",
+    "openai_chatgpt",
+];
+
+const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
+const SERVICE_TIERS: &[&str] = &["standard", "fast", "auto", "default", "flex", "priority"];
+
+/// A run credential as received (request-only; sealed before it is stored).
+#[derive(Clone, Default, Serialize, Deserialize)]
+pub struct RunCredential {
+    #[serde(rename = "type")]
+    pub credential_type: String,
+    #[serde(default)]
+    pub api_key: String,
+    #[serde(default)]
+    pub access_token: String,
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub connection_id: String,
+    #[serde(default)]
+    pub account_id: String,
+}
+
+impl std::fmt::Debug for RunCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunCredential")
+            .field("type", &self.credential_type)
+            .field("api_key", &"[redacted]")
+            .field("access_token", &"[redacted]")
+            .field("expires_at", &self.expires_at)
+            .field("connection_id", &self.connection_id)
+            .finish()
+    }
+}
+
+impl RunCredential {
+    /// The secret a request carries, if any.
+    pub fn bearer(&self) -> Option<Secret> {
+        match self.credential_type.as_str() {
+            "api_key" => Some(Secret::new(self.api_key.clone())),
+            "oauth" => Some(Secret::new(self.access_token.clone())),
+            _ => None,
+        }
+    }
+
+    pub fn validate(&self, now: DateTime<Utc>) -> EngineResult<()> {
+        match self.credential_type.as_str() {
+            "api_key" if self.api_key.trim().is_empty() => Err(EngineError::invalid(
+                "model_credential.api_key is required for type api_key",
+            )),
+            "oauth" if self.access_token.trim().is_empty() => Err(EngineError::invalid(
+                "model_credential.access_token is required for type oauth",
+            )),
+            "api_key" | "oauth" | "none" => {
+                if self.credential_type == "none"
+                    && (!self.api_key.is_empty() || !self.access_token.is_empty())
+                {
+                    return Err(EngineError::invalid(
+                        "model_credential of type none must not carry a secret",
+                    ));
+                }
+                if matches!(self.expires_at, Some(expiry) if expiry <= now) {
+                    return Err(EngineError::invalid("model_credential is expired"));
+                }
+                Ok(())
+            }
+            "" => Err(EngineError::invalid("model_credential.type is required")),
+            other => Err(EngineError::invalid(format!(
+                "invalid model_credential.type {other:?}: expected one of api_key, none, oauth"
+            ))),
+        }
+    }
+}
+
+fn validate_controls(provider: &str, controls: &serde_json::Value) -> EngineResult<()> {
+    let Some(object) = controls.as_object() else {
+        return Err(EngineError::invalid("model.controls must be an object"));
+    };
+    for (key, value) in object {
+        match key.as_str() {
+            "reasoning_effort" => {
+                let text = value.as_str().unwrap_or_default();
+                if !REASONING_EFFORTS.contains(&text) {
+                    return Err(EngineError::invalid(format!(
+                        "invalid model.controls.reasoning_effort {value}: expected one of {}",
+                        REASONING_EFFORTS.join(", ")
+                    )));
+                }
+                if !matches!(
+                    provider,
+                    "openai" | "openai_chatgpt" | "openrouter" | "openrouter_responses"
+                ) {
+                    return Err(EngineError::invalid(format!(
+                        "model.controls.reasoning_effort is not supported by provider {provider}"
+                    )));
+                }
+            }
+            "service_tier" => {
+                let text = value.as_str().unwrap_or_default();
+                if !SERVICE_TIERS.contains(&text) {
+                    return Err(EngineError::invalid(format!(
+                        "invalid model.controls.service_tier {value}: expected one of {}",
+                        SERVICE_TIERS.join(", ")
+                    )));
+                }
+                if !matches!(provider, "openai" | "openai_chatgpt") {
+                    return Err(EngineError::invalid(format!(
+                        "model.controls.service_tier is not supported by provider {provider}"
+                    )));
+                }
+            }
+            "openrouter" => {
+                if !matches!(provider, "openrouter" | "openrouter_responses") {
+                    return Err(EngineError::invalid(format!(
+                        "model.controls.openrouter is not supported by provider {provider}"
+                    )));
+                }
+            }
+            other => {
+                return Err(EngineError::invalid(format!(
+                    "unknown model.controls field {other:?}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a run's model route and credential against the app's policy (admission step 3).
+pub fn validate_run_model(
+    config: &EngineConfig,
+    policy: &AppPolicy,
+    model: Option<&RunModel>,
+    credential: Option<&RunCredential>,
+    now: DateTime<Utc>,
+) -> EngineResult<()> {
+    if policy.require_run_model_credentials && (model.is_none() || credential.is_none()) {
+        return Err(EngineError::invalid(
+            "this app requires run model credentials: model and model_credential are required",
+        ));
+    }
+    if let Some(credential) = credential {
+        if !config.credentials_enabled {
+            return Err(EngineError::invalid(
+                "run model credentials are not configured (AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY is not set)",
+            ));
+        }
+        credential.validate(now)?;
+    }
+    let Some(model) = model else {
+        return Ok(());
+    };
+    let provider = model.provider.trim();
+    if provider.is_empty() {
+        return Err(EngineError::invalid("model.provider is required"));
+    }
+    if !KNOWN_PROVIDERS.contains(&provider) {
+        return Err(EngineError::invalid(format!(
+            "invalid model.provider {provider:?}: expected one of {}",
+            KNOWN_PROVIDERS.join(", ")
+        )));
+    }
+    let name_len = model.model.trim().chars().count();
+    if name_len == 0 || name_len > 256 {
+        return Err(EngineError::invalid(
+            "model.model must be 1 to 256 characters",
+        ));
+    }
+    if let Some(controls) = &model.controls {
+        validate_controls(provider, controls)?;
+    }
+    match (provider, &model.endpoint) {
+        ("openai_compatible", None) => {
+            return Err(EngineError::invalid(
+                "model.endpoint is required for provider openai_compatible",
+            ))
+        }
+        ("openai_compatible", Some(endpoint)) => {
+            let approved = policy.model_endpoints.iter().find(|approved| {
+                approved.id == endpoint.id
+                    && approved.base_url == endpoint.base_url
+                    && approved.auth_mode == endpoint.auth_mode
+            });
+            if approved.is_none() {
+                return Err(EngineError::invalid(format!(
+                    "model.endpoint {:?} does not match an approved model endpoint of this app",
+                    endpoint.id
+                )));
+            }
+            let Some(credential) = credential else {
+                return Err(EngineError::invalid(
+                    "model_credential is required for provider openai_compatible (use type none for a no-auth endpoint)",
+                ));
+            };
+            if credential.credential_type != endpoint.auth_mode {
+                return Err(EngineError::invalid(format!(
+                    "model_credential.type {:?} does not match the endpoint auth_mode {:?}",
+                    credential.credential_type, endpoint.auth_mode
+                )));
+            }
+        }
+        (_, Some(_)) => {
+            return Err(EngineError::invalid(format!(
+                "model.endpoint is only supported for provider openai_compatible, not {provider}"
+            )))
+        }
+        ("openai_chatgpt", None) => {
+            if credential.map(|c| c.credential_type.as_str()) != Some("oauth") {
+                return Err(EngineError::invalid(
+                    "provider openai_chatgpt requires a model_credential of type oauth",
+                ));
+            }
+        }
+        (_, None) => {
+            if matches!(credential, Some(c) if c.credential_type == "none") {
+                return Err(EngineError::invalid(format!(
+                    "model_credential type none is only valid for an approved no-auth endpoint, not provider {provider}"
+                )));
+            }
+        }
+    }
+    if !config
+        .served_providers
+        .iter()
+        .any(|served| served == provider)
+    {
+        return Err(EngineError::invalid(format!(
+            "model provider {provider} is not available on this runtime"
+        )));
+    }
+    Ok(())
+}
+
+/// The provider/model a run will use when it names none itself.
+pub fn default_model(
+    config: &EngineConfig,
+    agent_provider: &str,
+    agent_model: &str,
+) -> EngineResult<RunModel> {
+    let provider = if agent_provider.trim().is_empty() {
+        config.default_provider.clone()
+    } else {
+        agent_provider.trim().to_string()
+    };
+    let Some(defaults) = config.providers.get(&provider) else {
+        return Err(EngineError::invalid(format!(
+            "no model is configured for this run: provider {provider} has no global credentials; \
+             send model and model_credential, or configure the provider on the runtime"
+        )));
+    };
+    if !config
+        .served_providers
+        .iter()
+        .any(|served| served == &provider)
+    {
+        return Err(EngineError::invalid(format!(
+            "model provider {provider} is not available on this runtime"
+        )));
+    }
+    let model = if agent_model.trim().is_empty() {
+        defaults.default_model.clone()
+    } else {
+        agent_model.trim().to_string()
+    };
+    Ok(RunModel {
+        provider,
+        model,
+        endpoint: None,
+        controls: None,
+    })
+}
+
+/// Resolves the endpoint and credential of a call. A run credential never falls back to a
+/// global key.
+pub fn resolve_route(
+    config: &EngineConfig,
+    model: &RunModel,
+    credential: Option<&RunCredential>,
+) -> Result<ModelRoute, String> {
+    let (base_url, api_key) = match (&model.endpoint, credential) {
+        (Some(endpoint), Some(credential)) => (endpoint.base_url.clone(), credential.bearer()),
+        (Some(_), None) => {
+            return Err("the run's model credential is no longer available".to_string())
+        }
+        (None, credential) => {
+            let defaults = config
+                .providers
+                .get(&model.provider)
+                .ok_or_else(|| format!("model provider {} is not configured", model.provider))?;
+            let key = match credential {
+                Some(credential) => credential.bearer(),
+                None => defaults.api_key.clone(),
+            };
+            (defaults.base_url.clone(), key)
+        }
+    };
+    Ok(ModelRoute {
+        provider: model.provider.clone(),
+        model: model.model.clone(),
+        base_url,
+        api_key,
+        controls: model.controls.clone(),
+    })
+}

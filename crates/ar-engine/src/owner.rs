@@ -1,0 +1,227 @@
+//! Run ownership: one owner task per executing run, its lease in the store, the heartbeat that
+//! keeps leases alive, and the sweeper that takes over runs whose owner died.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use ar_core::{Run, RunStatus};
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Decide, Engine};
+
+/// Signals from API requests to the task executing a run in this process.
+#[derive(Debug, Default)]
+pub(crate) struct OwnerHandle {
+    /// Cancelled when the run is cancelled: aborts in-flight model requests and tools.
+    pub(crate) cancel: CancellationToken,
+    /// Set by `pause`; the owner stops at its next safe point.
+    pub(crate) pause: AtomicBool,
+}
+
+impl OwnerHandle {
+    pub(crate) fn pause_requested(&self) -> bool {
+        self.pause.load(Ordering::Acquire)
+    }
+}
+
+impl Engine {
+    /// Starts executing a run in this process unless it already is.
+    pub(crate) fn spawn_owner(&self, app_id: &str, run_id: &str) {
+        if self.inner.shutdown.is_cancelled() {
+            return;
+        }
+        let handle = Arc::new(OwnerHandle::default());
+        match self.inner.owners.entry(run_id.to_string()) {
+            dashmap::mapref::entry::Entry::Occupied(_) => return,
+            dashmap::mapref::entry::Entry::Vacant(slot) => {
+                slot.insert(handle.clone());
+            }
+        }
+        let engine = self.clone();
+        let app_id = app_id.to_string();
+        let run_id = run_id.to_string();
+        self.inner.tasks.spawn(async move {
+            engine.own(app_id, run_id, handle).await;
+        });
+    }
+
+    /// Drives the run until it pauses, ends or the process stops; then hands it back.
+    async fn own(&self, app_id: String, run_id: String, mut handle: Arc<OwnerHandle>) {
+        loop {
+            self.drive_with_lease(&app_id, &run_id, &handle).await;
+            self.inner.owners.remove(&run_id);
+            // A resume that landed while this owner was finishing saw an owner and did not
+            // spawn one; look once more so the run is never left running without an owner.
+            if self.inner.shutdown.is_cancelled() {
+                return;
+            }
+            let needs_owner = matches!(
+                self.deps().store.get_run(&app_id, &run_id).await,
+                Ok(Some(run)) if matches!(run.status, RunStatus::Running | RunStatus::Queued)
+            );
+            if !needs_owner {
+                return;
+            }
+            let fresh = Arc::new(OwnerHandle::default());
+            match self.inner.owners.entry(run_id.clone()) {
+                dashmap::mapref::entry::Entry::Occupied(_) => return,
+                dashmap::mapref::entry::Entry::Vacant(slot) => {
+                    slot.insert(fresh.clone());
+                }
+            }
+            handle = fresh;
+        }
+    }
+
+    async fn drive_with_lease(&self, app_id: &str, run_id: &str, handle: &Arc<OwnerHandle>) {
+        let store = &self.deps().store;
+        let now = self.now();
+        let until =
+            now + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default();
+        match store
+            .try_acquire_lease(run_id, &self.inner.config.instance_id, until, now)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(run_id, "run is owned by another live replica");
+                return;
+            }
+            Err(error) => {
+                tracing::error!(run_id, %error, "could not take the run's lease");
+                return;
+            }
+        }
+        let outcome = std::panic::AssertUnwindSafe(self.execute(app_id, run_id, handle))
+            .catch_unwind()
+            .await;
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::error!(run_id, %error, "run execution failed");
+                self.fail_run(app_id, run_id, &format!("internal error: {error}"))
+                    .await;
+            }
+            Err(_) => {
+                tracing::error!(run_id, "run execution panicked");
+                self.fail_run(app_id, run_id, "internal error: run execution panicked")
+                    .await;
+            }
+        }
+        if let Err(error) = store
+            .release_lease(run_id, &self.inner.config.instance_id)
+            .await
+        {
+            tracing::warn!(run_id, %error, "could not release the run's lease");
+        }
+    }
+
+    /// Marks a non-terminal run failed (best effort; used when execution itself broke).
+    pub(crate) async fn fail_run(&self, app_id: &str, run_id: &str, message: &str) {
+        let result = self
+            .transact(app_id, run_id, None, |run, change| {
+                if run.is_terminal() {
+                    return Ok(Decide::Skip(()));
+                }
+                crate::records::mark_failed(run, change, message, None, self.now());
+                Ok(Decide::Commit(()))
+            })
+            .await;
+        if let Err(error) = result {
+            tracing::error!(run_id, %error, "could not mark the run failed");
+        }
+    }
+
+    /// Starts the heartbeat and the orphan sweeper, and takes over runs left behind.
+    pub fn start_background(&self) {
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.heartbeat_loop().await });
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.sweep_loop().await });
+    }
+
+    async fn heartbeat_loop(&self) {
+        let period = self.inner.config.lease_ttl / 3;
+        let mut ticker = tokio::time::interval(period);
+        loop {
+            tokio::select! {
+                _ = self.inner.shutdown.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            if self.inner.owners.is_empty() {
+                continue;
+            }
+            let until = self.now()
+                + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default();
+            if let Err(error) = self
+                .deps()
+                .store
+                .renew_leases(&self.inner.config.instance_id, until)
+                .await
+            {
+                tracing::warn!(%error, "lease heartbeat failed");
+            }
+        }
+    }
+
+    async fn sweep_loop(&self) {
+        // Runs this instance held in a previous life come back at once; others when their
+        // lease expires.
+        match self
+            .deps()
+            .store
+            .list_runs_leased_by(&self.inner.config.instance_id)
+            .await
+        {
+            Ok(runs) => self.adopt(runs),
+            Err(error) => tracing::warn!(%error, "could not list this instance's runs"),
+        }
+        let mut ticker = tokio::time::interval(self.inner.config.sweep_interval);
+        loop {
+            tokio::select! {
+                _ = self.inner.shutdown.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            match self.deps().store.list_orphaned_runs(self.now(), 200).await {
+                Ok(runs) => self.adopt(runs),
+                Err(error) => tracing::warn!(%error, "orphan sweep failed"),
+            }
+        }
+    }
+
+    fn adopt(&self, runs: Vec<Run>) {
+        for run in runs {
+            if !self.inner.owners.contains_key(&run.id) {
+                tracing::info!(run_id = %run.id, status = %run.status, "taking over run");
+                self.spawn_owner(&run.app_id, &run.id);
+            }
+        }
+    }
+
+    /// Runs one sweep now (tests and startup use it).
+    pub async fn sweep_once(&self) -> usize {
+        match self.deps().store.list_orphaned_runs(self.now(), 200).await {
+            Ok(runs) => {
+                let count = runs.len();
+                self.adopt(runs);
+                count
+            }
+            Err(error) => {
+                tracing::warn!(%error, "orphan sweep failed");
+                0
+            }
+        }
+    }
+
+    /// Waits until no run executes in this process (tests and benchmarks).
+    pub async fn wait_idle(&self) {
+        while !self.inner.owners.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+}

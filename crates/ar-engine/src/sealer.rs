@@ -1,0 +1,131 @@
+//! Encryption of per-run credentials at rest: AES-256-GCM, bound to app, run and purpose.
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use rand::RngCore;
+
+/// Seals and opens credential blobs. The key never leaves this type, and `Debug` hides it.
+pub struct Sealer {
+    cipher: Aes256Gcm,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sealer([redacted])")
+    }
+}
+
+/// Sealing or opening failed (wrong key, tampered data, bad key material).
+#[derive(Debug, thiserror::Error)]
+#[error("credential encryption error: {0}")]
+pub struct SealError(String);
+
+const NONCE_LEN: usize = 12;
+
+impl Sealer {
+    /// Accepts 32 raw bytes or standard base64 of 32 bytes.
+    pub fn from_key_material(material: &[u8]) -> Result<Self, SealError> {
+        use base64::Engine as _;
+        let key: Vec<u8> = if material.len() == 32 {
+            material.to_vec()
+        } else {
+            let text = std::str::from_utf8(material)
+                .map_err(|_| SealError("key is neither 32 bytes nor base64".into()))?;
+            base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .map_err(|_| SealError("key is neither 32 bytes nor base64".into()))?
+        };
+        if key.len() != 32 {
+            return Err(SealError(format!(
+                "key must be 32 bytes, got {}",
+                key.len()
+            )));
+        }
+        let cipher = Aes256Gcm::new_from_slice(&key).map_err(|e| SealError(e.to_string()))?;
+        Ok(Sealer { cipher })
+    }
+
+    fn associated_data(app_id: &str, run_id: &str, purpose: &str) -> Vec<u8> {
+        format!("agent-runtime\x00{app_id}\x00{run_id}\x00{purpose}").into_bytes()
+    }
+
+    /// Nonce-prefixed ciphertext.
+    pub fn seal(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        purpose: &str,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        rand::thread_rng().fill_bytes(&mut nonce);
+        let aad = Self::associated_data(app_id, run_id, purpose);
+        let sealed = self
+            .cipher
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad: &aad,
+                },
+            )
+            .map_err(|_| SealError("encryption failed".into()))?;
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        Ok(out)
+    }
+
+    pub fn open(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        purpose: &str,
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        if sealed.len() < NONCE_LEN {
+            return Err(SealError("ciphertext too short".into()));
+        }
+        let (nonce, body) = sealed.split_at(NONCE_LEN);
+        let aad = Self::associated_data(app_id, run_id, purpose);
+        self.cipher
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: body,
+                    aad: &aad,
+                },
+            )
+            .map_err(|_| SealError("decryption failed".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_blobs_are_bound_to_their_run() {
+        let sealer = Sealer::from_key_material(&[7u8; 32]).unwrap();
+        let sealed = sealer
+            .seal("app", "run_1", "model_credential", b"sk-secret")
+            .unwrap();
+        assert_eq!(
+            sealer
+                .open("app", "run_1", "model_credential", &sealed)
+                .unwrap(),
+            b"sk-secret"
+        );
+        assert!(sealer
+            .open("app", "run_2", "model_credential", &sealed)
+            .is_err());
+        assert!(!sealed.windows(9).any(|w| w == b"sk-secret"));
+    }
+
+    #[test]
+    fn base64_keys_are_accepted() {
+        use base64::Engine as _;
+        let text = base64::engine::general_purpose::STANDARD.encode([1u8; 32]);
+        assert!(Sealer::from_key_material(text.as_bytes()).is_ok());
+        assert!(Sealer::from_key_material(b"short").is_err());
+    }
+}
