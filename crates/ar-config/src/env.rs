@@ -1,0 +1,1453 @@
+//! Every environment variable the service reads, declared once, and the typed settings built from them.
+//!
+//! Each variable is a documented [`EnvVar`] constant; [`ALL`] lists them for the generated docs
+//! table ([`markdown_table`]). [`ServiceSettings::from_env`] reads them through a lookup closure,
+//! validates every value and returns all problems at once. Secrets become
+//! [`ar_core::secret::Secret`] or [`EncryptionKey`], whose `Debug` never shows the value.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ar_core::secret::Secret;
+use base64::Engine as _;
+use url::Url;
+
+use crate::app::AppConfig;
+use crate::Diagnostic;
+
+/// Declaration of one environment variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: &'static str,
+    /// Default as documented (what the service uses when the variable is unset).
+    pub default: Option<&'static str>,
+    /// The value is a credential: never logged, never shown.
+    pub secret: bool,
+    /// Section of the docs table.
+    pub group: &'static str,
+    pub description: &'static str,
+}
+
+impl EnvVar {
+    const fn new(
+        group: &'static str,
+        name: &'static str,
+        default: Option<&'static str>,
+        description: &'static str,
+    ) -> Self {
+        EnvVar {
+            name,
+            default,
+            secret: false,
+            group,
+            description,
+        }
+    }
+
+    const fn secret(group: &'static str, name: &'static str, description: &'static str) -> Self {
+        EnvVar {
+            name,
+            default: None,
+            secret: true,
+            group,
+            description,
+        }
+    }
+}
+
+const SERVER: &str = "server";
+const STORE: &str = "store";
+const MODELS: &str = "models";
+const EVENTS: &str = "events";
+const DURABLE: &str = "durable";
+const MCP: &str = "mcp";
+const STUDIO: &str = "studio";
+const NODE: &str = "node";
+const BRIDGE: &str = "mcp-bridge";
+
+// --- server ---------------------------------------------------------------------------------
+
+/// Listen address of the HTTP API (`host:port`; Go-style `:port` means all interfaces).
+pub const ADDR: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_ADDR",
+    Some("127.0.0.1:8090"),
+    "Listen address of the HTTP API (`host:port`, `:port` = all interfaces).",
+);
+/// Bearer token every `/v1`, `/v2` and `/internal` request must carry.
+pub const SERVICE_TOKEN: EnvVar = EnvVar::secret(SERVER, "AGENT_RUNTIME_SERVICE_TOKEN", "Bearer token required on every API request. Without it the server refuses to start unless anonymous access is allowed.");
+/// Local-development escape hatch: serve without a service token.
+pub const ALLOW_ANONYMOUS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_ALLOW_ANONYMOUS",
+    Some("false"),
+    "Serve without a service token (local development only). Truthy: 1, true, t, yes, y, on.",
+);
+/// App configuration: inline JSON/YAML or `@/path/to/file`.
+pub const APP_CONFIG: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_APP_CONFIG",
+    None,
+    "App configuration: inline JSON or YAML, or `@/path/to/file`.",
+);
+/// Identity of this process as owner of run leases.
+pub const INSTANCE_ID: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_INSTANCE_ID",
+    None,
+    "Identity of this process as owner of run leases (generated when unset).",
+);
+
+// --- store ----------------------------------------------------------------------------------
+
+/// Which database holds durable state.
+pub const STORE_DRIVER: EnvVar = EnvVar::new(
+    STORE,
+    "AGENT_RUNTIME_STORE_DRIVER",
+    Some("sqlite"),
+    "Durable state backend: `sqlite`, `postgres` or `memory`.",
+);
+/// SQLite database: a file path or a `sqlite:` URL.
+pub const SQLITE_DSN: EnvVar = EnvVar::new(STORE, "AGENT_RUNTIME_SQLITE_DSN", Some("$XDG_DATA_HOME/agent-runtime/agent-runtime.db"), "SQLite database: a file path or a `sqlite:` URL. Default is in the user's data directory (`$XDG_DATA_HOME` or `$HOME/.local/share`).");
+/// PostgreSQL connection URL (wins over the `PG*` variables).
+pub const DATABASE_URL: EnvVar = EnvVar::secret(
+    STORE,
+    "DATABASE_URL",
+    "PostgreSQL connection URL; when unset the URL is built from the `PG*` variables.",
+);
+pub const PGHOST: EnvVar = EnvVar::new(
+    STORE,
+    "PGHOST",
+    Some("localhost"),
+    "PostgreSQL host (or a Unix socket directory starting with `/`).",
+);
+pub const PGPORT: EnvVar = EnvVar::new(STORE, "PGPORT", Some("5432"), "PostgreSQL port.");
+pub const PGDATABASE: EnvVar = EnvVar::new(STORE, "PGDATABASE", None, "PostgreSQL database name.");
+pub const PGUSER: EnvVar = EnvVar::new(STORE, "PGUSER", None, "PostgreSQL user.");
+pub const PGPASSWORD: EnvVar = EnvVar::secret(STORE, "PGPASSWORD", "PostgreSQL password.");
+pub const PGSSLMODE: EnvVar = EnvVar::new(
+    STORE,
+    "PGSSLMODE",
+    None,
+    "PostgreSQL `sslmode` (disable, prefer, require, verify-ca, verify-full).",
+);
+/// Base of the default SQLite location.
+pub const XDG_DATA_HOME: EnvVar = EnvVar::new(
+    STORE,
+    "XDG_DATA_HOME",
+    Some("$HOME/.local/share"),
+    "User data directory; the default SQLite file lives in `agent-runtime/` below it.",
+);
+/// Fallback base of the default SQLite location.
+pub const HOME: EnvVar = EnvVar::new(
+    STORE,
+    "HOME",
+    None,
+    "Home directory, used when `XDG_DATA_HOME` is unset.",
+);
+
+// --- models ---------------------------------------------------------------------------------
+
+pub const OPENAI_API_KEY: EnvVar = EnvVar::secret(
+    MODELS,
+    "OPENAI_API_KEY",
+    "Global OpenAI key (provider `openai`).",
+);
+pub const OPENAI_BASE_URL: EnvVar = EnvVar::new(
+    MODELS,
+    "OPENAI_BASE_URL",
+    Some("https://api.openai.com/v1"),
+    "OpenAI API base URL.",
+);
+pub const ANTHROPIC_API_KEY: EnvVar = EnvVar::secret(
+    MODELS,
+    "ANTHROPIC_API_KEY",
+    "Global Anthropic key (provider `anthropic`).",
+);
+pub const ANTHROPIC_BASE_URL: EnvVar = EnvVar::new(
+    MODELS,
+    "ANTHROPIC_BASE_URL",
+    Some("https://api.anthropic.com"),
+    "Anthropic API base URL.",
+);
+pub const OPENROUTER_API_KEY: EnvVar = EnvVar::secret(
+    MODELS,
+    "OPENROUTER_API_KEY",
+    "Global OpenRouter key (providers `openrouter`, `openrouter_responses`).",
+);
+pub const OPENROUTER_BASE_URL: EnvVar = EnvVar::new(
+    MODELS,
+    "OPENROUTER_BASE_URL",
+    Some("https://openrouter.ai/api/v1"),
+    "OpenRouter API base URL.",
+);
+/// Provider of agents that name none.
+pub const NATIVE_PROVIDER: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_NATIVE_PROVIDER",
+    Some("anthropic"),
+    "Default model provider for native agents that name none.",
+);
+/// Model of agents that name none.
+pub const NATIVE_MODEL: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_NATIVE_MODEL",
+    None,
+    "Default model for native agents that name none (default depends on the provider).",
+);
+pub const ALLOW_DETERMINISTIC_FALLBACK: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK",
+    Some("false"),
+    "Allow a deterministic stand-in model when no model is configured (tests and demos).",
+);
+pub const CHATGPT_ENABLED: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_CHATGPT_ENABLED",
+    Some("false"),
+    "Enable the `openai_chatgpt` provider (run credentials only).",
+);
+/// Key that encrypts per-run model credentials at rest.
+pub const MODEL_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(MODELS, "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "AES-256 key for per-run model credentials: 32 raw bytes or base64 of 32 bytes. Same value on API and workers.");
+
+// --- events ---------------------------------------------------------------------------------
+
+/// Global event sinks (CSV).
+pub const EVENT_SINK: EnvVar = EnvVar::new(EVENTS, "AGENT_RUNTIME_EVENT_SINK", Some("log"), "Global event sinks, comma separated: `log`, `nats` (`jetstream`), `callback` (`http`, `webhook`), `none`.");
+pub const NATS_URL: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_URL",
+    None,
+    "NATS server URL (required with the `nats` sink).",
+);
+pub const NATS_STREAM: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_STREAM",
+    Some("AGENT_RUNTIME_EVENTS"),
+    "JetStream stream name.",
+);
+pub const NATS_STREAM_SUBJECTS: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
+    Some("agent-runtime.events.>"),
+    "Subjects of the stream, comma separated.",
+);
+pub const NATS_SUBJECT_TEMPLATE: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
+    Some("agent-runtime.events.{app_id}.{run_id}.{event_type}"),
+    "Subject of each v1 event; placeholders `{app_id}`, `{run_id}`, `{event_type}` (or `{type}`).",
+);
+pub const NATS_CLIENT_NAME: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_CLIENT_NAME",
+    Some("agent-runtime"),
+    "NATS connection name.",
+);
+pub const NATS_ENSURE_STREAM: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_ENSURE_STREAM",
+    Some("true"),
+    "Create or update the stream at startup.",
+);
+/// Legacy global callback receiving events of all apps (sink `callback`).
+pub const EVENT_CALLBACK_URL: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+    None,
+    "Legacy global event callback URL (sink `callback`; receives every app's events).",
+);
+pub const EVENT_CALLBACK_TOKEN: EnvVar = EnvVar::secret(
+    EVENTS,
+    "AGENT_RUNTIME_EVENT_CALLBACK_TOKEN",
+    "Bearer token of the legacy global event callback.",
+);
+
+// --- durable --------------------------------------------------------------------------------
+
+/// Temporal frontend; setting it enables durable execution.
+pub const TEMPORAL_ADDRESS: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_ADDRESS",
+    None,
+    "Temporal frontend `host:port`; enables durable execution.",
+);
+pub const TEMPORAL_NAMESPACE: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_NAMESPACE",
+    Some("default"),
+    "Temporal namespace.",
+);
+pub const TEMPORAL_TASK_QUEUE_PREFIX: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TASK_QUEUE_PREFIX",
+    None,
+    "Prefix of every Temporal task queue name.",
+);
+
+// --- mcp ------------------------------------------------------------------------------------
+
+pub const MCP_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(
+    MCP,
+    "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
+    "AES-256 key for run-scoped MCP credentials: 32 raw bytes or base64 of 32 bytes.",
+);
+pub const MCP_ALLOWED_HOSTS: EnvVar = EnvVar::new(
+    MCP,
+    "AGENT_RUNTIME_MCP_ALLOWED_HOSTS",
+    None,
+    "Optional allowlist of run MCP hosts, comma separated (exact or `*.suffix`).",
+);
+pub const MCP_ALLOW_PRIVATE_NETWORKS: EnvVar = EnvVar::new(
+    MCP,
+    "AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS",
+    Some("false"),
+    "Allow run MCP servers on private or loopback addresses.",
+);
+pub const MCP_ALLOW_HTTP: EnvVar = EnvVar::new(
+    MCP,
+    "AGENT_RUNTIME_MCP_ALLOW_HTTP",
+    Some("false"),
+    "Allow plain-HTTP run MCP servers.",
+);
+
+// --- studio and nodes -----------------------------------------------------------------------
+
+pub const STUDIO_URL: EnvVar = EnvVar::new(
+    STUDIO,
+    "AGENT_RUNTIME_STUDIO_URL",
+    None,
+    "URL of a studio this service registers itself with as a runtime.",
+);
+pub const STUDIO_ADDR: EnvVar = EnvVar::new(
+    STUDIO,
+    "AGENT_RUNTIME_STUDIO_ADDR",
+    None,
+    "Listen address of a standalone studio (`agent-runtime studio`).",
+);
+pub const NODE_ADDR: EnvVar = EnvVar::new(
+    NODE,
+    "AGENT_RUNTIME_NODE_ADDR",
+    None,
+    "Listen address of `agent-runtime node`.",
+);
+pub const NODE_TOKEN: EnvVar = EnvVar::secret(
+    NODE,
+    "AGENT_RUNTIME_NODE_TOKEN",
+    "Bearer token between the cluster router and nodes.",
+);
+
+// --- mcp bridge -----------------------------------------------------------------------------
+
+pub const API_BASE_URL: EnvVar = EnvVar::new(
+    BRIDGE,
+    "AGENT_RUNTIME_API_BASE_URL",
+    None,
+    "Runtime API base URL the MCP bridge calls (required by `mcp-bridge`).",
+);
+pub const APP_ID: EnvVar = EnvVar::new(
+    BRIDGE,
+    "AGENT_RUNTIME_APP_ID",
+    None,
+    "App of the run the MCP bridge serves (required by `mcp-bridge`).",
+);
+pub const RUN_ID: EnvVar = EnvVar::new(
+    BRIDGE,
+    "AGENT_RUNTIME_RUN_ID",
+    None,
+    "Run the MCP bridge serves (required by `mcp-bridge`).",
+);
+pub const MCP_BRIDGE_HTTP_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
+    BRIDGE,
+    "AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS",
+    Some("300"),
+    "Timeout of one bridge call to the run tool gateway, seconds.",
+);
+
+/// Every declared variable, in docs order.
+pub const ALL: &[EnvVar] = &[
+    ADDR,
+    SERVICE_TOKEN,
+    ALLOW_ANONYMOUS,
+    APP_CONFIG,
+    INSTANCE_ID,
+    STORE_DRIVER,
+    SQLITE_DSN,
+    DATABASE_URL,
+    PGHOST,
+    PGPORT,
+    PGDATABASE,
+    PGUSER,
+    PGPASSWORD,
+    PGSSLMODE,
+    XDG_DATA_HOME,
+    HOME,
+    OPENAI_API_KEY,
+    OPENAI_BASE_URL,
+    ANTHROPIC_API_KEY,
+    ANTHROPIC_BASE_URL,
+    OPENROUTER_API_KEY,
+    OPENROUTER_BASE_URL,
+    NATIVE_PROVIDER,
+    NATIVE_MODEL,
+    ALLOW_DETERMINISTIC_FALLBACK,
+    CHATGPT_ENABLED,
+    MODEL_CREDENTIAL_ENCRYPTION_KEY,
+    EVENT_SINK,
+    NATS_URL,
+    NATS_STREAM,
+    NATS_STREAM_SUBJECTS,
+    NATS_SUBJECT_TEMPLATE,
+    NATS_CLIENT_NAME,
+    NATS_ENSURE_STREAM,
+    EVENT_CALLBACK_URL,
+    EVENT_CALLBACK_TOKEN,
+    TEMPORAL_ADDRESS,
+    TEMPORAL_NAMESPACE,
+    TEMPORAL_TASK_QUEUE_PREFIX,
+    MCP_CREDENTIAL_ENCRYPTION_KEY,
+    MCP_ALLOWED_HOSTS,
+    MCP_ALLOW_PRIVATE_NETWORKS,
+    MCP_ALLOW_HTTP,
+    STUDIO_URL,
+    STUDIO_ADDR,
+    NODE_ADDR,
+    NODE_TOKEN,
+    API_BASE_URL,
+    APP_ID,
+    RUN_ID,
+    MCP_BRIDGE_HTTP_TIMEOUT_SECONDS,
+];
+
+/// The docs table of every variable (Markdown), grouped in declaration order.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| Variable | Group | Default | Secret | Description |\n|---|---|---|---|---|\n",
+    );
+    for var in ALL {
+        let default = var
+            .default
+            .map(|d| format!("`{d}`"))
+            .unwrap_or_else(|| "–".to_string());
+        let secret = if var.secret { "yes" } else { "" };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            var.name,
+            var.group,
+            default.replace('|', "\\|"),
+            secret,
+            var.description.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+/// Lookup of the real process environment, for production callers of `from_env`.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+// --- value parsing --------------------------------------------------------------------------
+
+/// Truthy strings (case-insensitive): `1, true, t, yes, y, on`.
+pub fn is_truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "t" | "yes" | "y" | "on"
+    )
+}
+
+fn is_falsy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "" | "0" | "false" | "f" | "no" | "n" | "off"
+    )
+}
+
+/// A 32-byte AES-256 key. `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EncryptionKey([u8; 32]);
+
+impl EncryptionKey {
+    /// Accepts exactly 32 raw bytes, or standard/URL-safe base64 (padded or not) of 32 bytes.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        let raw = value.as_bytes();
+        if raw.len() == 32 {
+            let mut key = [0u8; 32];
+            key.copy_from_slice(raw);
+            return Ok(EncryptionKey(key));
+        }
+        let trimmed = value.trim();
+        let engines = [
+            base64::engine::general_purpose::STANDARD,
+            base64::engine::general_purpose::STANDARD_NO_PAD,
+            base64::engine::general_purpose::URL_SAFE,
+            base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        ];
+        for engine in engines {
+            if let Ok(bytes) = engine.decode(trimmed) {
+                if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+                    return Ok(EncryptionKey(key));
+                }
+                return Err(format!("must decode to 32 bytes, got {}", bytes.len()));
+            }
+        }
+        Err("must be 32 raw bytes or base64 of 32 bytes".to_string())
+    }
+
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for EncryptionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EncryptionKey([redacted])")
+    }
+}
+
+/// Reads variables through the lookup and collects diagnostics.
+struct Reader<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Reader<'_> {
+    /// The trimmed value, `None` when unset or blank.
+    fn get(&self, var: &EnvVar) -> Option<String> {
+        (self.lookup)(var.name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The untrimmed value (for raw 32-byte keys, where spaces may be key bytes).
+    fn get_raw(&self, var: &EnvVar) -> Option<String> {
+        (self.lookup)(var.name).filter(|v| !v.trim().is_empty())
+    }
+
+    fn string_or_default(&self, var: &EnvVar) -> String {
+        self.get(var)
+            .unwrap_or_else(|| var.default.unwrap_or_default().to_string())
+    }
+
+    fn secret(&self, var: &EnvVar) -> Option<Secret> {
+        self.get(var).map(Secret::new)
+    }
+
+    fn report(&mut self, var: &EnvVar, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic::new(var.name, message));
+    }
+
+    fn flag(&mut self, var: &EnvVar) -> bool {
+        let default = var.default.map(is_truthy).unwrap_or(false);
+        match self.get(var) {
+            None => default,
+            Some(v) if is_truthy(&v) => true,
+            Some(v) if is_falsy(&v) => false,
+            Some(v) => {
+                self.report(
+                    var,
+                    format!("{v:?} is not a boolean (use true/false, 1/0, yes/no, on/off)"),
+                );
+                default
+            }
+        }
+    }
+
+    fn url(&mut self, var: &EnvVar, default: Option<&str>) -> Option<Url> {
+        let value = self.get(var).or_else(|| default.map(str::to_string))?;
+        match Url::parse(&value) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Some(url),
+            Ok(_) => {
+                self.report(var, "must be an absolute http(s) URL");
+                None
+            }
+            Err(err) => {
+                self.report(var, format!("is not a valid URL: {err}"));
+                None
+            }
+        }
+    }
+
+    fn socket_addr(&mut self, var: &EnvVar) -> Option<SocketAddr> {
+        let value = self.get(var).or_else(|| var.default.map(str::to_string))?;
+        match parse_listen_addr(&value) {
+            Ok(addr) => Some(addr),
+            Err(message) => {
+                self.report(var, message);
+                None
+            }
+        }
+    }
+
+    fn key(&mut self, var: &EnvVar) -> Option<EncryptionKey> {
+        let value = self.get_raw(var)?;
+        match EncryptionKey::parse(&value) {
+            Ok(key) => Some(key),
+            Err(message) => {
+                self.report(var, message);
+                None
+            }
+        }
+    }
+
+    fn csv(&self, var: &EnvVar) -> Vec<String> {
+        split_csv(&self.string_or_default(var))
+    }
+}
+
+fn split_csv(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Parses a listen address: `host:port`, `:port` (all interfaces) or `localhost:port`.
+pub fn parse_listen_addr(value: &str) -> Result<SocketAddr, String> {
+    let value = value.trim();
+    if let Some(port) = value.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{value:?} has no valid port"))?;
+        return Ok(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)));
+    }
+    if let Ok(addr) = value.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Some(port) = value.strip_prefix("localhost:") {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{value:?} has no valid port"))?;
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+    }
+    Err(format!(
+        "{value:?} is not a listen address (expected ip:port, localhost:port or :port)"
+    ))
+}
+
+// --- settings -------------------------------------------------------------------------------
+
+/// Where durable state lives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreSettings {
+    Memory,
+    /// `dsn` is a file path or a `sqlite:` URL, as given (or the default file path).
+    Sqlite {
+        dsn: String,
+    },
+    /// Connection URL (contains the password, hence secret).
+    Postgres {
+        url: Secret,
+    },
+}
+
+impl StoreSettings {
+    pub fn driver(&self) -> &'static str {
+        match self {
+            StoreSettings::Memory => "memory",
+            StoreSettings::Sqlite { .. } => "sqlite",
+            StoreSettings::Postgres { .. } => "postgres",
+        }
+    }
+}
+
+/// A model vendor's global settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    pub api_key: Option<Secret>,
+    pub base_url: Url,
+    /// The base URL came from the environment rather than the default.
+    pub base_url_overridden: bool,
+}
+
+impl ProviderSettings {
+    /// A global key is present (`configured` in capabilities).
+    pub fn configured(&self) -> bool {
+        self.api_key.is_some()
+    }
+}
+
+/// Model-related settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    pub openai: ProviderSettings,
+    pub anthropic: ProviderSettings,
+    pub openrouter: ProviderSettings,
+    pub native_provider: String,
+    /// The configured model, or the provider's default.
+    pub native_model: String,
+    pub allow_deterministic_fallback: bool,
+    pub chatgpt_enabled: bool,
+    pub credential_encryption_key: Option<EncryptionKey>,
+}
+
+/// Providers a native agent may name.
+pub const NATIVE_PROVIDERS: &[&str] = &[
+    "anthropic",
+    "openai",
+    "openrouter",
+    "openrouter_responses",
+    "openai_chatgpt",
+    "openai_compatible",
+];
+
+/// Default model of a provider when `AGENT_RUNTIME_NATIVE_MODEL` is unset.
+pub fn default_native_model(provider: &str) -> &'static str {
+    match provider {
+        "openai" | "openai_chatgpt" => "gpt-5.6-terra",
+        "openrouter" | "openrouter_responses" => "openai/gpt-5.6-terra",
+        "anthropic" => "claude-opus-4-8",
+        _ => "",
+    }
+}
+
+/// One global event sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventSinkKind {
+    Log,
+    Nats,
+    Callback,
+}
+
+/// NATS JetStream publishing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NatsSettings {
+    pub url: String,
+    pub stream: String,
+    pub stream_subjects: Vec<String>,
+    pub subject_template: String,
+    pub client_name: String,
+    pub ensure_stream: bool,
+}
+
+/// The legacy global callback (all apps).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GlobalCallback {
+    pub url: Url,
+    pub token: Option<Secret>,
+}
+
+/// Event fan-out settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventSettings {
+    /// Empty when `none`.
+    pub sinks: Vec<EventSinkKind>,
+    /// Present when the `nats` sink is on.
+    pub nats: Option<NatsSettings>,
+    /// Present when the `callback` sink is on.
+    pub callback: Option<GlobalCallback>,
+}
+
+/// Temporal, when durable execution is enabled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemporalSettings {
+    pub address: String,
+    pub namespace: String,
+    pub task_queue_prefix: String,
+}
+
+/// Policy for run-scoped MCP servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpSettings {
+    pub credential_encryption_key: Option<EncryptionKey>,
+    pub allowed_hosts: Vec<String>,
+    pub allow_private_networks: bool,
+    pub allow_http: bool,
+}
+
+/// Studio link and standalone studio.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudioSettings {
+    pub url: Option<Url>,
+    pub addr: Option<SocketAddr>,
+}
+
+/// Remote execution node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSettings {
+    pub addr: Option<SocketAddr>,
+    pub token: Option<Secret>,
+}
+
+/// Every setting of the service process, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceSettings {
+    pub addr: SocketAddr,
+    pub service_token: Option<Secret>,
+    pub allow_anonymous: bool,
+    pub instance_id: Option<String>,
+    /// Parsed `AGENT_RUNTIME_APP_CONFIG` (empty when unset).
+    pub app_config: AppConfig,
+    pub store: StoreSettings,
+    pub models: ModelSettings,
+    pub events: EventSettings,
+    pub temporal: Option<TemporalSettings>,
+    pub mcp: McpSettings,
+    pub studio: StudioSettings,
+    pub node: NodeSettings,
+}
+
+impl ServiceSettings {
+    /// Reads and validates every variable through `lookup` (use [`process_env`] in production).
+    /// Returns all problems at once; diagnostics of the app configuration are included.
+    pub fn from_env(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<ServiceSettings, Vec<Diagnostic>> {
+        let mut r = Reader {
+            lookup: &lookup,
+            diagnostics: Vec::new(),
+        };
+
+        let addr = r
+            .socket_addr(&ADDR)
+            .unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, 8090)));
+        let service_token = r.secret(&SERVICE_TOKEN);
+        let allow_anonymous = r.flag(&ALLOW_ANONYMOUS);
+        let instance_id = r.get(&INSTANCE_ID);
+        if let Some(id) = &instance_id {
+            if let Err(message) = ar_core::ids::validate_external_id("instance id", id) {
+                r.report(&INSTANCE_ID, message);
+            }
+        }
+
+        let app_config = match (lookup)(APP_CONFIG.name).filter(|v| !v.trim().is_empty()) {
+            None => AppConfig::default(),
+            Some(source) => match AppConfig::load(&source, &lookup) {
+                Ok(config) => config,
+                Err(diagnostics) => {
+                    r.diagnostics.extend(diagnostics);
+                    AppConfig::default()
+                }
+            },
+        };
+
+        let store = read_store(&mut r);
+        let models = read_models(&mut r);
+        let events = read_events(&mut r);
+
+        let temporal = r.get(&TEMPORAL_ADDRESS).map(|address| TemporalSettings {
+            address,
+            namespace: r.string_or_default(&TEMPORAL_NAMESPACE),
+            task_queue_prefix: r.string_or_default(&TEMPORAL_TASK_QUEUE_PREFIX),
+        });
+
+        let mcp = McpSettings {
+            credential_encryption_key: r.key(&MCP_CREDENTIAL_ENCRYPTION_KEY),
+            allowed_hosts: r.csv(&MCP_ALLOWED_HOSTS),
+            allow_private_networks: r.flag(&MCP_ALLOW_PRIVATE_NETWORKS),
+            allow_http: r.flag(&MCP_ALLOW_HTTP),
+        };
+        let studio = StudioSettings {
+            url: r.url(&STUDIO_URL, None),
+            addr: r.socket_addr(&STUDIO_ADDR),
+        };
+        let node = NodeSettings {
+            addr: r.socket_addr(&NODE_ADDR),
+            token: r.secret(&NODE_TOKEN),
+        };
+
+        if r.diagnostics.is_empty() {
+            Ok(ServiceSettings {
+                addr,
+                service_token,
+                allow_anonymous,
+                instance_id,
+                app_config,
+                store,
+                models,
+                events,
+                temporal,
+                mcp,
+                studio,
+                node,
+            })
+        } else {
+            Err(r.diagnostics)
+        }
+    }
+
+    /// Whether requests must carry the service token.
+    pub fn service_auth_enabled(&self) -> bool {
+        self.service_token.is_some()
+    }
+}
+
+fn read_store(r: &mut Reader<'_>) -> StoreSettings {
+    let driver = r.string_or_default(&STORE_DRIVER).to_ascii_lowercase();
+    match driver.as_str() {
+        "memory" => StoreSettings::Memory,
+        "postgres" | "postgresql" => match postgres_url(r) {
+            Some(url) => StoreSettings::Postgres { url },
+            None => {
+                r.report(
+                    &DATABASE_URL,
+                    "the postgres store needs DATABASE_URL or PGHOST/PGDATABASE (and PGUSER, PGPASSWORD as needed)",
+                );
+                StoreSettings::Memory
+            }
+        },
+        "sqlite" => StoreSettings::Sqlite {
+            dsn: r.get(&SQLITE_DSN).unwrap_or_else(|| default_sqlite_path(r)),
+        },
+        other => {
+            r.report(
+                &STORE_DRIVER,
+                format!("unknown store driver {other:?} (expected sqlite, postgres or memory)"),
+            );
+            StoreSettings::Memory
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/agent-runtime/agent-runtime.db`, else `$HOME/.local/share/...`, else the
+/// working directory (a process without a home still starts).
+fn default_sqlite_path(r: &Reader<'_>) -> String {
+    let base = r.get(&XDG_DATA_HOME).map(PathBuf::from).or_else(|| {
+        r.get(&HOME)
+            .map(|home| PathBuf::from(home).join(".local").join("share"))
+    });
+    match base {
+        Some(base) => base
+            .join("agent-runtime")
+            .join("agent-runtime.db")
+            .to_string_lossy()
+            .into_owned(),
+        None => "agent-runtime.db".to_string(),
+    }
+}
+
+/// `DATABASE_URL`, else a URL built from the `PG*` variables when any of them is set.
+fn postgres_url(r: &mut Reader<'_>) -> Option<Secret> {
+    if let Some(url) = r.get(&DATABASE_URL) {
+        match Url::parse(&url) {
+            Ok(parsed) if matches!(parsed.scheme(), "postgres" | "postgresql") => {
+                return Some(Secret::new(url))
+            }
+            // Never echo the value: it carries the password.
+            _ => r.report(&DATABASE_URL, "must be a postgres:// or postgresql:// URL"),
+        }
+        return None;
+    }
+    let host = r.get(&PGHOST);
+    let port = r.get(&PGPORT);
+    let database = r.get(&PGDATABASE);
+    let user = r.get(&PGUSER);
+    let password = r.get(&PGPASSWORD);
+    let sslmode = r.get(&PGSSLMODE);
+    if host.is_none() && database.is_none() && user.is_none() {
+        return None;
+    }
+    let port_num = match port.as_deref().map(str::parse::<u16>) {
+        None => None,
+        Some(Ok(port)) => Some(port),
+        Some(Err(_)) => {
+            r.report(&PGPORT, "must be a port number");
+            None
+        }
+    };
+    // A host starting with '/' is a Unix socket directory, passed as the `host` parameter.
+    let socket_dir = host
+        .as_deref()
+        .filter(|h| h.starts_with('/'))
+        .map(str::to_string);
+    let tcp_host = match (&host, &socket_dir) {
+        (Some(h), None) => h.clone(),
+        _ => "localhost".to_string(),
+    };
+    let mut url = match Url::parse(&format!("postgres://{}", bracket_ipv6(&tcp_host))) {
+        Ok(url) => url,
+        Err(_) => {
+            r.report(&PGHOST, "is not a valid host name");
+            return None;
+        }
+    };
+    // Setting parts of a URL that has a host cannot fail, except for odd characters in the user
+    // name, which we report.
+    if url.set_port(port_num).is_err() {
+        r.report(&PGPORT, "cannot be applied to the URL");
+    }
+    if let Some(user) = &user {
+        if url.set_username(user).is_err() {
+            r.report(&PGUSER, "cannot be used in a URL");
+        }
+    }
+    if password.is_some() && url.set_password(password.as_deref()).is_err() {
+        r.report(&PGPASSWORD, "cannot be used in a URL");
+    }
+    url.set_path(&format!("/{}", database.unwrap_or_default()));
+    {
+        let mut query = url.query_pairs_mut();
+        if let Some(dir) = &socket_dir {
+            query.append_pair("host", dir);
+        }
+        if let Some(mode) = &sslmode {
+            query.append_pair("sslmode", mode);
+        }
+    }
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+    Some(Secret::new(url.to_string()))
+}
+
+fn bracket_ipv6(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+fn read_provider(r: &mut Reader<'_>, key: &EnvVar, base: &EnvVar) -> ProviderSettings {
+    let default = base.default.unwrap_or_default();
+    let overridden = r.get(base).is_some();
+    let base_url = r
+        .url(base, Some(default))
+        .or_else(|| Url::parse(default).ok())
+        // Every declared default is a valid URL; this arm only exists to avoid a panic path.
+        .unwrap_or_else(|| Url::parse("https://invalid.invalid").expect("static URL parses"));
+    ProviderSettings {
+        api_key: r.secret(key),
+        base_url,
+        base_url_overridden: overridden,
+    }
+}
+
+fn read_models(r: &mut Reader<'_>) -> ModelSettings {
+    let openai = read_provider(r, &OPENAI_API_KEY, &OPENAI_BASE_URL);
+    let anthropic = read_provider(r, &ANTHROPIC_API_KEY, &ANTHROPIC_BASE_URL);
+    let openrouter = read_provider(r, &OPENROUTER_API_KEY, &OPENROUTER_BASE_URL);
+    let native_provider = r.string_or_default(&NATIVE_PROVIDER).to_ascii_lowercase();
+    if !NATIVE_PROVIDERS.contains(&native_provider.as_str()) {
+        r.report(
+            &NATIVE_PROVIDER,
+            format!(
+                "unknown provider {native_provider:?} (expected one of {})",
+                NATIVE_PROVIDERS.join(", ")
+            ),
+        );
+    }
+    let native_model = r
+        .get(&NATIVE_MODEL)
+        .unwrap_or_else(|| default_native_model(&native_provider).to_string());
+    ModelSettings {
+        openai,
+        anthropic,
+        openrouter,
+        native_provider,
+        native_model,
+        allow_deterministic_fallback: r.flag(&ALLOW_DETERMINISTIC_FALLBACK),
+        chatgpt_enabled: r.flag(&CHATGPT_ENABLED),
+        credential_encryption_key: r.key(&MODEL_CREDENTIAL_ENCRYPTION_KEY),
+    }
+}
+
+fn read_events(r: &mut Reader<'_>) -> EventSettings {
+    let mut sinks = Vec::new();
+    let mut saw_none = false;
+    for item in r.csv(&EVENT_SINK) {
+        let kind = match item.to_ascii_lowercase().as_str() {
+            "log" | "slog" => EventSinkKind::Log,
+            "nats" | "jetstream" => EventSinkKind::Nats,
+            "callback" | "http" | "webhook" => EventSinkKind::Callback,
+            "none" | "noop" => {
+                saw_none = true;
+                continue;
+            }
+            _ => {
+                r.report(
+                    &EVENT_SINK,
+                    format!("unknown event sink {item:?} (expected log, nats, callback or none)"),
+                );
+                continue;
+            }
+        };
+        if !sinks.contains(&kind) {
+            sinks.push(kind);
+        }
+    }
+    if saw_none && !sinks.is_empty() {
+        r.report(&EVENT_SINK, "`none` cannot be combined with other sinks");
+        sinks.clear();
+    }
+
+    let nats = if sinks.contains(&EventSinkKind::Nats) {
+        match r.get(&NATS_URL) {
+            None => {
+                r.report(&NATS_URL, "is required when the nats event sink is enabled");
+                None
+            }
+            Some(url) => {
+                let template = r.string_or_default(&NATS_SUBJECT_TEMPLATE);
+                if !template.contains("{run_id}") {
+                    r.report(&NATS_SUBJECT_TEMPLATE, "must contain {run_id}");
+                }
+                Some(NatsSettings {
+                    url,
+                    stream: r.string_or_default(&NATS_STREAM),
+                    stream_subjects: r.csv(&NATS_STREAM_SUBJECTS),
+                    subject_template: template,
+                    client_name: r.string_or_default(&NATS_CLIENT_NAME),
+                    ensure_stream: r.flag(&NATS_ENSURE_STREAM),
+                })
+            }
+        }
+    } else {
+        None
+    };
+
+    let callback = if sinks.contains(&EventSinkKind::Callback) {
+        if r.get(&EVENT_CALLBACK_URL).is_none() {
+            r.report(
+                &EVENT_CALLBACK_URL,
+                "is required when the callback event sink is enabled",
+            );
+            None
+        } else {
+            r.url(&EVENT_CALLBACK_URL, None).map(|url| GlobalCallback {
+                url,
+                token: r.secret(&EVENT_CALLBACK_TOKEN),
+            })
+        }
+    } else {
+        None
+    };
+
+    EventSettings {
+        sinks,
+        nats,
+        callback,
+    }
+}
+
+/// Settings of `agent-runtime mcp-bridge`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BridgeSettings {
+    pub api_base_url: Url,
+    pub app_id: String,
+    pub run_id: String,
+    pub service_token: Option<Secret>,
+    pub http_timeout: Duration,
+}
+
+impl BridgeSettings {
+    /// Reads the bridge variables; all diagnostics at once.
+    pub fn from_env(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<BridgeSettings, Vec<Diagnostic>> {
+        let mut r = Reader {
+            lookup: &lookup,
+            diagnostics: Vec::new(),
+        };
+        let api_base_url = if r.get(&API_BASE_URL).is_none() {
+            r.report(&API_BASE_URL, "is required");
+            None
+        } else {
+            r.url(&API_BASE_URL, None)
+        };
+        let app_id = r.get(&APP_ID);
+        if app_id.is_none() {
+            r.report(&APP_ID, "is required");
+        }
+        let run_id = r.get(&RUN_ID);
+        if run_id.is_none() {
+            r.report(&RUN_ID, "is required");
+        }
+        let timeout = r.string_or_default(&MCP_BRIDGE_HTTP_TIMEOUT_SECONDS);
+        let http_timeout = match timeout.parse::<u64>() {
+            Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
+            _ => {
+                r.report(
+                    &MCP_BRIDGE_HTTP_TIMEOUT_SECONDS,
+                    "must be a positive number of seconds",
+                );
+                Duration::from_secs(300)
+            }
+        };
+        let service_token = r.secret(&SERVICE_TOKEN);
+        match (api_base_url, app_id, run_id) {
+            (Some(api_base_url), Some(app_id), Some(run_id)) if r.diagnostics.is_empty() => {
+                Ok(BridgeSettings {
+                    api_base_url,
+                    app_id,
+                    run_id,
+                    service_token,
+                    http_timeout,
+                })
+            }
+            _ => Err(r.diagnostics),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn paths(diagnostics: &[Diagnostic]) -> Vec<&str> {
+        diagnostics.iter().map(|d| d.path.as_str()).collect()
+    }
+
+    #[test]
+    fn defaults_without_any_variable() {
+        let settings = ServiceSettings::from_env(lookup(&[("HOME", "/home/u")])).unwrap();
+        assert_eq!(settings.addr, "127.0.0.1:8090".parse().unwrap());
+        assert!(settings.service_token.is_none());
+        assert!(!settings.allow_anonymous);
+        assert_eq!(
+            settings.store,
+            StoreSettings::Sqlite {
+                dsn: "/home/u/.local/share/agent-runtime/agent-runtime.db".into()
+            }
+        );
+        assert_eq!(settings.models.native_provider, "anthropic");
+        assert_eq!(settings.models.native_model, "claude-opus-4-8");
+        assert_eq!(
+            settings.models.openai.base_url.as_str(),
+            "https://api.openai.com/v1"
+        );
+        assert!(!settings.models.openai.base_url_overridden);
+        assert_eq!(settings.events.sinks, vec![EventSinkKind::Log]);
+        assert!(settings.temporal.is_none());
+        assert!(settings.app_config.apps.is_empty());
+    }
+
+    #[test]
+    fn xdg_data_home_wins_over_home() {
+        let settings =
+            ServiceSettings::from_env(lookup(&[("HOME", "/home/u"), ("XDG_DATA_HOME", "/data")]))
+                .unwrap();
+        assert_eq!(
+            settings.store,
+            StoreSettings::Sqlite {
+                dsn: "/data/agent-runtime/agent-runtime.db".into()
+            }
+        );
+    }
+
+    #[test]
+    fn truthy_values() {
+        for value in ["1", "true", "T", "Yes", "y", "ON"] {
+            let settings =
+                ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_ALLOW_ANONYMOUS", value)]))
+                    .unwrap();
+            assert!(settings.allow_anonymous, "{value}");
+        }
+        for value in ["0", "false", "off", ""] {
+            let settings =
+                ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_ALLOW_ANONYMOUS", value)]))
+                    .unwrap();
+            assert!(!settings.allow_anonymous, "{value}");
+        }
+    }
+
+    #[test]
+    fn go_style_and_localhost_addresses() {
+        assert_eq!(
+            parse_listen_addr(":8090").unwrap(),
+            "0.0.0.0:8090".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_addr("localhost:9").unwrap(),
+            "127.0.0.1:9".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_addr("[::1]:9").unwrap(),
+            "[::1]:9".parse().unwrap()
+        );
+        assert!(parse_listen_addr("nowhere").is_err());
+    }
+
+    #[test]
+    fn postgres_url_built_from_pg_variables() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_STORE_DRIVER", "postgres"),
+            ("PGHOST", "db.internal"),
+            ("PGPORT", "6543"),
+            ("PGDATABASE", "runtime"),
+            ("PGUSER", "svc"),
+            ("PGPASSWORD", "p@ss word"),
+            ("PGSSLMODE", "require"),
+        ]))
+        .unwrap();
+        let StoreSettings::Postgres { url } = &settings.store else {
+            panic!("expected postgres")
+        };
+        assert_eq!(
+            url.expose(),
+            "postgres://svc:p%40ss%20word@db.internal:6543/runtime?sslmode=require"
+        );
+        assert!(!format!("{settings:?}").contains("p%40ss"));
+    }
+
+    #[test]
+    fn postgres_unix_socket_and_database_url() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_STORE_DRIVER", "postgres"),
+            ("PGHOST", "/var/run/postgresql"),
+            ("PGDATABASE", "test"),
+        ]))
+        .unwrap();
+        let StoreSettings::Postgres { url } = &settings.store else {
+            panic!("expected postgres")
+        };
+        assert_eq!(
+            url.expose(),
+            "postgres://localhost/test?host=%2Fvar%2Frun%2Fpostgresql"
+        );
+
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_STORE_DRIVER", "postgres"),
+            ("DATABASE_URL", "postgres://u:secret@127.0.0.1:5432/test"),
+            ("PGHOST", "ignored"),
+        ]))
+        .unwrap();
+        let StoreSettings::Postgres { url } = &settings.store else {
+            panic!("expected postgres")
+        };
+        assert_eq!(url.expose(), "postgres://u:secret@127.0.0.1:5432/test");
+    }
+
+    #[test]
+    fn encryption_keys_raw_and_base64() {
+        let raw = "0123456789abcdef0123456789abcdef";
+        assert_eq!(EncryptionKey::parse(raw).unwrap().bytes(), raw.as_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+        assert_eq!(EncryptionKey::parse(&b64).unwrap().bytes(), &[7u8; 32]);
+        assert!(EncryptionKey::parse("c2hvcnQ=").is_err());
+        assert!(EncryptionKey::parse("not a key at all!").is_err());
+        assert_eq!(
+            format!("{:?}", EncryptionKey::parse(raw).unwrap()),
+            "EncryptionKey([redacted])"
+        );
+    }
+
+    #[test]
+    fn secrets_never_in_debug() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_SERVICE_TOKEN", "tok-very-secret"),
+            ("OPENAI_API_KEY", "sk-very-secret"),
+            ("AGENT_RUNTIME_NODE_TOKEN", "node-very-secret"),
+        ]))
+        .unwrap();
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("very-secret"), "{debug}");
+        assert_eq!(
+            settings.service_token.as_ref().unwrap().expose(),
+            "tok-very-secret"
+        );
+        assert!(settings.models.openai.configured());
+    }
+
+    #[test]
+    fn all_problems_reported_at_once() {
+        let err = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_ADDR", "nowhere"),
+            ("AGENT_RUNTIME_ALLOW_ANONYMOUS", "maybe"),
+            ("AGENT_RUNTIME_STORE_DRIVER", "mysql"),
+            ("OPENAI_BASE_URL", "ftp://x"),
+            ("AGENT_RUNTIME_NATIVE_PROVIDER", "gemini"),
+            ("AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "short"),
+            ("AGENT_RUNTIME_EVENT_SINK", "log,nats,callback,kafka"),
+            ("AGENT_RUNTIME_APP_CONFIG", "apps: [{app_id: a, bogus: 1}]"),
+        ]))
+        .unwrap_err();
+        let got = paths(&err);
+        for expected in [
+            "AGENT_RUNTIME_ADDR",
+            "AGENT_RUNTIME_ALLOW_ANONYMOUS",
+            "AGENT_RUNTIME_STORE_DRIVER",
+            "OPENAI_BASE_URL",
+            "AGENT_RUNTIME_NATIVE_PROVIDER",
+            "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY",
+            "AGENT_RUNTIME_EVENT_SINK",
+            "AGENT_RUNTIME_NATS_URL",
+            "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+            "apps[0].bogus",
+        ] {
+            assert!(got.contains(&expected), "missing {expected} in {got:?}");
+        }
+    }
+
+    #[test]
+    fn event_sinks_nats_and_none() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_EVENT_SINK", "jetstream, log"),
+            ("AGENT_RUNTIME_NATS_URL", "nats://127.0.0.1:4222"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            settings.events.sinks,
+            vec![EventSinkKind::Nats, EventSinkKind::Log]
+        );
+        let nats = settings.events.nats.unwrap();
+        assert_eq!(nats.stream, "AGENT_RUNTIME_EVENTS");
+        assert_eq!(nats.stream_subjects, vec!["agent-runtime.events.>"]);
+        assert!(nats.ensure_stream);
+
+        let settings =
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "none")])).unwrap();
+        assert!(settings.events.sinks.is_empty());
+    }
+
+    #[test]
+    fn temporal_enabled_by_address() {
+        let settings =
+            ServiceSettings::from_env(lookup(&[("TEMPORAL_ADDRESS", "127.0.0.1:7233")])).unwrap();
+        let temporal = settings.temporal.unwrap();
+        assert_eq!(temporal.namespace, "default");
+        assert_eq!(temporal.address, "127.0.0.1:7233");
+    }
+
+    #[test]
+    fn bridge_settings() {
+        let err = BridgeSettings::from_env(lookup(&[])).unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "AGENT_RUNTIME_API_BASE_URL",
+                "AGENT_RUNTIME_APP_ID",
+                "AGENT_RUNTIME_RUN_ID"
+            ]
+        );
+        let ok = BridgeSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_API_BASE_URL", "http://127.0.0.1:8090"),
+            ("AGENT_RUNTIME_APP_ID", "a"),
+            ("AGENT_RUNTIME_RUN_ID", "run_1"),
+        ]))
+        .unwrap();
+        assert_eq!(ok.http_timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn table_lists_every_variable_once() {
+        let table = markdown_table();
+        for var in ALL {
+            assert_eq!(
+                table.matches(&format!("| `{}` |", var.name)).count(),
+                1,
+                "{}",
+                var.name
+            );
+        }
+        let mut names: Vec<_> = ALL.iter().map(|v| v.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+    }
+}
