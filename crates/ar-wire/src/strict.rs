@@ -208,3 +208,104 @@ impl Strict for RunMCPCredential {
         keys(v, &["type", "access_token", "headers", "expires_at"]).map(drop)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Drift guard: a fully populated value of every strict type passes its own key check, so a
+    //! field added to a struct but not to its key list fails here instead of rejecting clients.
+
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+    use serde_json::{json, Map, Value};
+
+    use super::*;
+
+    fn passes<T: Strict + Serialize>(value: &T) {
+        let v = serde_json::to_value(value).expect("encode");
+        assert!(
+            v.as_object().is_some_and(|o| !o.is_empty()),
+            "populate every field: {v}"
+        );
+        T::check(&v).unwrap_or_else(|e| panic!("{}: {e}", std::any::type_name::<T>()));
+    }
+
+    fn map() -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("k".into(), json!("v"));
+        m
+    }
+
+    #[test]
+    fn populated_values_pass_their_own_check() {
+        let t = chrono::DateTime::UNIX_EPOCH;
+        let target = TargetRef {
+            target_type: "t".into(),
+            id: "1".into(),
+            display: Some(TargetDisplay {
+                title: "x".into(),
+                url: "u".into(),
+            }),
+            metadata: map(),
+        };
+        passes(&target);
+        let controls = ModelControls {
+            reasoning_effort: Some("low".into()),
+            service_tier: Some("fast".into()),
+            openrouter: Some(OpenRouterModelControls {
+                provider: Some(OpenRouterProviderPreferences {
+                    quantizations: vec!["fp8".into()],
+                }),
+            }),
+        };
+        passes(&controls);
+        passes(&RunModel {
+            provider: "p".into(),
+            model: "m".into(),
+            endpoint: Some(ModelEndpoint {
+                id: "i".into(),
+                base_url: "b".into(),
+                auth_mode: "none".into(),
+            }),
+            controls: Some(controls),
+        });
+        passes(&ModelCredential {
+            credential_type: "oauth".into(),
+            api_key: "k".into(),
+            access_token: "a".into(),
+            expires_at: Some(t),
+            connection_id: "c".into(),
+            account_id: "acct".into(),
+        });
+        passes(&TurnPolicy {
+            mode: "m".into(),
+            idle_timeout_seconds: 1,
+            expired_resume_strategy: "s".into(),
+            completion_mode: "c".into(),
+            max_completion_corrections: 1,
+        });
+        passes(&RunMCPServer {
+            server_id: "s".into(),
+            server_name: "n".into(),
+            transport: "streamable_http".into(),
+            url: "https://x".into(),
+            tools: vec![RunMCPTool {
+                name: "t".into(),
+                access: "read".into(),
+            }],
+            skills: vec![SkillRef {
+                skill_id: "i".into(),
+                key: "k".into(),
+                version: "1".into(),
+                version_key: "vk".into(),
+                config: Some(json!({})),
+            }],
+            credential: Some(RunMCPCredential {
+                credential_type: "headers".into(),
+                access_token: "a".into(),
+                headers: BTreeMap::from([("h".to_owned(), "v".to_owned())]),
+                expires_at: Some(t),
+            }),
+        });
+    }
+}

@@ -8,10 +8,18 @@
 //! Use `#[serde(with = "crate::time::rfc3339")]` for `time.Time` and
 //! `#[serde(with = "crate::time::rfc3339_opt")]` for `*time.Time` with `omitempty`.
 
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Timelike, Utc};
 
 /// Formats a timestamp exactly like Go's `time.Time.MarshalJSON` for a UTC time (without quotes).
 pub fn format(t: &DateTime<Utc>) -> String {
+    // chrono can hold a leap second (`:60`), which Go cannot parse; fold it into `:59.999999999`.
+    let folded;
+    let t = if t.nanosecond() >= 1_000_000_000 {
+        folded = t.with_nanosecond(999_999_999).unwrap_or(*t);
+        &folded
+    } else {
+        t
+    };
     // AutoSi would pad to 3/6/9 digits; Go trims every trailing zero, so print 9 and trim.
     let full = t.to_rfc3339_opts(SecondsFormat::Nanos, true);
     match full.find('.') {

@@ -77,3 +77,12 @@ fn invalid_times_are_rejected_with_context() {
         .expect_err("bad time");
     assert!(err.to_string().contains("invalid RFC 3339 time"), "{err}");
 }
+
+#[test]
+fn leap_seconds_fold_into_a_go_parsable_time() {
+    let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+        .and_then(|d| d.and_hms_nano_opt(23, 59, 59, 1_500_000_000))
+        .expect("leap second")
+        .and_utc();
+    assert_eq!(format(&leap), "2016-12-31T23:59:59.999999999Z");
+}
