@@ -28,6 +28,7 @@ pub mod artifacts;
 pub mod capabilities;
 pub mod codex;
 pub mod error;
+pub mod event_data;
 pub mod events;
 pub mod host;
 pub mod interactions;
@@ -49,6 +50,11 @@ pub use capabilities::{
 };
 pub use codex::CodexAuthState;
 pub use error::ErrorBody;
+pub use event_data::{
+    A2AFile, A2ATaskEventData, PauseAuthentication, RunCompletedEventData, RunFailedEventData,
+    RunMCPCredentialUpdatedEventData, RunPausedEventData, RunResumedEventData,
+    WorkspaceCleanedEventData, WorkspaceFinalizedEventData, WorkspacePreparedEventData,
+};
 pub use events::{
     AssistantMessageEventData, CodexAuthStateEventData, Event, EventEnvelope, EventListQuery,
     EventListResponse, PlanUpdatedEventData, ReasoningMessageEventData, RunPlanStep,

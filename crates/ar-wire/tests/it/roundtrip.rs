@@ -102,6 +102,16 @@ fixtures! {
     "cleanup_workspace_request.json" => CleanupWorkspaceRequest,
     "error_body.json" => ErrorBody,
     "health_response.json" => HealthResponse,
+    "run_paused_event_data.json" => RunPausedEventData,
+    "run_paused_event_data_model.json" => RunPausedEventData,
+    "run_resumed_event_data.json" => RunResumedEventData,
+    "run_completed_event_data.json" => RunCompletedEventData,
+    "run_failed_event_data.json" => RunFailedEventData,
+    "run_mcp_credential_updated_event_data.json" => RunMCPCredentialUpdatedEventData,
+    "workspace_prepared_event_data.json" => WorkspacePreparedEventData,
+    "workspace_finalized_event_data.json" => WorkspaceFinalizedEventData,
+    "workspace_cleaned_event_data.json" => WorkspaceCleanedEventData,
+    "a2a_task_event_data.json" => A2ATaskEventData,
 }
 
 #[test]
@@ -200,4 +210,25 @@ fn response_types_ignore_unknown_fields() {
         serde_json::from_str(r#"{"target":{"type":"t","id":"1","extra":"x"},"extra":1}"#)
             .expect("lenient");
     assert_eq!(ctx.target.target_type, "t");
+}
+
+#[test]
+fn lifecycle_payloads_build_and_read_event_data() {
+    let data = ar_wire::event_data::to_data(&RunPausedEventData {
+        pause_reason: "human_approval".into(),
+        ..RunPausedEventData::default()
+    })
+    .expect("object");
+    let mut envelope = EventEnvelope {
+        event_type: "run.paused".into(),
+        data,
+        ..EventEnvelope::default()
+    };
+    // The sink adds host_run_id to every payload; typed decoding ignores it.
+    envelope
+        .data
+        .insert("host_run_id".into(), Value::from("hr_1"));
+    let back: RunPausedEventData = envelope.decode_data().expect("decode");
+    assert_eq!(back.pause_reason, "human_approval");
+    assert!(ar_wire::event_data::to_data(&1).is_err());
 }
