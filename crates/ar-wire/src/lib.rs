@@ -17,6 +17,17 @@
 //!   so the server can return precise 400 messages.
 //! * Secrets (`ModelCredential`, `RunMCPCredential`, `RepositoryAuth`) have hand-written,
 //!   redacting `Debug` impls.
+//!
+//! Choices where the sources disagree or are silent:
+//!
+//! * `TurnPolicy.completion_mode`: the Go SDK constant is `explicit_finish`, the service prose
+//!   says `explicit`. Both are valid on input; [`runs::normalize_completion_mode`] maps either
+//!   to `explicit_finish`, the SDK spelling, which is what we store and echo.
+//! * Values beyond the SDK constants come from the contract: `risk_based` approval, `manual`
+//!   pause, `continue` resume intent, `a2a`/`claude_code` runtime kinds.
+//! * `ModelCredentialRefreshRequest.reason` strings are ours; see [`host::refresh_reason`].
+//! * Lifecycle/workspace/A2A event payloads have no Go structs; [`event_data`] fixes their keys.
+//! * Go matches JSON keys case-insensitively; we match them exactly, as the SDKs send them.
 
 #[macro_use]
 mod macros;
