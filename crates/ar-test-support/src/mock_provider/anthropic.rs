@@ -1,0 +1,174 @@
+//! Anthropic Messages rendering: the `message` object, its SSE event sequence, and error bodies.
+
+use serde_json::{json, Value};
+
+use super::reply::{split_pieces, ErrorReply, FinishReason, Reply, Usage};
+use super::sse::{named, StreamParts};
+use super::RenderCtx;
+
+fn stop_reason(f: FinishReason) -> &'static str {
+    match f {
+        FinishReason::Stop => "end_turn",
+        FinishReason::ToolCalls => "tool_use",
+        FinishReason::Length => "max_tokens",
+    }
+}
+
+/// Anthropic counts cached tokens separately from `input_tokens`.
+fn usage_json(u: &Usage, output: u64) -> Value {
+    json!({
+        "input_tokens": u.input.saturating_sub(u.cached),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": u.cached,
+        "output_tokens": output,
+    })
+}
+
+fn tool_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
+    let id = &reply.tool_calls[i].id;
+    if id.is_empty() {
+        format!("toolu_mock_{}_{i}", ctx.seq)
+    } else {
+        id.clone()
+    }
+}
+
+fn message_id(ctx: &RenderCtx) -> String {
+    format!("msg_mock_{}", ctx.seq)
+}
+
+fn input_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => json!({}),
+    }
+}
+
+pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
+    let mut content = Vec::new();
+    let text = reply.full_text();
+    if !text.is_empty() {
+        content.push(json!({ "type": "text", "text": text }));
+    }
+    for (i, c) in reply.tool_calls.iter().enumerate() {
+        content.push(json!({
+            "type": "tool_use",
+            "id": tool_id(reply, ctx, i),
+            "name": c.name,
+            "input": input_object(&c.arguments),
+        }));
+    }
+    json!({
+        "id": message_id(ctx),
+        "type": "message",
+        "role": "assistant",
+        "model": ctx.model,
+        "content": content,
+        "stop_reason": stop_reason(reply.finish_reason()),
+        "stop_sequence": null,
+        "usage": usage_json(&reply.usage, reply.usage.output),
+    })
+}
+
+pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
+    let mut parts = StreamParts::default();
+    parts.head.push(named(
+        "message_start",
+        &json!({
+            "type": "message_start",
+            "message": {
+                "id": message_id(ctx),
+                "type": "message",
+                "role": "assistant",
+                "model": ctx.model,
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": usage_json(&reply.usage, 1),
+            },
+        }),
+    ));
+    parts.head.push(named("ping", &json!({ "type": "ping" })));
+
+    let mut index = 0usize;
+    let deltas: Vec<&String> = reply.text_deltas.iter().filter(|d| !d.is_empty()).collect();
+    if !deltas.is_empty() {
+        parts.content.push(named(
+            "content_block_start",
+            &json!({
+                "type": "content_block_start",
+                "index": index,
+                "content_block": { "type": "text", "text": "" },
+            }),
+        ));
+        for d in deltas {
+            parts.content.push(named(
+                "content_block_delta",
+                &json!({
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": { "type": "text_delta", "text": d },
+                }),
+            ));
+        }
+        parts.content.push(named(
+            "content_block_stop",
+            &json!({ "type": "content_block_stop", "index": index }),
+        ));
+        index += 1;
+    }
+    for (i, c) in reply.tool_calls.iter().enumerate() {
+        parts.content.push(named(
+            "content_block_start",
+            &json!({
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {
+                    "type": "tool_use", "id": tool_id(reply, ctx, i), "name": c.name, "input": {},
+                },
+            }),
+        ));
+        for piece in split_pieces(&c.arguments, reply.arg_chunks) {
+            parts.content.push(named(
+                "content_block_delta",
+                &json!({
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": { "type": "input_json_delta", "partial_json": piece },
+                }),
+            ));
+        }
+        parts.content.push(named(
+            "content_block_stop",
+            &json!({ "type": "content_block_stop", "index": index }),
+        ));
+        index += 1;
+    }
+    parts.tail.push(named(
+        "message_delta",
+        &json!({
+            "type": "message_delta",
+            "delta": { "stop_reason": stop_reason(reply.finish_reason()), "stop_sequence": null },
+            "usage": usage_json(&reply.usage, reply.usage.output),
+        }),
+    ));
+    parts
+        .tail
+        .push(named("message_stop", &json!({ "type": "message_stop" })));
+    parts
+}
+
+/// Anthropic error envelope: `{"type":"error","error":{"type","message"}}`.
+pub(crate) fn error_body(err: &ErrorReply) -> Value {
+    let kind = match err.status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    };
+    json!({ "type": "error", "error": { "type": kind, "message": err.message } })
+}
