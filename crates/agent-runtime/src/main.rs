@@ -1,2 +1,58 @@
-//! The `agent-runtime` binary: parses the command line and hands off to the library crates.
-fn main() {}
+//! The `agent-runtime` binary: parses the command line, sets up logging and signals, and hands
+//! off to the library crates. Nothing here is worth testing on its own.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+
+/// Agent Runtime: runs AI agents for host applications.
+#[derive(Debug, Parser)]
+#[command(name = "agent-runtime", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API (configuration from AGENT_RUNTIME_* environment variables).
+    Serve,
+    /// Check configuration.
+    Config {
+        #[command(subcommand)]
+        action: commands::config::ConfigAction,
+    },
+    /// Run benchmarks and print their figures.
+    Bench(commands::bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENT_RUNTIME_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: could not start the async runtime: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve => commands::serve::run().await,
+            Command::Config { action } => commands::config::run(action),
+            Command::Bench(args) => commands::bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -210,3 +210,10 @@ impl Engine {
         })
     }
 }
+
+impl Engine {
+    /// The tool catalog offered to runs of an app (capabilities).
+    pub fn catalog(&self, app_id: &str) -> Vec<ToolDefinition> {
+        self.deps().tools.catalog(app_id)
+    }
+}

@@ -44,7 +44,7 @@ enum Plan {
     /// Run through the tool host.
     Run { tool: ToolDefinition, input: Value },
     /// Update the plan (artifact + event), answered at once.
-    RecordPlan { input: Value },
+    Replan { input: Value },
     /// Park for a person.
     Park {
         kind: &'static str,
@@ -581,7 +581,7 @@ impl Engine {
                     control_tools::FINISH_TURN => {
                         Plan::Reject("finish_turn must be the only tool call in a response".into())
                     }
-                    control_tools::UPDATE_PLAN => Plan::RecordPlan { input },
+                    control_tools::UPDATE_PLAN => Plan::Replan { input },
                     control_tools::REQUEST_USER_INPUT => Plan::Park {
                         kind: interaction_kind::REQUEST_USER_INPUT,
                         title: "Input requested".into(),
@@ -877,7 +877,7 @@ impl Engine {
                 Plan::Reject(reason) => {
                     answered.push((call.clone(), ToolOutput::error(reason), None, 0))
                 }
-                Plan::RecordPlan { input } => {
+                Plan::Replan { input } => {
                     plan_events.push((call.id.clone(), input.clone()));
                     answered.push((call.clone(), ToolOutput::text("plan updated"), None, 0));
                 }

@@ -1,1 +1,15 @@
-//! HTTP face of the service (axum), auth, SSE, wire conversion, and the composition root.
+//! HTTP face of the service (axum): routes, auth, SSE, wire conversion, and the composition
+//! root that picks the concrete store, model client, tools and event plumbing.
+//!
+//! `run(settings, listener, shutdown)` is the whole service; the binary only parses the command
+//! line and calls it. Tests bind `127.0.0.1:0` and drive the same function.
+
+pub mod auth;
+pub mod compose;
+pub mod convert;
+pub mod error;
+mod routes;
+pub mod state;
+
+pub use compose::{run, Service};
+pub use routes::router;

@@ -1,0 +1,46 @@
+//! `agent-runtime serve`: read settings, bind, serve until SIGTERM/SIGINT.
+
+use anyhow::Context as _;
+use ar_config::env::process_env;
+use ar_config::ServiceSettings;
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutdown requested: stopping intake and checkpointing runs");
+}
+
+pub async fn run() -> anyhow::Result<()> {
+    let settings = ServiceSettings::from_env(process_env).map_err(|diagnostics| {
+        let lines: Vec<String> = diagnostics.iter().map(|d| format!("  {d}")).collect();
+        anyhow::anyhow!("invalid configuration:\n{}", lines.join("\n"))
+    })?;
+    let listener = tokio::net::TcpListener::bind(settings.addr)
+        .await
+        .with_context(|| format!("binding {}", settings.addr))?;
+    let addr = listener.local_addr()?;
+    let service = ar_server::Service::build(settings, addr).await?;
+    if let (Some(token), Some(path)) = (&service.service_token, &service.generated_token_path) {
+        // The one place a token is shown: the operator's own terminal, at start.
+        eprintln!("development service token (saved to {}):\n  {}", path.display(), token.expose());
+    }
+    eprintln!("agent runtime listening on http://{addr}");
+    service.serve(listener, shutdown_signal()).await
+}

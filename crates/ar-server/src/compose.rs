@@ -1,0 +1,318 @@
+//! The composition root: builds every adapter from the settings, wires them into the engine,
+//! serves HTTP, and shuts down in order (stop intake, let runs reach a checkpoint, exit).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ar_config::app::AppConfig;
+use ar_config::env::StoreSettings;
+use ar_config::ServiceSettings;
+use ar_core::clock::SystemClock;
+use ar_core::secret::Secret;
+use ar_core::store::Store;
+use ar_engine::sealer::Sealer;
+use ar_engine::{AppPolicy, ApprovedEndpoint, Engine, EngineConfig, EngineDeps, ProviderDefaults};
+use ar_events::Bus;
+use rand::RngCore;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::{AppState, RuntimeFacts};
+
+/// How long in-flight steps get to reach a checkpoint at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// A built service: the router state plus the background pieces it owns.
+pub struct Service {
+    pub state: AppState,
+    pub engine: Engine,
+    /// The token clients must send (generated in development mode).
+    pub service_token: Option<Secret>,
+    /// Where a generated development token was written (`None` when configured or anonymous).
+    pub generated_token_path: Option<PathBuf>,
+    background: CancellationToken,
+}
+
+/// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
+fn data_dir(settings: &ServiceSettings) -> PathBuf {
+    if let StoreSettings::Sqlite { dsn } = &settings.store {
+        let path = dsn.strip_prefix("sqlite://").or_else(|| dsn.strip_prefix("sqlite:")).unwrap_or(dsn);
+        let path = path.split('?').next().unwrap_or(path);
+        if let Some(parent) = Path::new(path).parent() {
+            if !parent.as_os_str().is_empty() {
+                return parent.to_path_buf();
+            }
+        }
+    }
+    // Memory and PostgreSQL stores keep these files in the user's data directory.
+    let base = ar_config::env::process_env("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| ar_config::env::process_env("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("agent-runtime")
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::thread_rng().fill_bytes(&mut buffer);
+    hex::encode(buffer)
+}
+
+/// Reads a file kept beside the database, or creates it (mode 0600) with `make()`.
+fn keep_file(dir: &Path, name: &str, make: impl FnOnce() -> String) -> anyhow::Result<String> {
+    let path = dir.join(name);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if !text.trim().is_empty() {
+            return Ok(text.trim().to_string());
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let value = make();
+    write_private(&path, &value)?;
+    Ok(value)
+}
+
+fn write_private(path: &Path, value: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(value.as_bytes())?;
+    Ok(())
+}
+
+fn app_policies(apps: &AppConfig) -> HashMap<String, AppPolicy> {
+    apps.apps
+        .iter()
+        .map(|(app_id, app)| {
+            let policy = AppPolicy {
+                model_endpoints: app
+                    .model_endpoint_bindings()
+                    .into_iter()
+                    .map(|endpoint| ApprovedEndpoint { id: endpoint.id, base_url: endpoint.base_url, auth_mode: endpoint.auth_mode })
+                    .collect(),
+                require_run_model_credentials: app.require_run_model_credentials,
+            };
+            (app_id.clone(), policy)
+        })
+        .collect()
+}
+
+fn provider_facts(settings: &ServiceSettings, credentials: bool) -> (Vec<ar_wire::ProviderCapability>, HashMap<String, ProviderDefaults>) {
+    let models = &settings.models;
+    let mut defaults = HashMap::new();
+    let mut providers = Vec::new();
+    for (name, provider, protocol, controls) in [
+        ("openai", &models.openai, "chat_completions", vec!["reasoning_effort", "service_tier"]),
+        ("anthropic", &models.anthropic, "anthropic_messages", vec![]),
+        ("openrouter", &models.openrouter, "chat_completions", vec!["reasoning_effort", "openrouter"]),
+    ] {
+        let default_model = ar_config::env::default_native_model(name).to_string();
+        if provider.configured() {
+            defaults.insert(
+                name.to_string(),
+                ProviderDefaults {
+                    base_url: provider.base_url.as_str().trim_end_matches('/').to_string(),
+                    api_key: provider.api_key.clone(),
+                    default_model: default_model.clone(),
+                },
+            );
+        }
+        providers.push(ar_wire::ProviderCapability {
+            protocols: vec![protocol.to_string()],
+            controls: controls.into_iter().map(str::to_string).collect(),
+            transcript_continuation: true,
+            lossless_response_replay: false,
+            auth_modes: vec!["api_key".to_string()],
+            run_credentials_configured: credentials,
+            name: name.to_string(),
+            configured: provider.configured(),
+            default_model,
+            base_url_overridden: provider.base_url_overridden,
+        });
+    }
+    providers.push(ar_wire::ProviderCapability {
+        protocols: vec!["chat_completions".to_string()],
+        controls: Vec::new(),
+        transcript_continuation: true,
+        lossless_response_replay: false,
+        auth_modes: vec!["api_key".to_string(), "none".to_string()],
+        run_credentials_configured: credentials,
+        name: "openai_compatible".to_string(),
+        configured: true,
+        default_model: String::new(),
+        base_url_overridden: false,
+    });
+    (providers, defaults)
+}
+
+impl Service {
+    /// Builds every adapter. `listen_addr` decides whether anonymous/dev modes are allowed.
+    pub async fn build(settings: ServiceSettings, listen_addr: SocketAddr) -> anyhow::Result<Service> {
+        let dir = data_dir(&settings);
+        let dev_mode = settings.service_token.is_none() && !settings.allow_anonymous;
+
+        // Auth: a configured token, anonymous (loopback only), or a generated development token.
+        let mut generated_token_path = None;
+        let service_token = if let Some(token) = settings.service_token.clone() {
+            Some(token)
+        } else if settings.allow_anonymous {
+            if !listen_addr.ip().is_loopback() {
+                anyhow::bail!(
+                    "refusing to serve anonymously on non-loopback address {listen_addr}: set AGENT_RUNTIME_SERVICE_TOKEN"
+                );
+            }
+            tracing::warn!("serving without authentication (AGENT_RUNTIME_ALLOW_ANONYMOUS); local development only");
+            None
+        } else {
+            let token = keep_file(&dir, "service-token", || format!("ar_dev_{}", random_hex(24)))?;
+            generated_token_path = Some(dir.join("service-token"));
+            Some(Secret::new(token))
+        };
+
+        let store: Arc<dyn Store> = match &settings.store {
+            StoreSettings::Memory => ar_store::open("memory", "", "").await?,
+            StoreSettings::Sqlite { dsn } => ar_store::open("sqlite", dsn, "").await?,
+            StoreSettings::Postgres { url } => ar_store::open("postgres", "", url.expose()).await?,
+        };
+
+        // Run credentials: the configured key, or (single-node development) one kept beside the db.
+        let key_material: Option<Vec<u8>> = match &settings.models.credential_encryption_key {
+            Some(key) => Some(key.bytes().to_vec()),
+            None if dev_mode || matches!(settings.store, StoreSettings::Sqlite { .. } | StoreSettings::Memory) => {
+                let text = keep_file(&dir, "credential-key", || random_hex(32))?;
+                Some(hex::decode(text.trim()).context("credential-key file is not hex")?)
+            }
+            None => None,
+        };
+        let sealer = match key_material {
+            Some(material) => Some(Arc::new(Sealer::from_key_material(&material).context("credential key")?)),
+            None => None,
+        };
+
+        let instance_id = match (&settings.instance_id, &settings.store) {
+            (Some(id), _) => id.clone(),
+            (None, StoreSettings::Sqlite { .. }) => keep_file(&dir, "instance-id", || ar_core::ids::new_id("inst"))?,
+            (None, _) => ar_core::ids::new_id("inst"),
+        };
+
+        let apps = Arc::new(settings.app_config.clone());
+        let bus = Arc::new(Bus::new());
+        let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
+        let models = Arc::new(ar_llm::ProviderRouter::new());
+        let tools = Arc::new(ar_tools::HostToolHost::new(&settings.app_config));
+        let context = Arc::new(ar_tools::ContextRouter::new(&settings.app_config));
+        let config = EngineConfig {
+            instance_id,
+            apps: app_policies(&apps),
+            providers: provider_defaults,
+            served_providers: models.providers().iter().map(|name| name.to_string()).collect(),
+            default_provider: settings.models.native_provider.clone(),
+            credentials_enabled: sealer.is_some(),
+            ..EngineConfig::default()
+        };
+        let engine = Engine::new(
+            EngineDeps {
+                store: store.clone(),
+                bus: bus.clone(),
+                models,
+                tools,
+                context,
+                clock: Arc::new(SystemClock),
+                sealer,
+            },
+            config,
+        );
+        let facts = RuntimeFacts {
+            runtime_kinds: vec!["native_sdk".to_string()],
+            providers,
+            store_driver: settings.store.driver().to_string(),
+            store_in_memory: matches!(settings.store, StoreSettings::Memory),
+            durable_enabled: false,
+            temporal_address: String::new(),
+            temporal_namespace: String::new(),
+            mcp_credential_encryption_configured: settings.mcp.credential_encryption_key.is_some(),
+        };
+        let state = AppState {
+            engine: engine.clone(),
+            store: store.clone(),
+            bus: bus.clone(),
+            apps: apps.clone(),
+            service_token: service_token.clone(),
+            facts: Arc::new(facts),
+            http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?,
+        };
+        let background = CancellationToken::new();
+        start_callbacks(&apps, store, bus, &background);
+        Ok(Service { state, engine, service_token, generated_token_path, background })
+    }
+
+    /// Serves until `shutdown` resolves, then drains.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        self.engine.start_background();
+        let router = crate::router(self.state.clone());
+        let engine = self.engine.clone();
+        let stop = CancellationToken::new();
+        let stop_signal = stop.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            stop_signal.cancel();
+        });
+        let stopped = stop.clone();
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                stopped.cancelled().await;
+                // Stop intake first so no new run starts while we drain.
+                engine.shutdown(SHUTDOWN_GRACE).await;
+            })
+            .await
+            .context("http server")?;
+        self.background.cancel();
+        Ok(())
+    }
+}
+
+/// Per-app event callbacks, delivered through the durable outbox.
+fn start_callbacks(apps: &AppConfig, store: Arc<dyn Store>, bus: Arc<Bus>, cancel: &CancellationToken) {
+    let mut targets = Vec::new();
+    for (app_id, app) in &apps.apps {
+        for callback in &app.event_callbacks {
+            targets.push(ar_events::CallbackTarget {
+                name: callback.cursor_name(app_id),
+                app_id: app_id.clone(),
+                url: callback.url.to_string(),
+                token: callback.token.clone(),
+                event_types: callback.event_types.clone(),
+            });
+        }
+    }
+    if targets.is_empty() {
+        return;
+    }
+    let render: ar_events::RenderFn = Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default());
+    let dispatcher = ar_events::CallbackDispatcher::new(store, targets, render, ar_events::DispatcherOptions::default());
+    let cancel = cancel.clone();
+    tokio::spawn(async move { dispatcher.run(bus, cancel).await });
+}
+
+/// Runs the whole service on `listener` until `shutdown` resolves.
+pub async fn run(
+    settings: ServiceSettings,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    let service = Service::build(settings, addr).await?;
+    tracing::info!(%addr, "agent runtime listening");
+    service.serve(listener, shutdown).await
+}

@@ -1,0 +1,131 @@
+//! `/healthz`, `/v1/capabilities`, `/v1/app-health`.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::params::Params;
+use crate::convert::tool_to_wire;
+use crate::error::{json, ApiError, ApiResult};
+use crate::state::AppState;
+
+pub async fn healthz() -> Response {
+    json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+}
+
+fn static_summary(state: &AppState, app_id: &str) -> ar_wire::AppSummary {
+    let Some(app) = state.apps.apps.get(app_id) else {
+        return ar_wire::AppSummary { app_id: app_id.to_string(), ..Default::default() };
+    };
+    let components = app
+        .components()
+        .into_iter()
+        .map(|component| ar_wire::AppComponent {
+            name: component.name,
+            kind: component.kind.to_string(),
+            configured: true,
+            url: component.url.unwrap_or_default(),
+            transport: component.transport.unwrap_or_default(),
+            auth_configured: component.auth_configured,
+            ..Default::default()
+        })
+        .collect();
+    ar_wire::AppSummary {
+        app_id: app_id.to_string(),
+        require_run_model_credentials: app.require_run_model_credentials,
+        model_endpoints: app
+            .model_endpoint_bindings()
+            .into_iter()
+            .map(|endpoint| ar_wire::ModelEndpoint {
+                id: endpoint.id,
+                base_url: endpoint.base_url,
+                auth_mode: endpoint.auth_mode,
+            })
+            .collect(),
+        components,
+    }
+}
+
+pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
+    let app_filter = params.get("app_id").map(str::to_string);
+    let apps: Vec<ar_wire::AppSummary> = match &app_filter {
+        Some(app_id) => vec![static_summary(&state, app_id)],
+        None => state.apps.apps.keys().map(|app_id| static_summary(&state, app_id)).collect(),
+    };
+    let catalog_app = app_filter.clone().unwrap_or_default();
+    let tools = state.engine.catalog(&catalog_app).iter().map(|tool| tool_to_wire(tool, true)).collect();
+    let facts = &state.facts;
+    let body = ar_wire::Capabilities {
+        runtime_kinds: facts.runtime_kinds.clone(),
+        providers: facts.providers.clone(),
+        store: ar_wire::StoreInfo { driver: facts.store_driver.clone(), in_memory: facts.store_in_memory },
+        durable: ar_wire::DurableInfo {
+            enabled: facts.durable_enabled,
+            temporal_address: facts.temporal_address.clone(),
+            namespace: facts.temporal_namespace.clone(),
+        },
+        skills: Vec::new(),
+        apps,
+        service_auth_enabled: state.service_token.is_some(),
+        tools,
+        run_mcp: ar_wire::RunMCPCapability {
+            supported: false,
+            transports: vec!["streamable_http".to_string()],
+            credential_encryption_configured: facts.mcp_credential_encryption_configured,
+        },
+    };
+    Ok(json(StatusCode::OK, &body))
+}
+
+/// Probes one component URL: any HTTP answer below 500 counts as reachable.
+async fn probe(state: &AppState, component: &mut ar_wire::AppComponent) {
+    if component.url.is_empty() {
+        component.status = if component.configured { "ok".into() } else { "not_configured".into() };
+        return;
+    }
+    match state.http.get(&component.url).timeout(Duration::from_secs(3)).send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            component.http_status = i64::from(status);
+            component.status = if status < 500 { "ok".into() } else { "error".into() };
+            if status >= 500 {
+                component.error = format!("component answered {status}");
+            }
+        }
+        Err(error) => {
+            component.status = "unreachable".into();
+            component.error = if error.is_timeout() { "timed out".into() } else { "connection failed".into() };
+        }
+    }
+}
+
+pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
+    let app_id = params.app_id()?;
+    if !state.apps.apps.contains_key(&app_id) && !state.apps.apps.is_empty() {
+        return Err(ApiError::bad_request(format!("app {app_id} is not configured")));
+    }
+    let mut summary = static_summary(&state, &app_id);
+    let mut probes = Vec::new();
+    for component in summary.components.drain(..) {
+        let state = state.clone();
+        probes.push(async move {
+            let mut component = component;
+            probe(&state, &mut component).await;
+            component
+        });
+    }
+    summary.components = futures::future::join_all(probes).await;
+    let store_ok = state.store.ping().await;
+    summary.components.push(ar_wire::AppComponent {
+        name: "store".into(),
+        kind: "store".into(),
+        configured: true,
+        transport: state.facts.store_driver.clone(),
+        status: if store_ok.is_ok() { "ok".into() } else { "error".into() },
+        error: store_ok.err().map(|_| "store ping failed".to_string()).unwrap_or_default(),
+        ..Default::default()
+    });
+    Ok(json(StatusCode::OK, &summary))
+}

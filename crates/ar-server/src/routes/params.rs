@@ -1,0 +1,66 @@
+//! Query and path parameter helpers: `app_id` is required, ids are checked before lookup.
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::request::Parts;
+
+use crate::error::ApiError;
+
+/// The query string as a map; a malformed query is a 400.
+pub struct Params(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Query(map) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|error| ApiError::bad_request(format!("invalid query string: {error}")))?;
+        Ok(Params(map))
+    }
+}
+
+impl Params {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(|value| value.trim()).filter(|value| !value.is_empty())
+    }
+
+    /// `app_id` from the query; missing → `400 app_id is required`.
+    pub fn app_id(&self) -> Result<String, ApiError> {
+        let app_id = self.get("app_id").ok_or_else(|| ApiError::bad_request("app_id is required"))?;
+        ar_core::ids::validate_external_id("app_id", app_id).map_err(ApiError::bad_request)?;
+        Ok(app_id.to_string())
+    }
+
+    /// An optional integer parameter; a non-integer is a 400 naming it.
+    pub fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(text) => text
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request(format!("{key} must be an integer"))),
+        }
+    }
+}
+
+/// A single path id, checked for odd characters.
+pub struct RunPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(map) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|error| ApiError::bad_request(format!("invalid path: {error}")))?;
+        let id = map
+            .get("run_id")
+            .or_else(|| map.get("agent_id"))
+            .cloned()
+            .unwrap_or_default();
+        ar_core::ids::validate_external_id("id", &id).map_err(ApiError::bad_request)?;
+        Ok(RunPath(id))
+    }
+}

@@ -1,0 +1,45 @@
+//! Shared state of the HTTP handlers.
+
+use std::sync::Arc;
+
+use ar_config::app::AppConfig;
+use ar_core::secret::Secret;
+use ar_core::store::Store;
+use ar_engine::Engine;
+use ar_events::Bus;
+
+/// What the runtime reports about itself in capabilities.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeFacts {
+    pub runtime_kinds: Vec<String>,
+    pub providers: Vec<ar_wire::ProviderCapability>,
+    pub store_driver: String,
+    pub store_in_memory: bool,
+    pub durable_enabled: bool,
+    pub temporal_address: String,
+    pub temporal_namespace: String,
+    pub mcp_credential_encryption_configured: bool,
+}
+
+/// Handler state: cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    pub store: Arc<dyn Store>,
+    pub bus: Arc<Bus>,
+    pub apps: Arc<AppConfig>,
+    /// `None` when anonymous access is allowed.
+    pub service_token: Option<Secret>,
+    pub facts: Arc<RuntimeFacts>,
+    pub http: reqwest::Client,
+}
+
+impl AppState {
+    pub fn is_v2_app(&self, app_id: &str) -> bool {
+        self.apps
+            .apps
+            .get(app_id)
+            .map(|app| app.event_protocol.as_str() == "v2")
+            .unwrap_or(false)
+    }
+}
