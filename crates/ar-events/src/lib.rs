@@ -1,1 +1,21 @@
 //! Per-run event fan-out (in-process bus), gap-free replay stitching, SSE framing and the durable callback outbox.
+//!
+//! - [`bus::Bus`]: the in-process [`ar_core::event::EventBus`]; one broadcast channel per run,
+//!   created when someone subscribes and removed when the last subscriber leaves.
+//! - [`replay::stream_run_events`]: a run's events after a cursor, stitched from the store and the
+//!   bus without gaps or duplicates (subscribe first, then read the log, then skip what was read).
+//! - [`sse`]: `text/event-stream` frame encoding.
+//! - [`outbox::CallbackDispatcher`]: at-least-once HTTP delivery of persisted events to app
+//!   callbacks, with the events table as the outbox and a named cursor per callback.
+
+pub mod bus;
+pub mod outbox;
+pub mod replay;
+pub mod sse;
+
+#[cfg(test)]
+mod fake_store;
+
+pub use bus::{Bus, RecvError, Subscription};
+pub use outbox::{CallbackDispatcher, CallbackTarget, DispatcherOptions, RenderFn, StartPosition};
+pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions};

@@ -69,15 +69,30 @@ pub struct EventCallback {
 }
 
 impl EventCallback {
-    /// A stable name for the callback's outbox cursor: survives reordering of the list.
+    /// A stable name for the callback's outbox cursor: survives reordering of the list and
+    /// carries no query string (which may hold a token) — a hash of the full URL tells apart
+    /// callbacks that differ only in their query.
     pub fn cursor_name(&self, app_id: &str) -> String {
-        format!("callback:{app_id}:{}", self.url)
+        let host = self.url.host_str().unwrap_or_default();
+        let port = self.url.port().map(|p| format!(":{p}")).unwrap_or_default();
+        format!(
+            "callback:{app_id}:{host}{port}{}#{:016x}",
+            self.url.path(),
+            fnv1a(self.url.as_str())
+        )
     }
 
     /// Whether an event of this type is delivered here.
     pub fn accepts(&self, event_type: &str) -> bool {
         self.event_types.is_empty() || self.event_types.iter().any(|t| t == event_type)
     }
+}
+
+/// 64-bit FNV-1a: tiny, and stable across Rust releases (unlike `DefaultHasher`).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Transport of a deployment-owned MCP provider.

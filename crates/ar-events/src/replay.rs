@@ -1,0 +1,412 @@
+//! Gap-free stitching of a run's persisted log and its live events into one ordered stream.
+//!
+//! Order of operations (the invariant that makes it gap-free): subscribe to the bus first, then
+//! read the log after the cursor in pages, then switch to live events, skipping persisted ones
+//! already yielded. Whenever the live side shows a hole (a sequence jump or a broadcast lag) the
+//! missing range is read from the store; the store is also polled every second so events written
+//! by another replica (which never reach this process's bus) still arrive. Transient events are
+//! only ever live. The stream ends right after it yields a terminal event.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ar_core::event::{kind, LiveEvent};
+use ar_core::store::Store;
+use futures::Stream;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::bus::{Bus, RecvError, Subscription};
+
+/// Tuning of [`stream_run_events_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayOptions {
+    /// Events read from the store per query.
+    pub page_size: i64,
+    /// How often the store is re-read while live (covers other replicas' writes).
+    pub poll_interval: Duration,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            page_size: 500,
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The events of `run_id` with `sequence_no > after`, then its live events, without gaps or
+/// duplicates; ends after a terminal event. Subscribes to `bus` before returning, so nothing
+/// published after this call can be missed.
+pub fn stream_run_events(
+    store: Arc<dyn Store>,
+    bus: &Bus,
+    app_id: &str,
+    run_id: &str,
+    after: i64,
+) -> impl Stream<Item = LiveEvent> + Send + 'static {
+    stream_run_events_with(store, bus, app_id, run_id, after, ReplayOptions::default())
+}
+
+/// [`stream_run_events`] with explicit options.
+pub fn stream_run_events_with(
+    store: Arc<dyn Store>,
+    bus: &Bus,
+    app_id: &str,
+    run_id: &str,
+    after: i64,
+    options: ReplayOptions,
+) -> impl Stream<Item = LiveEvent> + Send + 'static {
+    // Subscribing here, synchronously, is the "subscribe first" of the algorithm.
+    let subscription = bus.subscribe(run_id);
+    let mut poll = tokio::time::interval_at(
+        Instant::now() + options.poll_interval,
+        options.poll_interval,
+    );
+    poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let state = Replay {
+        store,
+        subscription,
+        live_closed: false,
+        app_id: app_id.to_string(),
+        run_id: run_id.to_string(),
+        last: after.max(0),
+        first_read: true,
+        caught_up: false,
+        buffer: VecDeque::new(),
+        done: false,
+        options: ReplayOptions {
+            page_size: options.page_size.max(1),
+            ..options
+        },
+        poll,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        let event = state.next().await?;
+        Some((event, state))
+    })
+}
+
+struct Replay {
+    store: Arc<dyn Store>,
+    subscription: Subscription,
+    live_closed: bool,
+    app_id: String,
+    run_id: String,
+    /// Sequence of the last persisted event yielded (or the caller's cursor).
+    last: i64,
+    first_read: bool,
+    /// The store has been read up to its end since the last sign of a gap.
+    caught_up: bool,
+    buffer: VecDeque<LiveEvent>,
+    done: bool,
+    options: ReplayOptions,
+    poll: tokio::time::Interval,
+}
+
+impl Replay {
+    async fn next(&mut self) -> Option<LiveEvent> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(event) = self.buffer.pop_front() {
+                if let LiveEvent::Persisted(stored) = &event {
+                    if stored.sequence_no <= self.last {
+                        continue;
+                    }
+                    self.last = stored.sequence_no;
+                    if kind::is_terminal(&stored.event_type) {
+                        self.done = true;
+                    }
+                }
+                return Some(event);
+            }
+            if !self.caught_up {
+                self.read_store().await;
+                continue;
+            }
+            self.wait_live().await;
+        }
+    }
+
+    /// Reads one page after `last` into the buffer; marks caught up when the page is short.
+    async fn read_store(&mut self) {
+        if self.first_read {
+            self.first_read = false;
+            if self.cursor_is_terminal().await {
+                self.done = true;
+                return;
+            }
+        }
+        match self
+            .store
+            .list_events_after(
+                &self.app_id,
+                &self.run_id,
+                self.last,
+                Some(self.options.page_size),
+            )
+            .await
+        {
+            Ok(page) => {
+                if (page.len() as i64) < self.options.page_size {
+                    self.caught_up = true;
+                }
+                self.buffer
+                    .extend(page.into_iter().map(LiveEvent::Persisted));
+            }
+            Err(err) => {
+                tracing::warn!(run_id = %self.run_id, error = %err, "reading run events failed; retrying at next poll");
+                // Retry on the next poll tick; live transient events keep flowing meanwhile.
+                self.caught_up = true;
+            }
+        }
+    }
+
+    /// A client resuming from the terminal event itself has nothing more to receive.
+    async fn cursor_is_terminal(&self) -> bool {
+        if self.last <= 0 {
+            return false;
+        }
+        match self
+            .store
+            .list_events_after(&self.app_id, &self.run_id, self.last - 1, Some(1))
+            .await
+        {
+            Ok(page) => page
+                .first()
+                .is_some_and(|e| e.sequence_no == self.last && kind::is_terminal(&e.event_type)),
+            Err(_) => false,
+        }
+    }
+
+    /// Waits for the next live event or poll tick and acts on it.
+    async fn wait_live(&mut self) {
+        if self.live_closed {
+            self.poll.tick().await;
+            self.caught_up = false;
+            return;
+        }
+        tokio::select! {
+            received = self.subscription.recv() => match received {
+                Ok(LiveEvent::Persisted(stored)) => {
+                    if stored.app_id != self.app_id || stored.sequence_no <= self.last {
+                        return;
+                    }
+                    if stored.sequence_no == self.last + 1 {
+                        self.buffer.push_back(LiveEvent::Persisted(stored));
+                    } else {
+                        // Something between `last` and this event never reached us live.
+                        self.caught_up = false;
+                    }
+                }
+                Ok(event @ LiveEvent::Transient { .. }) => {
+                    let same_app = matches!(&event, LiveEvent::Transient { app_id, .. } if *app_id == self.app_id);
+                    if same_app {
+                        self.buffer.push_back(event);
+                    }
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(run_id = %self.run_id, missed, "live subscriber lagged; re-reading the log");
+                    self.caught_up = false;
+                }
+                Err(RecvError::Closed) => {
+                    self.live_closed = true;
+                }
+            },
+            _ = self.poll.tick() => {
+                self.caught_up = false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ar_core::event::EventBus;
+    use ar_core::JsonMap;
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::fake_store::FakeStore;
+
+    fn transient(run_id: &str) -> LiveEvent {
+        LiveEvent::Transient {
+            app_id: "app".into(),
+            run_id: run_id.into(),
+            host_run_id: String::new(),
+            event_type: kind::ASSISTANT_MESSAGE_DELTA.into(),
+            data: JsonMap::new(),
+        }
+    }
+
+    fn sequences(events: &[LiveEvent]) -> Vec<Option<i64>> {
+        events.iter().map(LiveEvent::sequence_no).collect()
+    }
+
+    async fn next(stream: &mut (impl Stream<Item = LiveEvent> + Unpin)) -> Option<LiveEvent> {
+        tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("stream stalled")
+    }
+
+    /// Appends to the store and publishes, as the engine does.
+    fn emit(store: &FakeStore, bus: &Bus, event_type: &str) {
+        let stored = store.append("app", "run_1", event_type);
+        bus.publish(LiveEvent::Persisted(stored));
+    }
+
+    #[tokio::test]
+    async fn before_during_and_after_subscription_exactly_once_in_order() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        // Before: only in the store (published while nobody listened).
+        for _ in 0..3 {
+            emit(&store, &bus, kind::RUN_STARTED);
+        }
+        let stream = stream_run_events(store.clone(), &bus, "app", "run_1", 0);
+        // During: after subscribing, before the stream reads the log: both in store and live.
+        emit(&store, &bus, kind::TOOL_CALL_STARTED);
+        bus.publish(transient("run_1"));
+        let mut stream = Box::pin(stream);
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(next(&mut stream).await.unwrap());
+        }
+        // After: live only while the stream waits.
+        emit(&store, &bus, kind::TOOL_CALL_FINISHED);
+        emit(&store, &bus, kind::RUN_COMPLETED);
+        while let Some(event) = next(&mut stream).await {
+            got.push(event);
+        }
+        let persisted: Vec<_> = sequences(&got).into_iter().flatten().collect();
+        assert_eq!(persisted, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            got.iter().filter(|e| e.sequence_no().is_none()).count(),
+            1,
+            "transient passes through once"
+        );
+        assert!(
+            matches!(got.last(), Some(LiveEvent::Persisted(e)) if e.event_type == kind::RUN_COMPLETED)
+        );
+    }
+
+    #[tokio::test]
+    async fn resumes_after_cursor() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        for _ in 0..5 {
+            emit(&store, &bus, kind::RUN_STARTED);
+        }
+        emit(&store, &bus, kind::RUN_FAILED);
+        let events: Vec<_> = stream_run_events(store.clone(), &bus, "app", "run_1", 3)
+            .collect()
+            .await;
+        assert_eq!(sequences(&events), vec![Some(4), Some(5), Some(6)]);
+        // Resuming from the terminal event itself ends at once.
+        let events: Vec<_> = stream_run_events(store, &bus, "app", "run_1", 6)
+            .collect()
+            .await;
+        assert!(events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn pages_through_a_long_log() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        for _ in 0..25 {
+            emit(&store, &bus, kind::PLAN_UPDATED);
+        }
+        emit(&store, &bus, kind::RUN_CANCELLED);
+        let options = ReplayOptions {
+            page_size: 4,
+            poll_interval: Duration::from_secs(1),
+        };
+        let events: Vec<_> = stream_run_events_with(store, &bus, "app", "run_1", 0, options)
+            .collect()
+            .await;
+        assert_eq!(sequences(&events), (1..=26).map(Some).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn sequence_gap_on_the_live_side_is_filled_from_the_store() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        emit(&store, &bus, kind::RUN_STARTED);
+        assert_eq!(next(&mut stream).await.unwrap().sequence_no(), Some(1));
+        // Two events persisted but never published (e.g. a publish was lost), then one published.
+        store.append("app", "run_1", kind::TOOL_CALL_STARTED);
+        store.append("app", "run_1", kind::TOOL_CALL_FINISHED);
+        emit(&store, &bus, kind::RUN_COMPLETED);
+        let rest: Vec<_> = stream.collect().await;
+        assert_eq!(sequences(&rest), vec![Some(2), Some(3), Some(4)]);
+    }
+
+    #[tokio::test]
+    async fn lagged_subscriber_recovers_from_the_store() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::with_capacity(2);
+        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        emit(&store, &bus, kind::RUN_STARTED);
+        assert_eq!(next(&mut stream).await.unwrap().sequence_no(), Some(1));
+        for _ in 0..10 {
+            emit(&store, &bus, kind::PLAN_UPDATED);
+        }
+        emit(&store, &bus, kind::RUN_COMPLETED);
+        let rest: Vec<_> = stream.collect().await;
+        assert_eq!(sequences(&rest), (2..=12).map(Some).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn polling_finds_events_written_by_another_replica() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        let waiter = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(event) = stream.next().await {
+                got.push(event);
+            }
+            got
+        });
+        tokio::task::yield_now().await;
+        // Never published on this bus.
+        store.append("app", "run_1", kind::RUN_STARTED);
+        store.append("app", "run_1", kind::RUN_COMPLETED);
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(sequences(&got), vec![Some(1), Some(2)]);
+    }
+
+    #[tokio::test]
+    async fn other_runs_and_apps_are_ignored() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        bus.publish(LiveEvent::Persisted(store.append(
+            "app",
+            "run_2",
+            kind::RUN_STARTED,
+        )));
+        let mut foreign = store.append("app", "run_x", kind::RUN_STARTED);
+        foreign.run_id = "run_1".into();
+        foreign.app_id = "other".into();
+        bus.publish(LiveEvent::Persisted(foreign));
+        emit(&store, &bus, kind::RUN_COMPLETED);
+        let got: Vec<_> = (&mut stream).collect().await;
+        assert_eq!(got.len(), 1);
+        assert!(
+            matches!(&got[0], LiveEvent::Persisted(e) if e.run_id == "run_1" && e.app_id == "app")
+        );
+        drop(stream);
+        assert_eq!(bus.channel_count(), 0, "dropping the stream unsubscribes");
+    }
+}
