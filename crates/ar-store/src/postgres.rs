@@ -1,0 +1,1145 @@
+//! The PostgreSQL store: a connection pool, optionally confined to one schema, and commits
+//! written as a single statement.
+//!
+//! A commit (or run creation) is one `WITH` statement: the first CTE updates or inserts the
+//! run row (taking its row lock, checking the version and bumping the sequence counters), and
+//! the following data-modifying CTEs insert events, messages and artifacts and upsert
+//! interactions, tool calls, the checkpoint and secrets from arrays, all joined to the run
+//! CTE so nothing is written when it matched no row. One statement is one transaction and one
+//! round trip, and its text never varies, so it stays prepared on each connection.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use ar_core::agent::Agent;
+use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
+use ar_core::store::{
+    Checkpoint, Committed, CreateRun, RunChange, RunSearch, Store, StoreError, StoreResult,
+};
+use ar_core::{Run, RunStatus, StoredEvent};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection, Executor, PgConnection, Postgres, Row};
+
+use crate::change::{AgentRow, Counters, Prepared, RunRow};
+use crate::codec::{self, clean, micros, Cols};
+use crate::error::{corrupt, db, is_unique_violation, ConnectError};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Connections per store.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// Run columns with JSONB read back as text.
+macro_rules! pg_run_columns {
+    () => {
+        "id, app_id, host_run_id, agent_id, target::text AS target, runtime_kind, \
+         execution_mode, invocation_mode, external_actor_id, status, pause_reason, \
+         approval_state, input::text AS input, output_summary::text AS output_summary, \
+         workspace_lease::text AS workspace_lease, error_message, started_at, completed_at, \
+         created_at, updated_at, version, pause_requested"
+    };
+}
+
+macro_rules! pg_agent_columns {
+    () => {
+        "app_id, id, name, runtime_kind, provider, model, system_prompt, skills::text AS skills, \
+         allowed_tools::text AS allowed_tools, allowed_targets::text AS allowed_targets, \
+         approval_mode, default_invocation_mode, execution_config::text AS execution_config, \
+         created_at, updated_at"
+    };
+}
+
+macro_rules! pg_event_columns {
+    () => {
+        "position, event_id, app_id, run_id, host_run_id, sequence_no, event_type, \
+         data::text AS data, created_at"
+    };
+}
+
+/// A [`Store`] on PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+/// Whether a schema name is safe to quote into statements.
+fn valid_schema(schema: &str) -> bool {
+    !schema.is_empty()
+        && schema.len() <= 63
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl PostgresStore {
+    /// Connects with the URL's default `search_path` and applies the migrations.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Self::open(url, None).await
+    }
+
+    /// Connects with every pooled connection's `search_path` set to `schema` (created when
+    /// missing), and applies the migrations there. Schema names are letters, digits and `_`.
+    pub async fn connect_with_schema(url: &str, schema: &str) -> Result<Self, ConnectError> {
+        if !valid_schema(schema) {
+            return Err(ConnectError::InvalidSchema(schema.to_string()));
+        }
+        Self::open(url, Some(schema.to_string())).await
+    }
+
+    async fn open(url: &str, schema: Option<String>) -> Result<Self, ConnectError> {
+        let options: PgConnectOptions =
+            url.parse().map_err(|source| ConnectError::InvalidAddress {
+                backend: "postgres",
+                address: url.to_string(),
+                source,
+            })?;
+        let connect = |source| ConnectError::Connect {
+            backend: "postgres",
+            source,
+        };
+
+        let mut pool_options = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(30));
+        if let Some(schema) = &schema {
+            let mut conn = PgConnection::connect_with(&options)
+                .await
+                .map_err(connect)?;
+            let create = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+            match conn.execute(create.as_str()).await {
+                // A concurrent creator of the same schema wins the race; that is fine.
+                Err(error) if !is_unique_violation(&error) => return Err(connect(error)),
+                _ => {}
+            }
+            // Best effort: the connection is done either way.
+            let _ = conn.close().await;
+            let set_path = format!("SET search_path TO \"{schema}\"");
+            pool_options = pool_options.after_connect(move |conn, _meta| {
+                let set_path = set_path.clone();
+                Box::pin(async move {
+                    conn.execute(set_path.as_str()).await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool_options.connect_with(options).await.map_err(connect)?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|source| ConnectError::Migrate {
+                backend: "postgres",
+                source,
+            })?;
+        Ok(PostgresStore { pool })
+    }
+
+    /// The connection pool, for diagnostics and tests.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn run_by_host_run_id(
+        &self,
+        app_id: &str,
+        host_run_id: &str,
+    ) -> StoreResult<Option<Run>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pg_run_columns!(),
+            " FROM runs WHERE app_id = $1 AND host_run_id = $2"
+        ))
+        .bind(clean(app_id))
+        .bind(clean(host_run_id))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("postgres: get run by host run id"))?;
+        row.as_ref().map(codec::run_from).transpose()
+    }
+
+    async fn run_exists(&self, app_id: &str, run_id: &str) -> StoreResult<bool> {
+        Ok(
+            sqlx::query("SELECT 1 FROM runs WHERE id = $1 AND app_id = $2")
+                .bind(run_id)
+                .bind(app_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("postgres: check run"))?
+                .is_some(),
+        )
+    }
+}
+
+impl Cols for PgRow {
+    fn text(&self, column: &str) -> StoreResult<String> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+
+    fn text_opt(&self, column: &str) -> StoreResult<Option<String>> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+
+    fn int(&self, column: &str) -> StoreResult<i64> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+
+    fn flag(&self, column: &str) -> StoreResult<bool> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+
+    fn bytes(&self, column: &str) -> StoreResult<Vec<u8>> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+
+    fn ts(&self, column: &str) -> StoreResult<DateTime<Utc>> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+
+    fn ts_opt(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.try_get(column).map_err(|error| corrupt(column, error))
+    }
+}
+
+// ---- The commit statement --------------------------------------------------------------
+//
+// Parameters $1..$49 carry the records (as parallel arrays) and are the same in every
+// variant; $50 and $51 are the run id and app id; the run CTE's own values follow from $52.
+
+/// Mutable run columns, their SQL cast, in binding order (see `bind_run_mutable`).
+const RUN_MUTABLE: [(&str, &str); 19] = [
+    ("agent_id", ""),
+    ("target_type", ""),
+    ("target_id", ""),
+    ("target", "::jsonb"),
+    ("runtime_kind", ""),
+    ("execution_mode", ""),
+    ("invocation_mode", ""),
+    ("external_actor_id", ""),
+    ("status", ""),
+    ("pause_reason", ""),
+    ("approval_state", ""),
+    ("input", "::jsonb"),
+    ("output_summary", "::jsonb"),
+    ("workspace_lease", "::jsonb"),
+    ("error_message", ""),
+    ("started_at", ""),
+    ("completed_at", ""),
+    ("updated_at", ""),
+    ("pause_requested", ""),
+];
+
+const RUN_RETURNING: &str =
+    "RETURNING id, app_id, host_run_id, version, event_seq, message_seq, artifact_seq";
+
+const COMMIT_RECORDS: &str = "
+e AS (
+  INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, event_type, data,
+                      created_at)
+  SELECT r.id, r.app_id, r.host_run_id, r.event_seq - $47 + t.ord, t.event_id, t.event_type,
+         t.data::jsonb, $4
+  FROM r, UNNEST($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
+       AS t(event_id, event_type, data, ord)
+  ORDER BY t.ord
+  RETURNING position, sequence_no
+),
+m AS (
+  INSERT INTO messages (run_id, sequence_no, id, app_id, runtime_message_id, role, content,
+                        message_type, content_blocks, tool_invocations, created_at)
+  SELECT r.id, r.message_seq - $48 + t.ord, t.id, r.app_id, t.runtime_message_id, t.role,
+         t.content, t.message_type, t.content_blocks::jsonb, t.tool_invocations::jsonb,
+         t.created_at
+  FROM r, UNNEST($5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                 $11::text[], $12::timestamptz[]) WITH ORDINALITY
+       AS t(id, runtime_message_id, role, content, message_type, content_blocks,
+            tool_invocations, created_at, ord)
+),
+a AS (
+  INSERT INTO artifacts (run_id, sequence_no, id, app_id, artifact_type, format, storage_mode,
+                         inline_content, metadata, created_at)
+  SELECT r.id, r.artifact_seq - $49 + t.ord, t.id, r.app_id, t.artifact_type, t.format,
+         t.storage_mode, t.inline_content, t.metadata::jsonb, t.created_at
+  FROM r, UNNEST($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
+                 $19::timestamptz[]) WITH ORDINALITY
+       AS t(id, artifact_type, format, storage_mode, inline_content, metadata, created_at, ord)
+),
+i AS (
+  INSERT INTO interactions (run_id, id, app_id, runtime_kind, interaction_kind, status, title,
+                            summary, request_payload, response_payload,
+                            resolved_by_external_id, resolved_at, created_at, updated_at)
+  SELECT r.id, t.id, r.app_id, t.runtime_kind, t.interaction_kind, t.status, t.title,
+         t.summary, t.request_payload::jsonb, t.response_payload::jsonb,
+         t.resolved_by_external_id, t.resolved_at, t.created_at, t.updated_at
+  FROM r, UNNEST($20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[],
+                 $26::text[], $27::text[], $28::text[], $29::timestamptz[],
+                 $30::timestamptz[], $31::timestamptz[])
+       AS t(id, runtime_kind, interaction_kind, status, title, summary, request_payload,
+            response_payload, resolved_by_external_id, resolved_at, created_at, updated_at)
+  ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id,
+    runtime_kind = excluded.runtime_kind, interaction_kind = excluded.interaction_kind,
+    status = excluded.status, title = excluded.title, summary = excluded.summary,
+    request_payload = excluded.request_payload, response_payload = excluded.response_payload,
+    resolved_by_external_id = excluded.resolved_by_external_id,
+    resolved_at = excluded.resolved_at, created_at = excluded.created_at,
+    updated_at = excluded.updated_at
+),
+tc AS (
+  INSERT INTO tool_calls (run_id, id, app_id, tool_name, input, output, error, mutating,
+                          approval_required, created_at)
+  SELECT r.id, t.id, r.app_id, t.tool_name, t.input::jsonb, t.output::jsonb, t.error,
+         t.mutating, t.approval_required, t.created_at
+  FROM r, UNNEST($32::text[], $33::text[], $34::text[], $35::text[], $36::text[],
+                 $37::boolean[], $38::boolean[], $39::timestamptz[])
+       AS t(id, tool_name, input, output, error, mutating, approval_required, created_at)
+  ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id,
+    tool_name = excluded.tool_name, input = excluded.input, output = excluded.output,
+    error = excluded.error, mutating = excluded.mutating,
+    approval_required = excluded.approval_required, created_at = excluded.created_at
+),
+c AS (
+  INSERT INTO checkpoints (run_id, step, state, created_at)
+  SELECT r.id, $40::bigint, $41::jsonb, $42::timestamptz FROM r WHERE $40::bigint IS NOT NULL
+  ON CONFLICT (run_id, step) DO UPDATE SET state = excluded.state,
+    created_at = excluded.created_at
+),
+sd AS (
+  DELETE FROM run_secrets s USING r
+  WHERE s.run_id = r.id AND ($43::boolean OR s.kind = ANY($44::text[]))
+    AND NOT (s.kind = ANY($45::text[]))
+),
+sp AS (
+  INSERT INTO run_secrets (run_id, kind, ciphertext)
+  SELECT r.id, t.kind, t.ciphertext FROM r, UNNEST($45::text[], $46::bytea[]) AS t(kind, ciphertext)
+  ON CONFLICT (run_id, kind) DO UPDATE SET ciphertext = excluded.ciphertext
+)
+SELECT r.version, r.event_seq, r.message_seq, r.artifact_seq, r.host_run_id,
+       COALESCE((SELECT array_agg(e.position ORDER BY e.sequence_no) FROM e), '{}'::bigint[])
+         AS positions
+FROM r";
+
+fn mutable_assignments(first: usize) -> String {
+    RUN_MUTABLE
+        .iter()
+        .enumerate()
+        .map(|(index, (column, cast))| format!("{column} = ${}{cast}", first + index))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Update the run row under its version guard ($52..$70 mutable columns, $71 version).
+static COMMIT_UPDATE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH r AS (UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $47, \
+         message_seq = message_seq + $48, artifact_seq = artifact_seq + $49 \
+         WHERE id = $50 AND app_id = $51 AND version = $71 {RUN_RETURNING}),{COMMIT_RECORDS}",
+        mutable_assignments(52)
+    )
+});
+
+/// Lock the run row and bump its counters only.
+static COMMIT_TOUCH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH r AS (UPDATE runs SET event_seq = event_seq + $47, \
+         message_seq = message_seq + $48, artifact_seq = artifact_seq + $49 \
+         WHERE id = $50 AND app_id = $51 {RUN_RETURNING}),{COMMIT_RECORDS}"
+    )
+});
+
+/// Insert the run row ($52..$70 mutable columns, $71 host run id, $72 created_at).
+static COMMIT_CREATE: LazyLock<String> = LazyLock::new(|| {
+    let columns: Vec<&str> = RUN_MUTABLE.iter().map(|(column, _)| *column).collect();
+    let values: Vec<String> = RUN_MUTABLE
+        .iter()
+        .enumerate()
+        .map(|(index, (_, cast))| format!("${}{cast}", 52 + index))
+        .collect();
+    format!(
+        "WITH r AS (INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, \
+         message_seq, artifact_seq, {}) VALUES ($50, $51, $71, $72, 1, $47, $48, $49, {}) \
+         ON CONFLICT DO NOTHING {RUN_RETURNING}),{COMMIT_RECORDS}",
+        columns.join(", "),
+        values.join(", ")
+    )
+});
+
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+/// Binds $1..$51: every record array, the counts, the run id and app id.
+fn bind_records<'q>(query: PgQuery<'q>, change: &'q Prepared) -> PgQuery<'q> {
+    let events = &change.events;
+    let messages = change.messages.iter().map(|row| &row.record);
+    let artifacts = change.artifacts.iter().map(|row| &row.record);
+    let interactions = change.interactions.iter().map(|row| &row.record);
+    let calls = change.tool_calls.iter().map(|row| &row.record);
+    let checkpoint = change.checkpoint.as_ref();
+    let secrets = &change.secrets;
+    query
+        // Events $1..$4.
+        .bind(
+            events
+                .iter()
+                .map(|event| event.event_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|event| event.event_type.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|event| event.data_text.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(change.event_time)
+        // Messages $5..$12.
+        .bind(messages.clone().map(|m| m.id.as_str()).collect::<Vec<_>>())
+        .bind(
+            messages
+                .clone()
+                .map(|m| m.runtime_message_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            messages
+                .clone()
+                .map(|m| m.role.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            messages
+                .clone()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            messages
+                .clone()
+                .map(|m| m.message_type.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .messages
+                .iter()
+                .map(|row| row.content_blocks.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .messages
+                .iter()
+                .map(|row| row.tool_invocations.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(messages.map(|m| m.created_at).collect::<Vec<_>>())
+        // Artifacts $13..$19.
+        .bind(artifacts.clone().map(|a| a.id.as_str()).collect::<Vec<_>>())
+        .bind(
+            artifacts
+                .clone()
+                .map(|a| a.artifact_type.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            artifacts
+                .clone()
+                .map(|a| a.format.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            artifacts
+                .clone()
+                .map(|a| a.storage_mode.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            artifacts
+                .clone()
+                .map(|a| a.inline_content.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .artifacts
+                .iter()
+                .map(|row| row.metadata.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(artifacts.map(|a| a.created_at).collect::<Vec<_>>())
+        // Interactions $20..$31.
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.runtime_kind.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.interaction_kind.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.status.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.title.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.summary.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .interactions
+                .iter()
+                .map(|row| row.request_payload.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .interactions
+                .iter()
+                .map(|row| row.response_payload.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.resolved_by_external_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.resolved_at)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            interactions
+                .clone()
+                .map(|i| i.created_at)
+                .collect::<Vec<_>>(),
+        )
+        .bind(interactions.map(|i| i.updated_at).collect::<Vec<_>>())
+        // Tool calls $32..$39.
+        .bind(calls.clone().map(|c| c.id.as_str()).collect::<Vec<_>>())
+        .bind(
+            calls
+                .clone()
+                .map(|c| c.tool_name.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .tool_calls
+                .iter()
+                .map(|row| row.input.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            change
+                .tool_calls
+                .iter()
+                .map(|row| row.output.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(calls.clone().map(|c| c.error.as_str()).collect::<Vec<_>>())
+        .bind(calls.clone().map(|c| c.mutating).collect::<Vec<_>>())
+        .bind(
+            calls
+                .clone()
+                .map(|c| c.approval_required)
+                .collect::<Vec<_>>(),
+        )
+        .bind(calls.map(|c| c.created_at).collect::<Vec<_>>())
+        // Checkpoint $40..$42.
+        .bind(checkpoint.map(|c| c.step))
+        .bind(checkpoint.map(|c| c.state.as_str()))
+        .bind(checkpoint.map(|c| c.created_at))
+        // Secrets $43..$46.
+        .bind(secrets.delete_all)
+        .bind(
+            secrets
+                .deletes
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            secrets
+                .puts
+                .iter()
+                .map(|(kind, _)| kind.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            secrets
+                .puts
+                .iter()
+                .map(|(_, bytes)| bytes.as_slice())
+                .collect::<Vec<_>>(),
+        )
+        // Counts $47..$49, run id $50, app id $51.
+        .bind(change.events.len() as i64)
+        .bind(change.messages.len() as i64)
+        .bind(change.artifacts.len() as i64)
+        .bind(change.run_id.as_str())
+        .bind(change.app_id.as_str())
+}
+
+/// Binds the mutable run columns in `RUN_MUTABLE` order.
+fn bind_run_mutable<'q>(query: PgQuery<'q>, run: &'q RunRow) -> PgQuery<'q> {
+    query
+        .bind(run.agent_id.as_str())
+        .bind(run.target_type.as_str())
+        .bind(run.target_id.as_str())
+        .bind(run.target.as_str())
+        .bind(run.runtime_kind)
+        .bind(run.execution_mode)
+        .bind(run.invocation_mode)
+        .bind(run.external_actor_id.as_str())
+        .bind(run.status)
+        .bind(run.pause_reason)
+        .bind(run.approval_state)
+        .bind(run.input.as_str())
+        .bind(run.output_summary.as_str())
+        .bind(run.workspace_lease.as_deref())
+        .bind(run.error_message.as_str())
+        .bind(run.started_at)
+        .bind(run.completed_at)
+        .bind(run.updated_at)
+        .bind(run.pause_requested)
+}
+
+/// Reads what the commit statement returns: the version, counters, host run id and the
+/// events' positions in sequence order.
+fn head_from(row: &PgRow) -> StoreResult<(i64, Counters, String, Vec<i64>)> {
+    let positions: Vec<i64> = row
+        .try_get("positions")
+        .map_err(|error| corrupt("positions", error))?;
+    Ok((
+        row.int("version")?,
+        Counters {
+            events: row.int("event_seq")?,
+            messages: row.int("message_seq")?,
+            artifacts: row.int("artifact_seq")?,
+        },
+        row.text("host_run_id")?,
+        positions,
+    ))
+}
+
+fn search_needle(query: &str) -> String {
+    clean(query.trim()).to_lowercase()
+}
+
+const SEARCH_FILTER: &str = "app_id = $1 \
+     AND ($2 = '' OR strpos(lower(id), $2) > 0 OR strpos(lower(host_run_id), $2) > 0 \
+     OR strpos(lower(agent_id), $2) > 0 OR strpos(lower(target_id), $2) > 0 \
+     OR strpos(lower(target_type), $2) > 0) \
+     AND ($3::text IS NULL OR status = $3)";
+
+static SEARCH_PAGE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {} FROM runs WHERE {SEARCH_FILTER} \
+         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+        pg_run_columns!()
+    )
+});
+
+static SEARCH_COUNT: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"));
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn driver(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn in_memory(&self) -> bool {
+        false
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(db("postgres: ping"))?;
+        Ok(())
+    }
+
+    async fn put_agent(&self, agent: &Agent) -> StoreResult<bool> {
+        let row = AgentRow::encode(agent)?;
+        let created: bool = sqlx::query_scalar(
+            "INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, system_prompt, \
+             skills, allowed_tools, allowed_targets, approval_mode, default_invocation_mode, \
+             execution_config, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, \
+             $13::jsonb, $14, $15) \
+             ON CONFLICT (app_id, id) DO UPDATE SET name = excluded.name, \
+             runtime_kind = excluded.runtime_kind, provider = excluded.provider, \
+             model = excluded.model, system_prompt = excluded.system_prompt, \
+             skills = excluded.skills, allowed_tools = excluded.allowed_tools, \
+             allowed_targets = excluded.allowed_targets, approval_mode = excluded.approval_mode, \
+             default_invocation_mode = excluded.default_invocation_mode, \
+             execution_config = excluded.execution_config, created_at = excluded.created_at, \
+             updated_at = excluded.updated_at \
+             RETURNING (xmax = 0) AS created",
+        )
+        .bind(row.app_id.as_str())
+        .bind(row.id.as_str())
+        .bind(row.name.as_str())
+        .bind(row.runtime_kind)
+        .bind(row.provider.as_str())
+        .bind(row.model.as_str())
+        .bind(row.system_prompt.as_str())
+        .bind(row.skills.as_str())
+        .bind(row.allowed_tools.as_str())
+        .bind(row.allowed_targets.as_str())
+        .bind(row.approval_mode)
+        .bind(row.default_invocation_mode)
+        .bind(row.execution_config.as_deref())
+        .bind(row.created_at)
+        .bind(row.updated_at)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|error| {
+            if is_unique_violation(&error) {
+                StoreError::Conflict(format!("agent: {error}"))
+            } else {
+                db("postgres: put agent")(error)
+            }
+        })?;
+        Ok(created)
+    }
+
+    async fn get_agent(&self, app_id: &str, agent_id: &str) -> StoreResult<Option<Agent>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pg_agent_columns!(),
+            " FROM agents WHERE app_id = $1 AND id = $2"
+        ))
+        .bind(clean(app_id))
+        .bind(clean(agent_id))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("postgres: get agent"))?;
+        row.as_ref().map(codec::agent_from).transpose()
+    }
+
+    async fn list_agents(&self, app_id: &str) -> StoreResult<Vec<Agent>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_agent_columns!(),
+            " FROM agents WHERE app_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(clean(app_id))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list agents"))?;
+        rows.iter().map(codec::agent_from).collect()
+    }
+
+    async fn create_run(&self, change: RunChange) -> StoreResult<CreateRun> {
+        let change = Prepared::for_create(change)?;
+        let Some(run) = change.run.as_ref() else {
+            return Err(StoreError::Backend("create_run: missing run".to_string()));
+        };
+        let query = bind_run_mutable(
+            bind_records(sqlx::query(COMMIT_CREATE.as_str()), &change),
+            run,
+        )
+        .bind(run.host_run_id.as_str())
+        .bind(run.created_at);
+        let row = query
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("postgres: create run"))?;
+        let Some(row) = row else {
+            if !run.host_run_id.is_empty() {
+                if let Some(existing) = self
+                    .run_by_host_run_id(&run.app_id, &run.host_run_id)
+                    .await?
+                {
+                    return Ok(CreateRun::HostRunIdTaken(Box::new(existing)));
+                }
+            }
+            return Err(StoreError::Conflict(format!(
+                "run {} already exists",
+                run.id
+            )));
+        };
+        let (version, counters, host_run_id, positions) = head_from(&row)?;
+        change
+            .committed(version, &host_run_id, counters, &positions)
+            .map(CreateRun::Created)
+    }
+
+    async fn get_run(&self, app_id: &str, run_id: &str) -> StoreResult<Option<Run>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pg_run_columns!(),
+            " FROM runs WHERE id = $1 AND app_id = $2"
+        ))
+        .bind(clean(run_id))
+        .bind(clean(app_id))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("postgres: get run"))?;
+        row.as_ref().map(codec::run_from).transpose()
+    }
+
+    async fn get_run_by_host_run_id(
+        &self,
+        app_id: &str,
+        host_run_id: &str,
+    ) -> StoreResult<Option<Run>> {
+        if host_run_id.is_empty() {
+            return Ok(None);
+        }
+        self.run_by_host_run_id(app_id, host_run_id).await
+    }
+
+    async fn list_runs(&self, app_id: &str) -> StoreResult<Vec<Run>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_run_columns!(),
+            " FROM runs WHERE app_id = $1 ORDER BY created_at DESC, id DESC"
+        ))
+        .bind(clean(app_id))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list runs"))?;
+        rows.iter().map(codec::run_from).collect()
+    }
+
+    async fn search_runs(&self, search: &RunSearch) -> StoreResult<(Vec<Run>, i64)> {
+        let needle = search_needle(&search.query);
+        let status = search.status.map(RunStatus::as_str);
+        let limit = (search.limit > 0).then_some(search.limit);
+        let offset = search.offset.max(0);
+        let rows = sqlx::query(SEARCH_PAGE.as_str())
+            .bind(clean(&search.app_id))
+            .bind(needle.as_str())
+            .bind(status)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("postgres: search runs"))?;
+        let total: i64 = sqlx::query_scalar(SEARCH_COUNT.as_str())
+            .bind(clean(&search.app_id))
+            .bind(needle.as_str())
+            .bind(status)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db("postgres: count runs"))?;
+        let runs = rows
+            .iter()
+            .map(codec::run_from)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((runs, total))
+    }
+
+    async fn commit(&self, change: RunChange) -> StoreResult<Committed> {
+        let change = Prepared::new(change)?;
+        let row = match &change.run {
+            Some(run) => {
+                bind_run_mutable(
+                    bind_records(sqlx::query(COMMIT_UPDATE.as_str()), &change),
+                    run,
+                )
+                .bind(change.expected_version)
+                .fetch_optional(&self.pool)
+                .await
+            }
+            None => {
+                bind_records(sqlx::query(COMMIT_TOUCH.as_str()), &change)
+                    .fetch_optional(&self.pool)
+                    .await
+            }
+        }
+        .map_err(db("postgres: commit"))?;
+        let Some(row) = row else {
+            let exists = self.run_exists(&change.app_id, &change.run_id).await?;
+            return Err(change.missing_or_stale(exists));
+        };
+        let (version, counters, host_run_id, positions) = head_from(&row)?;
+        change.committed(version, &host_run_id, counters, &positions)
+    }
+
+    async fn list_messages(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Message>> {
+        let rows = sqlx::query(
+            "SELECT run_id, sequence_no, id, app_id, runtime_message_id, role, content, \
+             message_type, content_blocks::text AS content_blocks, \
+             tool_invocations::text AS tool_invocations, created_at FROM messages \
+             WHERE run_id = $1 AND app_id = $2 ORDER BY sequence_no",
+        )
+        .bind(clean(run_id))
+        .bind(clean(app_id))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list messages"))?;
+        rows.iter().map(codec::message_from).collect()
+    }
+
+    async fn list_artifacts(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Artifact>> {
+        let rows = sqlx::query(
+            "SELECT run_id, sequence_no, id, app_id, artifact_type, format, storage_mode, \
+             inline_content, metadata::text AS metadata, created_at FROM artifacts \
+             WHERE run_id = $1 AND app_id = $2 ORDER BY sequence_no",
+        )
+        .bind(clean(run_id))
+        .bind(clean(app_id))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list artifacts"))?;
+        rows.iter().map(codec::artifact_from).collect()
+    }
+
+    async fn list_interactions(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Interaction>> {
+        let rows = sqlx::query(
+            "SELECT run_id, id, app_id, runtime_kind, interaction_kind, status, title, summary, \
+             request_payload::text AS request_payload, \
+             response_payload::text AS response_payload, resolved_by_external_id, resolved_at, \
+             created_at, updated_at FROM interactions \
+             WHERE run_id = $1 AND app_id = $2 ORDER BY created_at, id",
+        )
+        .bind(clean(run_id))
+        .bind(clean(app_id))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list interactions"))?;
+        rows.iter().map(codec::interaction_from).collect()
+    }
+
+    async fn list_tool_calls(
+        &self,
+        app_id: &str,
+        run_id: &str,
+    ) -> StoreResult<Vec<ToolCallRecord>> {
+        let rows = sqlx::query(
+            "SELECT run_id, id, app_id, tool_name, input::text AS input, output::text AS output, \
+             error, mutating, approval_required, created_at FROM tool_calls \
+             WHERE run_id = $1 AND app_id = $2 ORDER BY created_at, id",
+        )
+        .bind(clean(run_id))
+        .bind(clean(app_id))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list tool calls"))?;
+        rows.iter().map(codec::tool_call_from).collect()
+    }
+
+    async fn list_events_after(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        after: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_event_columns!(),
+            " FROM events WHERE run_id = $1 AND app_id = $2 AND sequence_no > $3 \
+             ORDER BY sequence_no LIMIT $4"
+        ))
+        .bind(clean(run_id))
+        .bind(clean(app_id))
+        .bind(after)
+        .bind(limit.map(|limit| limit.max(0)))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list events"))?;
+        rows.iter().map(codec::event_from).collect()
+    }
+
+    async fn list_events_after_position(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        // Positions are drawn when a transaction inserts but become visible when it commits,
+        // possibly out of order; showing only events of transactions older than every
+        // running one means a reader that moves its cursor past a position never misses an
+        // event committed later with a smaller one.
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_event_columns!(),
+            " FROM events WHERE position > $1 \
+             AND txid < pg_snapshot_xmin(pg_current_snapshot()) \
+             ORDER BY position LIMIT $2"
+        ))
+        .bind(after)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list events by position"))?;
+        rows.iter().map(codec::event_from).collect()
+    }
+
+    async fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {
+        let row = sqlx::query(
+            "SELECT run_id, step, state::text AS state, created_at FROM checkpoints \
+             WHERE run_id = $1 ORDER BY step DESC LIMIT 1",
+        )
+        .bind(clean(run_id))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("postgres: latest checkpoint"))?;
+        row.as_ref().map(codec::checkpoint_from).transpose()
+    }
+
+    async fn checkpoint_at(&self, run_id: &str, step: i64) -> StoreResult<Option<Checkpoint>> {
+        let row = sqlx::query(
+            "SELECT run_id, step, state::text AS state, created_at FROM checkpoints \
+             WHERE run_id = $1 AND step = $2",
+        )
+        .bind(clean(run_id))
+        .bind(step)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("postgres: checkpoint at step"))?;
+        row.as_ref().map(codec::checkpoint_from).transpose()
+    }
+
+    async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        let row = sqlx::query("SELECT ciphertext FROM run_secrets WHERE run_id = $1 AND kind = $2")
+            .bind(clean(run_id))
+            .bind(clean(kind))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("postgres: get secret"))?;
+        row.as_ref().map(|row| row.bytes("ciphertext")).transpose()
+    }
+
+    async fn try_acquire_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let taken = sqlx::query(
+            "UPDATE runs SET lease_owner = $2, lease_expires_at = $3 WHERE id = $1 \
+             AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL \
+             OR lease_expires_at <= $4)",
+        )
+        .bind(clean(run_id))
+        .bind(clean(owner))
+        .bind(micros(until))
+        .bind(micros(now))
+        .execute(&self.pool)
+        .await
+        .map_err(db("postgres: acquire lease"))?
+        .rows_affected();
+        Ok(taken == 1)
+    }
+
+    async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+        let renewed = sqlx::query("UPDATE runs SET lease_expires_at = $2 WHERE lease_owner = $1")
+            .bind(clean(owner))
+            .bind(micros(until))
+            .execute(&self.pool)
+            .await
+            .map_err(db("postgres: renew leases"))?
+            .rows_affected();
+        Ok(renewed)
+    }
+
+    async fn release_lease(&self, run_id: &str, owner: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = $1 AND lease_owner = $2",
+        )
+        .bind(clean(run_id))
+        .bind(clean(owner))
+        .execute(&self.pool)
+        .await
+        .map_err(db("postgres: release lease"))?;
+        Ok(())
+    }
+
+    async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_run_columns!(),
+            " FROM runs WHERE status IN ('queued', 'running') \
+             AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1) \
+             ORDER BY created_at, id LIMIT $2"
+        ))
+        .bind(micros(now))
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list orphaned runs"))?;
+        rows.iter().map(codec::run_from).collect()
+    }
+
+    async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_run_columns!(),
+            " FROM runs WHERE lease_owner = $1 AND status IN ('queued', 'running') \
+             ORDER BY created_at, id"
+        ))
+        .bind(clean(owner))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("postgres: list leased runs"))?;
+        rows.iter().map(codec::run_from).collect()
+    }
+
+    async fn get_cursor(&self, name: &str) -> StoreResult<Option<i64>> {
+        sqlx::query_scalar("SELECT position FROM cursors WHERE name = $1")
+            .bind(clean(name))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("postgres: get cursor"))
+    }
+
+    async fn advance_cursor(&self, name: &str, from: Option<i64>, to: i64) -> StoreResult<bool> {
+        let query = match from {
+            None => sqlx::query(
+                "INSERT INTO cursors (name, position) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(clean(name))
+            .bind(to),
+            Some(from) => {
+                sqlx::query("UPDATE cursors SET position = $2 WHERE name = $1 AND position = $3")
+                    .bind(clean(name))
+                    .bind(to)
+                    .bind(from)
+            }
+        };
+        let moved = query
+            .execute(&self.pool)
+            .await
+            .map_err(db("postgres: advance cursor"))?
+            .rows_affected();
+        Ok(moved == 1)
+    }
+}
