@@ -7,7 +7,7 @@
 //! - [`serve_studio`]: the standalone `agent-runtime studio` server.
 //! - [`bench::run_bench`]: the studio benchmark.
 
-// pub mod bench;
+pub mod bench;
 pub mod clock;
 pub mod error;
 pub mod frame;
