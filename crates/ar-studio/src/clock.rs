@@ -60,13 +60,15 @@ impl Clock for ManualClock {
 /// `at + d`, saturating instead of overflowing.
 pub(crate) fn later(at: DateTime<Utc>, d: std::time::Duration) -> DateTime<Utc> {
     let step = Duration::from_std(d).unwrap_or(Duration::MAX);
-    at.checked_add_signed(step).unwrap_or(DateTime::<Utc>::MAX_UTC)
+    at.checked_add_signed(step)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// `at - d`, saturating instead of overflowing.
 pub(crate) fn earlier(at: DateTime<Utc>, d: std::time::Duration) -> DateTime<Utc> {
     let step = Duration::from_std(d).unwrap_or(Duration::MAX);
-    at.checked_sub_signed(step).unwrap_or(DateTime::<Utc>::MIN_UTC)
+    at.checked_sub_signed(step)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 #[cfg(test)]

@@ -156,10 +156,16 @@ mod tests {
 
     #[test]
     fn hashes_the_pretty_document() {
-        let src = registration_manifest(&reg("s", r#"{"weft":1,"agents":[{"name":"a","tools":[]}]}"#));
+        let src = registration_manifest(&reg(
+            "s",
+            r#"{"weft":1,"agents":[{"name":"a","tools":[]}]}"#,
+        ));
         let src = src.expect("manifest reads");
         let expected = "{\n  \"weft\": 1,\n  \"agents\": [\n    {\n      \"name\": \"a\",\n      \"tools\": []\n    }\n  ]\n}\n";
-        assert_eq!(src.manifest_hash, hex::encode(Sha256::digest(expected.as_bytes())));
+        assert_eq!(
+            src.manifest_hash,
+            hex::encode(Sha256::digest(expected.as_bytes()))
+        );
         assert_eq!(src.agents[0].manifest_hash.len(), 64);
         assert!(registration_manifest(&reg("s", "not json")).is_none());
     }

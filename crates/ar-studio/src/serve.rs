@@ -41,7 +41,9 @@ impl StudioConfig {
     /// The listen address: `flag` (from `--addr`), else [`STUDIO_ADDR_ENV`], else
     /// [`DEFAULT_STUDIO_ADDR`].
     pub fn listen_addr(flag: Option<&str>) -> Result<SocketAddr, std::net::AddrParseError> {
-        let env = std::env::var(STUDIO_ADDR_ENV).ok().filter(|v| !v.is_empty());
+        let env = std::env::var(STUDIO_ADDR_ENV)
+            .ok()
+            .filter(|v| !v.is_empty());
         flag.map(str::to_string)
             .or(env)
             .unwrap_or_else(|| DEFAULT_STUDIO_ADDR.to_string())
@@ -142,7 +144,11 @@ pub struct DeadlineIo {
 }
 
 impl DeadlineIo {
-    fn poll_deadline<T>(&mut self, cx: &mut Context<'_>, res: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn poll_deadline<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        res: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
         match res {
             Poll::Ready(r) => {
                 self.stalled = None;

@@ -21,7 +21,9 @@ pub(crate) async fn measure(samples: usize) -> LatencyFigures {
     }
 }
 
-async fn wait(rx: &mut mpsc::UnboundedReceiver<(String, Instant)>) -> Result<(String, Instant), String> {
+async fn wait(
+    rx: &mut mpsc::UnboundedReceiver<(String, Instant)>,
+) -> Result<(String, Instant), String> {
     tokio::time::timeout(Duration::from_secs(10), rx.recv())
         .await
         .ok()

@@ -117,7 +117,11 @@ impl fmt::Display for BenchReport {
         write!(
             f,
             "  targets: {}",
-            if self.meets_targets() { "met" } else { "NOT met" }
+            if self.meets_targets() {
+                "met"
+            } else {
+                "NOT met"
+            }
         )
     }
 }

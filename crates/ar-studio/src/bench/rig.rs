@@ -22,7 +22,11 @@ impl Rig {
         let app = router(server.clone(), RouterOptions::default());
         let listener = DeadlineListener::new(listener, Duration::from_secs(30));
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app.into_make_service_with_connect_info::<PeerAddr>()).await;
+            let _ = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<PeerAddr>(),
+            )
+            .await;
         });
         Ok(Rig { server, addr, task })
     }

@@ -90,7 +90,8 @@ async fn run(runtimes: usize, per_runtime: usize) -> Result<ThroughputFigures, S
         let mut progressed = false;
         for (i, handler) in handlers.iter().enumerate() {
             // Keep at most 128 commands outstanding per runtime, half the stream's bound.
-            let done = usize::try_from(handler.executed.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+            let done =
+                usize::try_from(handler.executed.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
             while sent[i] < per_runtime && sent[i].saturating_sub(done) < 128 {
                 let cmd = Command {
                     command_id: format!("tp-{i}-{}", sent[i]),
@@ -117,7 +118,11 @@ async fn run(runtimes: usize, per_runtime: usize) -> Result<ThroughputFigures, S
         .collect();
     let settled = |ids: &[String]| {
         ids.iter()
-            .filter(|id| rig.server.state_of(id).is_some_and(CommandState::is_terminal))
+            .filter(|id| {
+                rig.server
+                    .state_of(id)
+                    .is_some_and(CommandState::is_terminal)
+            })
             .count()
     };
     while settled(&ids) < total && Instant::now() < deadline {

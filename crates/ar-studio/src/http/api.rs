@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::error::StudioError;
 use crate::server::{StudioServer, API_SURFACE};
-use crate::wire::{ApprovalDecision, CommandState, Command, VERB_DECIDE};
+use crate::wire::{ApprovalDecision, Command, CommandState, VERB_DECIDE};
 
 use super::body::read_json;
 use super::error::ApiError;
@@ -72,7 +72,8 @@ pub(crate) async fn put_breakpoints(
     req: Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
-    let body: BreakpointsBody = read_json(&parts.headers, body, 1 << 20, "breakpoints body").await?;
+    let body: BreakpointsBody =
+        read_json(&parts.headers, body, 1 << 20, "breakpoints body").await?;
     let reg = s
         .server
         .registration(&id)
@@ -82,7 +83,8 @@ pub(crate) async fn put_breakpoints(
             return Err(ApiError::bad_request(format!("unknown tool {tool}")));
         }
     }
-    s.server.set_breakpoints_from(&id, &body.tools, API_SURFACE)?;
+    s.server
+        .set_breakpoints_from(&id, &body.tools, API_SURFACE)?;
     let view = s.server.snapshot().into_iter().find(|v| v.id == id);
     Ok(Json(json!({
         "runtime_id": id,
@@ -118,7 +120,10 @@ pub(crate) async fn playground_run(
     validate_run(&reg, &run.command)?;
     if let (Some(lookup), Some(source)) = (&s.runs, &run.command.source) {
         if !lookup.run_exists(&source.run_id) {
-            return Err(ApiError::not_found(format!("unknown source run {}", source.run_id)));
+            return Err(ApiError::not_found(format!(
+                "unknown source run {}",
+                source.run_id
+            )));
         }
     }
     let cmd = s.server.enqueue(&run.runtime_id, run.command)?;
@@ -181,7 +186,9 @@ pub(crate) async fn approvals(
         return Err(ApiError::bad_request("call_id is required"));
     }
     if !matches!(body.decision.as_str(), "approve" | "deny" | "resolve") {
-        return Err(ApiError::bad_request("decision must be approve, deny or resolve"));
+        return Err(ApiError::bad_request(
+            "decision must be approve, deny or resolve",
+        ));
     }
     let runtime_id = runtime_holding(&s, &run_id)?;
     // A second decision on the same call is refused while the first one stands.

@@ -105,10 +105,21 @@ mod tests {
 
     #[test]
     fn loopback_hosts() {
-        for h in ["localhost", "localhost:8092", "127.0.0.1:1", "[::1]:80", "::1"] {
+        for h in [
+            "localhost",
+            "localhost:8092",
+            "127.0.0.1:1",
+            "[::1]:80",
+            "::1",
+        ] {
             assert!(is_loopback_host(h), "{h}");
         }
-        for h in ["example.com", "10.0.0.1:80", "[2001:db8::1]:80", "evil.localhost.com"] {
+        for h in [
+            "example.com",
+            "10.0.0.1:80",
+            "[2001:db8::1]:80",
+            "evil.localhost.com",
+        ] {
             assert!(!is_loopback_host(h), "{h}");
         }
     }

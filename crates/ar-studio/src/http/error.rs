@@ -58,7 +58,11 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "bad_request", message)
     }
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message)
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            message,
+        )
     }
     pub fn unsupported(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "unsupported", message)
@@ -84,9 +88,9 @@ impl From<StudioError> for ApiError {
     fn from(err: StudioError) -> Self {
         let message = err.to_string();
         match err {
-            StudioError::UnknownRuntime
-            | StudioError::UnknownCommand
-            | StudioError::UnknownRun => Self::not_found(message),
+            StudioError::UnknownRuntime | StudioError::UnknownCommand | StudioError::UnknownRun => {
+                Self::not_found(message)
+            }
             StudioError::NotConnected | StudioError::ShuttingDown => Self::unavailable(message),
             StudioError::DuplicateCommand
             | StudioError::RunFinished

@@ -24,9 +24,15 @@ pub fn validate_run(reg: &Registration, cmd: &Command) -> Result<(), ApiError> {
 
 fn check_modes(reg: &Registration, cmd: &Command) -> Result<(), ApiError> {
     if !matches!(cmd.engine.as_str(), "" | "live" | "scripted") {
-        return Err(ApiError::unsupported(format!("unsupported engine {:?}", cmd.engine)));
+        return Err(ApiError::unsupported(format!(
+            "unsupported engine {:?}",
+            cmd.engine
+        )));
     }
-    if !matches!(cmd.side_effects.as_str(), "" | "substitute" | "park" | "allow") {
+    if !matches!(
+        cmd.side_effects.as_str(),
+        "" | "substitute" | "park" | "allow"
+    ) {
         return Err(ApiError::unsupported(format!(
             "unsupported side_effects {:?}",
             cmd.side_effects
@@ -36,17 +42,25 @@ fn check_modes(reg: &Registration, cmd: &Command) -> Result<(), ApiError> {
         "" | "ephemeral" => {}
         "fork" => {
             if !reg.threads {
-                return Err(ApiError::unsupported("the runtime holds no thread sessions: fork is unsupported"));
+                return Err(ApiError::unsupported(
+                    "the runtime holds no thread sessions: fork is unsupported",
+                ));
             }
             if cmd.source.is_none() {
                 return Err(ApiError::bad_request("thread fork needs a source run"));
             }
         }
-        other => return Err(ApiError::unsupported(format!("unsupported thread {other:?}"))),
+        other => {
+            return Err(ApiError::unsupported(format!(
+                "unsupported thread {other:?}"
+            )))
+        }
     }
     if cmd.engine == "scripted" {
         if cmd.source.is_none() {
-            return Err(ApiError::bad_request("the scripted engine replays a source run: source is required"));
+            return Err(ApiError::bad_request(
+                "the scripted engine replays a source run: source is required",
+            ));
         }
         if !cmd.overrides.instructions.is_empty() || !cmd.overrides.model.is_empty() {
             return Err(ApiError::bad_request(
@@ -77,10 +91,15 @@ fn check_source(cmd: &Command) -> Result<(), ApiError> {
     }
     for (i, edit) in cmd.transcript_edits.iter().enumerate() {
         if !EDIT_KINDS.contains(&edit.kind.as_str()) {
-            return Err(ApiError::bad_request(format!("transcript_edits[{i}]: unknown kind {:?}", edit.kind)));
+            return Err(ApiError::bad_request(format!(
+                "transcript_edits[{i}]: unknown kind {:?}",
+                edit.kind
+            )));
         }
         if edit.step < 0 || edit.index < 0 {
-            return Err(ApiError::bad_request(format!("transcript_edits[{i}]: negative step or index")));
+            return Err(ApiError::bad_request(format!(
+                "transcript_edits[{i}]: negative step or index"
+            )));
         }
         let inside = if edit.kind == "insert" {
             edit.step <= source.from_step
@@ -97,10 +116,14 @@ fn check_source(cmd: &Command) -> Result<(), ApiError> {
             || edit.kind == "tool_result"
             || (edit.kind.is_empty() && !edit.tool_result.is_empty());
         if needs_call && edit.call_id.is_empty() {
-            return Err(ApiError::bad_request(format!("transcript_edits[{i}]: call_id is required")));
+            return Err(ApiError::bad_request(format!(
+                "transcript_edits[{i}]: call_id is required"
+            )));
         }
         if edit.kind == "tool_args" && !edit.args.as_ref().is_some_and(|a| a.is_object()) {
-            return Err(ApiError::bad_request(format!("transcript_edits[{i}]: args must be a JSON object")));
+            return Err(ApiError::bad_request(format!(
+                "transcript_edits[{i}]: args must be a JSON object"
+            )));
         }
     }
     Ok(())
@@ -119,7 +142,12 @@ fn known_tools(agent: &AgentRegistration) -> Vec<String> {
 fn check_tools(agent: &AgentRegistration, cmd: &Command) -> Result<(), ApiError> {
     let known = known_tools(agent);
     let o = &cmd.overrides;
-    for name in o.tools_enabled.iter().chain(&o.only_tools).chain(&o.park_on) {
+    for name in o
+        .tools_enabled
+        .iter()
+        .chain(&o.only_tools)
+        .chain(&o.park_on)
+    {
         if !known.contains(name) {
             return Err(ApiError::bad_request(format!("unknown tool {name}")));
         }
@@ -128,8 +156,17 @@ fn check_tools(agent: &AgentRegistration, cmd: &Command) -> Result<(), ApiError>
         match choice.mode.as_str() {
             "auto" | "any" | "none" => {}
             "named" if known.contains(&choice.name) => {}
-            "named" => return Err(ApiError::bad_request(format!("unknown tool {}", choice.name))),
-            other => return Err(ApiError::unsupported(format!("unsupported tool_choice mode {other:?}"))),
+            "named" => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown tool {}",
+                    choice.name
+                )))
+            }
+            other => {
+                return Err(ApiError::unsupported(format!(
+                    "unsupported tool_choice mode {other:?}"
+                )))
+            }
         }
     }
     Ok(())
@@ -145,14 +182,19 @@ fn check_model(agent: &AgentRegistration, cmd: &Command) -> Result<(), ApiError>
         return Err(ApiError::bad_request(format!("unknown model {}", o.model)));
     }
     if !matches!(o.thinking.as_str(), "" | "off" | "low" | "medium" | "high") {
-        return Err(ApiError::unsupported(format!("unsupported thinking {:?}", o.thinking)));
+        return Err(ApiError::unsupported(format!(
+            "unsupported thinking {:?}",
+            o.thinking
+        )));
     }
     Ok(())
 }
 
 fn check_cap(name: &str, value: f64, limit: i64) -> Result<(), ApiError> {
     if value < 1.0 || value.fract() != 0.0 {
-        return Err(ApiError::bad_request(format!("options.{name} must be a whole number of at least 1")));
+        return Err(ApiError::bad_request(format!(
+            "options.{name} must be a whole number of at least 1"
+        )));
     }
     if limit > 0 && value > limit as f64 {
         return Err(ApiError::forbidden(format!(
@@ -165,11 +207,15 @@ fn check_cap(name: &str, value: f64, limit: i64) -> Result<(), ApiError> {
 fn check_options(agent: &AgentRegistration, cmd: &Command) -> Result<(), ApiError> {
     for (name, &value) in &cmd.overrides.options {
         if !value.is_finite() {
-            return Err(ApiError::bad_request(format!("options.{name} is not a number")));
+            return Err(ApiError::bad_request(format!(
+                "options.{name} is not a number"
+            )));
         }
         match name.as_str() {
             "temperature" if (0.0..=2.0).contains(&value) => {}
-            "temperature" => return Err(ApiError::bad_request("options.temperature must be in 0..2")),
+            "temperature" => {
+                return Err(ApiError::bad_request("options.temperature must be in 0..2"))
+            }
             "max_steps" => check_cap(name, value, agent.limits.max_steps)?,
             "parallelism" => check_cap(name, value, agent.limits.parallelism)?,
             other => return Err(ApiError::bad_request(format!("unknown option {other}"))),
@@ -183,7 +229,9 @@ fn check_options(agent: &AgentRegistration, cmd: &Command) -> Result<(), ApiErro
         }
         if let Some(max_tokens) = params.max_tokens {
             if max_tokens < 1 {
-                return Err(ApiError::bad_request("params.max_tokens must be at least 1"));
+                return Err(ApiError::bad_request(
+                    "params.max_tokens must be at least 1",
+                ));
             }
             if let Some(own) = agent.defaults.max_tokens {
                 if max_tokens > own {

@@ -9,6 +9,9 @@ use crate::wire::{
 
 /// A tracked command from the stream: acked, at most once.
 #[derive(Debug, Clone, PartialEq)]
+// Values of this enum are built once per command and moved, never held in bulk arrays
+// where the variant size difference would matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Work {
     Run(Command),
     Approve(ApprovalDecision),
@@ -103,7 +106,8 @@ pub trait CommandHandler: Send + Sync + 'static {
     async fn admit(&self, work: &Work) -> Result<Admission, Rejection>;
 
     /// Runs an accepted command to its end. `cancel` fires on a `cancel` frame or on stop.
-    async fn execute(&self, work: Work, admission: Admission, cancel: CancellationToken) -> Outcome;
+    async fn execute(&self, work: Work, admission: Admission, cancel: CancellationToken)
+        -> Outcome;
 
     /// A steer message into a run this runtime started; best effort.
     async fn steer(&self, steer: SteerMessage) {

@@ -287,7 +287,8 @@ impl Link {
             Frame::Steer { steer, .. } => {
                 bump(&self.counters.steers);
                 let handler = Arc::clone(&self.handler);
-                self.tracker.spawn(async move { handler.steer(steer).await });
+                self.tracker
+                    .spawn(async move { handler.steer(steer).await });
             }
             Frame::Cancel { command_id } => {
                 bump(&self.counters.cancels);
@@ -318,7 +319,8 @@ impl Link {
         let link = Arc::clone(self);
         let id = id.to_string();
         self.tracker.spawn(async move {
-            link.reject(&id, Rejection::with_kind(why, "bad_frame")).await;
+            link.reject(&id, Rejection::with_kind(why, "bad_frame"))
+                .await;
         });
     }
 
@@ -357,7 +359,12 @@ impl Link {
     }
 
     /// Checks, acks, runs and finishes one command.
-    async fn carry(self: Arc<Self>, work: Work, permit: OwnedSemaphorePermit, cancel: CancellationToken) {
+    async fn carry(
+        self: Arc<Self>,
+        work: Work,
+        permit: OwnedSemaphorePermit,
+        cancel: CancellationToken,
+    ) {
         let id = work.command_id().to_string();
         self.carry_inner(&id, work, cancel).await;
         self.inflight.lock().remove(&id);

@@ -99,7 +99,8 @@ mod tests {
 
     #[test]
     fn parses_frames_split_anywhere() {
-        let bytes = b"event: ping\ndata: {}\n\n: comment\nid: c1\nevent: run\r\ndata: {\"a\":1}\n\n";
+        let bytes =
+            b"event: ping\ndata: {}\n\n: comment\nid: c1\nevent: run\r\ndata: {\"a\":1}\n\n";
         for split in 0..bytes.len() {
             let mut r = SseReader::new(1 << 20);
             let mut evs = r.push(&bytes[..split]);
@@ -114,7 +115,10 @@ mod tests {
     #[test]
     fn marks_oversized_frames_and_recovers() {
         let mut r = SseReader::new(64);
-        let big = format!("id: c9\nevent: run\ndata: {}\n\nevent: ping\ndata: {{}}\n\n", "x".repeat(200));
+        let big = format!(
+            "id: c9\nevent: run\ndata: {}\n\nevent: ping\ndata: {{}}\n\n",
+            "x".repeat(200)
+        );
         let evs = r.push(big.as_bytes());
         assert_eq!(evs.len(), 2);
         assert!(evs[0].oversized);

@@ -53,8 +53,12 @@ impl State {
                 why: row.error.clone(),
             });
         }
-        let (runtime, public_id, fork, row_state) =
-            (row.runtime.clone(), row.public_id.clone(), row.fork, row.state);
+        let (runtime, public_id, fork, row_state) = (
+            row.runtime.clone(),
+            row.public_id.clone(),
+            row.fork,
+            row.state,
+        );
         let id = ack.command_id.clone();
         if !ack.run_id.is_empty() {
             let route = self.runs.entry(ack.run_id.clone()).or_default();

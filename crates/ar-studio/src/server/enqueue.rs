@@ -25,7 +25,12 @@ struct NewRow {
 
 impl State {
     /// Checks the runtime and the command id (minting one when empty) before a row is made.
-    fn admit_id(&mut self, runtime_id: &str, id: &mut String, now: DateTime<Utc>) -> Result<(), StudioError> {
+    fn admit_id(
+        &mut self,
+        runtime_id: &str,
+        id: &mut String,
+        now: DateTime<Utc>,
+    ) -> Result<(), StudioError> {
         if self.closed {
             return Err(StudioError::ShuttingDown);
         }
@@ -97,7 +102,7 @@ impl State {
                 id: cmd.command_id.clone(),
                 payload: CommandPayload::Run(cmd.clone()),
                 public_id: cmd.public_id.clone(),
-                fork: fork,
+                fork,
             },
             cfg,
             now,
@@ -135,7 +140,7 @@ impl State {
                 id: d.command_id.clone(),
                 payload: CommandPayload::Approve(d.clone()),
                 public_id: d.public_id.clone(),
-                fork: fork,
+                fork,
             },
             cfg,
             now,
@@ -215,7 +220,13 @@ impl State {
     }
 
     /// Sends a cancel frame for a command; best effort.
-    pub(crate) fn cancel(&mut self, runtime_id: &str, command_id: &str, cfg: &ServerConfig, now: DateTime<Utc>) {
+    pub(crate) fn cancel(
+        &mut self,
+        runtime_id: &str,
+        command_id: &str,
+        cfg: &ServerConfig,
+        now: DateTime<Utc>,
+    ) {
         if !valid_command_id(command_id) {
             return;
         }

@@ -147,7 +147,11 @@ impl StudioServer {
             return;
         };
         let weak: Weak<Shared> = Arc::downgrade(&self.shared);
-        let every = self.shared.config.sweep_every.max(Duration::from_millis(10));
+        let every = self
+            .shared
+            .config
+            .sweep_every
+            .max(Duration::from_millis(10));
         handle.spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -168,7 +172,10 @@ impl StudioServer {
     }
 
     /// Runs `f` on the registry after firing every due deadline.
-    fn with_state<T>(&self, f: impl FnOnce(&mut State, &ServerConfig, chrono::DateTime<chrono::Utc>) -> T) -> T {
+    fn with_state<T>(
+        &self,
+        f: impl FnOnce(&mut State, &ServerConfig, chrono::DateTime<chrono::Utc>) -> T,
+    ) -> T {
         let now = self.now();
         let mut st = self.shared.state.lock();
         st.expire_due(now);
@@ -334,7 +341,10 @@ impl StudioServer {
     /// Drops a dead runtime from the registry.
     pub fn forget(&self, runtime_id: &str) -> Result<(), StudioError> {
         self.with_state(|st, _, _| {
-            let entry = st.runtimes.get(runtime_id).ok_or(StudioError::UnknownRuntime)?;
+            let entry = st
+                .runtimes
+                .get(runtime_id)
+                .ok_or(StudioError::UnknownRuntime)?;
             if entry.feed.is_some() {
                 return Err(StudioError::Connected);
             }

@@ -5,9 +5,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 
 use crate::manifests::{registration_manifest, ManifestKey};
-use crate::wire::{
-    RegisterResponse, Registration, BREAKPOINTS_BY_RUNTIME,
-};
+use crate::wire::{RegisterResponse, Registration, BREAKPOINTS_BY_RUNTIME};
 
 use super::state::{BreakpointSet, RuntimeEntry, State};
 

@@ -53,12 +53,9 @@ impl State {
                     now,
                 ),
                 // A finish may still land; watch it like a disconnect.
-                CommandState::Accepted => self.arm_finish(
-                    &id,
-                    cfg.finish_deadline,
-                    "studio restarted, no finish",
-                    now,
-                ),
+                CommandState::Accepted => {
+                    self.arm_finish(&id, cfg.finish_deadline, "studio restarted, no finish", now)
+                }
                 _ => {}
             }
         }

@@ -149,10 +149,20 @@ impl State {
         entry.feed = None;
         entry.last_seen = now;
         for id in self.commands_of(runtime_id, CommandState::Queued) {
-            self.terminate(&id, CommandState::Lost, "runtime disconnected before the ack", now);
+            self.terminate(
+                &id,
+                CommandState::Lost,
+                "runtime disconnected before the ack",
+                now,
+            );
         }
         for id in self.commands_of(runtime_id, CommandState::Accepted) {
-            self.arm_finish(&id, cfg.finish_deadline, "runtime disconnected, no finish", now);
+            self.arm_finish(
+                &id,
+                cfg.finish_deadline,
+                "runtime disconnected, no finish",
+                now,
+            );
         }
     }
 

@@ -91,7 +91,13 @@ impl State {
     }
 
     /// Moves a row to a terminal state with a reason, stopping its deadline.
-    pub(crate) fn terminate(&mut self, id: &str, state: CommandState, why: &str, now: DateTime<Utc>) {
+    pub(crate) fn terminate(
+        &mut self,
+        id: &str,
+        state: CommandState,
+        why: &str,
+        now: DateTime<Utc>,
+    ) {
         self.set_watch(id, None);
         if let Some(row) = self.commands.get_mut(id) {
             row.state = state;

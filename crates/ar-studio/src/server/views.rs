@@ -18,11 +18,7 @@ fn runtime_view(id: &str, e: &RuntimeEntry) -> RuntimeView {
                 .manifest_tool_names()
                 .into_iter()
                 .map(|name| ToolView {
-                    side_effects: a
-                        .side_effects
-                        .get(&name)
-                        .cloned()
-                        .unwrap_or_default(),
+                    side_effects: a.side_effects.get(&name).cloned().unwrap_or_default(),
                     allow: a.is_allowed(&name),
                     approval: approval.contains(&name),
                     name,

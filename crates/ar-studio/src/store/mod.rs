@@ -24,6 +24,9 @@ pub enum StoreError {
 /// What a command row carries to the runtime.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "body", rename_all = "lowercase")]
+// Values of this enum are built once per command and moved, never held in bulk arrays
+// where the variant size difference would matter.
+#[allow(clippy::large_enum_variant)]
 pub enum CommandPayload {
     Run(Command),
     Approve(ApprovalDecision),

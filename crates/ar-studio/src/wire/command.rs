@@ -60,7 +60,10 @@ pub struct Overrides {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub thinking: String,
     /// `max_steps`, `parallelism`, `temperature`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "or_default")]
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "or_default"
+    )]
     pub options: BTreeMap<String, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub params: Option<Params>,

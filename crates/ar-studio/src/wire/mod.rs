@@ -11,8 +11,8 @@ mod views;
 pub use ack::{Ack, AckReason, AckState, RunStatus};
 pub use command::{
     ApprovalDecision, Breakpoints, CancelTarget, Command, Overrides, Params, RunCommand,
-    SessionCommand, SourceSpec, SteerMessage, ToolChoice, TranscriptEdit, VERB_CANCEL,
-    VERB_DECIDE, VERB_STEER,
+    SessionCommand, SourceSpec, SteerMessage, ToolChoice, TranscriptEdit, VERB_CANCEL, VERB_DECIDE,
+    VERB_STEER,
 };
 pub use reason::{scripted_miss_reason, scripted_miss_text, Reason, REASON_SCRIPTED_MISS};
 pub use registration::{

@@ -170,10 +170,7 @@ pub struct AgentDefaults {
     pub max_tokens: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
-    #[serde(
-        skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "or_default"
-    )]
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "or_default")]
     pub stop: Vec<String>,
     pub tool_choice: ToolChoice,
 }

@@ -24,7 +24,10 @@ fn run_body(extra: Value) -> Value {
 
 async fn code_of(s: &Served, body: Value) -> (u16, String) {
     let (status, v) = post_json(s, "/api/playground/runs", &body).await;
-    (status, v["error"]["code"].as_str().unwrap_or_default().to_string())
+    (
+        status,
+        v["error"]["code"].as_str().unwrap_or_default().to_string(),
+    )
 }
 
 #[tokio::test]
@@ -37,14 +40,20 @@ async fn runtimes_and_manifests_are_listed() {
     assert_eq!(rt["id"], "rt");
     assert_eq!(rt["connected"], true);
     assert_eq!(rt["breakpoints"], json!([]));
-    assert_eq!(rt["agents"][0]["tools"][1], json!({"name": "pay", "side_effects": "never", "allow": true, "approval": true}));
+    assert_eq!(
+        rt["agents"][0]["tools"][1],
+        json!({"name": "pay", "side_effects": "never", "allow": true, "approval": true})
+    );
     let (status, body) = get(&s, "/api/runtimes/rt").await;
     assert_eq!((status, body["id"].as_str()), (200, Some("rt")));
     assert_eq!(get(&s, "/api/runtimes/none").await.0, 404);
     let (status, body) = get(&s, "/api/manifests").await;
     assert_eq!(status, 200);
     assert_eq!(body["manifests"][0]["live"], true);
-    assert_eq!(body["manifests"][0]["manifest_hash"].as_str().map(str::len), Some(64));
+    assert_eq!(
+        body["manifests"][0]["manifest_hash"].as_str().map(str::len),
+        Some(64)
+    );
 }
 
 #[tokio::test]
@@ -59,20 +68,64 @@ async fn playground_runs_follow_the_validation_table_and_change_nothing_when_ref
         (json!({"runtime_id": ""}), 400, "bad_request"),
         (json!({"runtime_id": "ghost"}), 404, "not_found"),
         (json!({"agent": "ghost"}), 404, "not_found"),
-        (json!({"overrides": {"tools_enabled": ["nuke"]}}), 400, "bad_request"),
+        (
+            json!({"overrides": {"tools_enabled": ["nuke"]}}),
+            400,
+            "bad_request",
+        ),
         (json!({"overrides": {"model": "gpt-9"}}), 400, "bad_request"),
         (json!({"engine": "quantum"}), 400, "unsupported"),
-        (json!({"overrides": {"options": {"temperature": 3.0}}}), 400, "bad_request"),
-        (json!({"overrides": {"options": {"max_steps": 20}}}), 403, "forbidden"),
-        (json!({"overrides": {"options": {"parallelism": 8}}}), 403, "forbidden"),
-        (json!({"overrides": {"params": {"max_tokens": 5000}}}), 403, "forbidden"),
-        (json!({"runtime_id": "strict", "side_effects": "allow"}), 403, "forbidden"),
+        (
+            json!({"overrides": {"options": {"temperature": 3.0}}}),
+            400,
+            "bad_request",
+        ),
+        (
+            json!({"overrides": {"options": {"max_steps": 20}}}),
+            403,
+            "forbidden",
+        ),
+        (
+            json!({"overrides": {"options": {"parallelism": 8}}}),
+            403,
+            "forbidden",
+        ),
+        (
+            json!({"overrides": {"params": {"max_tokens": 5000}}}),
+            403,
+            "forbidden",
+        ),
+        (
+            json!({"runtime_id": "strict", "side_effects": "allow"}),
+            403,
+            "forbidden",
+        ),
         (json!({"source": src}), 400, "bad_request"),
-        (json!({"input": null, "engine": "scripted", "source": src, "overrides": {"instructions": "x"}}), 400, "bad_request"),
-        (json!({"input": null, "engine": "scripted", "source": src, "overrides": {"model": "m2"}}), 400, "bad_request"),
-        (json!({"input": null, "source": src, "transcript_edits": [{"kind": "tool_result", "step": 2, "call_id": "k", "tool_result": "x"}]}), 400, "bad_request"),
-        (json!({"input": null, "source": src, "transcript_edits": [{"kind": "tool_args", "step": 1, "call_id": "k", "args": [1]}]}), 400, "bad_request"),
-        (json!({"transcript_edits": [{"step": 0, "content": "x"}]}), 400, "bad_request"),
+        (
+            json!({"input": null, "engine": "scripted", "source": src, "overrides": {"instructions": "x"}}),
+            400,
+            "bad_request",
+        ),
+        (
+            json!({"input": null, "engine": "scripted", "source": src, "overrides": {"model": "m2"}}),
+            400,
+            "bad_request",
+        ),
+        (
+            json!({"input": null, "source": src, "transcript_edits": [{"kind": "tool_result", "step": 2, "call_id": "k", "tool_result": "x"}]}),
+            400,
+            "bad_request",
+        ),
+        (
+            json!({"input": null, "source": src, "transcript_edits": [{"kind": "tool_args", "step": 1, "call_id": "k", "args": [1]}]}),
+            400,
+            "bad_request",
+        ),
+        (
+            json!({"transcript_edits": [{"step": 0, "content": "x"}]}),
+            400,
+            "bad_request",
+        ),
         (json!({"command_id": "bad\nid: forged"}), 400, "bad_request"),
         (json!({"runtime_id": "strict"}), 503, "unavailable"),
     ];
@@ -95,10 +148,16 @@ async fn playground_runs_follow_the_validation_table_and_change_nothing_when_ref
     }));
     let (status, body) = post_json(&s, "/api/playground/runs", &ok).await;
     assert_eq!(status, 202, "{body}");
-    assert_eq!((body["command_id"].as_str(), body["state"].as_str()), (Some("exp-1"), Some("queued")));
+    assert_eq!(
+        (body["command_id"].as_str(), body["state"].as_str()),
+        (Some("exp-1"), Some("queued"))
+    );
     assert!(body["error"].is_null());
     let ev = st.next().await;
-    assert_eq!((ev.event.as_str(), ev.id.as_deref()), ("run", Some("exp-1")));
+    assert_eq!(
+        (ev.event.as_str(), ev.id.as_deref()),
+        ("run", Some("exp-1"))
+    );
     assert_eq!(code_of(&s, ok).await, (409, "conflict".to_string()));
     let (status, body) = get(&s, "/api/playground/commands/exp-1").await;
     assert_eq!((status, body["state"].as_str()), (200, Some("queued")));
@@ -107,11 +166,18 @@ async fn playground_runs_follow_the_validation_table_and_change_nothing_when_ref
 
 async fn started_run(s: &Served, command: &str, run: &str, fork: bool) {
     let thread = if fork { "fork" } else { "ephemeral" };
-    let body = run_body(json!({"command_id": command, "thread": thread, "input": null, "source": {"run_id": "src", "from_step": 0}}));
+    let body = run_body(
+        json!({"command_id": command, "thread": thread, "input": null, "source": {"run_id": "src", "from_step": 0}}),
+    );
     let (status, v) = post_json(s, "/api/playground/runs", &body).await;
     assert_eq!(status, 202, "{v}");
     s.server
-        .ack(&Ack { command_id: command.into(), state: "accepted".into(), run_id: run.into(), ..Ack::default() })
+        .ack(&Ack {
+            command_id: command.into(),
+            state: "accepted".into(),
+            run_id: run.into(),
+            ..Ack::default()
+        })
         .expect("accept");
 }
 
@@ -125,7 +191,12 @@ async fn approvals_refuse_app_runs_bad_decisions_and_second_decisions() {
     assert_eq!(status, 403, "the app's own runs are view-only");
     let (status, _) = post_json(&s, "/api/runs/run-1/approvals", &decide("maybe")).await;
     assert_eq!(status, 400);
-    let (status, _) = post_json(&s, "/api/runs/run-1/approvals", &json!({"decision": "approve"})).await;
+    let (status, _) = post_json(
+        &s,
+        "/api/runs/run-1/approvals",
+        &json!({"decision": "approve"}),
+    )
+    .await;
     assert_eq!(status, 400);
     let (status, first) = post_json(&s, "/api/runs/run-1/approvals", &decide("deny")).await;
     assert_eq!(status, 202);
@@ -134,12 +205,20 @@ async fn approvals_refuse_app_runs_bad_decisions_and_second_decisions() {
     // Once the runtime rejects the first decision, the call may be decided again.
     let first_id = first["command_id"].as_str().unwrap_or_default().to_string();
     s.server
-        .ack(&Ack { command_id: first_id, state: "rejected".into(), error: "not parked".into(), ..Ack::default() })
+        .ack(&Ack {
+            command_id: first_id,
+            state: "rejected".into(),
+            error: "not parked".into(),
+            ..Ack::default()
+        })
         .expect("reject");
     let (status, _) = post_json(&s, "/api/runs/run-1/approvals", &decide("approve")).await;
     assert_eq!(status, 202);
     let (status, body) = get(&s, "/api/runs/run-1/commands").await;
-    assert_eq!((status, body["commands"].as_array().map(Vec::len)), (200, Some(2)));
+    assert_eq!(
+        (status, body["commands"].as_array().map(Vec::len)),
+        (200, Some(2))
+    );
 }
 
 #[tokio::test]
@@ -150,63 +229,159 @@ async fn steer_and_cancel_follow_the_run_routes() {
     started_run(&s, "f", "fork-1", true).await;
     st.next().await;
     st.next().await;
-    assert_eq!(post_json(&s, "/api/runs/app/steer", &json!({"message": "x"})).await.0, 403);
-    assert_eq!(post_json(&s, "/api/runs/run-1/steer", &json!({"message": " "})).await.0, 400);
-    assert_eq!(post_json(&s, "/api/runs/fork-1/steer", &json!({"message": "x"})).await.0, 409);
-    assert_eq!(post_json(&s, "/api/runs/run-1/steer", &json!({"message": "focus"})).await.0, 202);
+    assert_eq!(
+        post_json(&s, "/api/runs/app/steer", &json!({"message": "x"}))
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        post_json(&s, "/api/runs/run-1/steer", &json!({"message": " "}))
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        post_json(&s, "/api/runs/fork-1/steer", &json!({"message": "x"}))
+            .await
+            .0,
+        409
+    );
+    assert_eq!(
+        post_json(&s, "/api/runs/run-1/steer", &json!({"message": "focus"}))
+            .await
+            .0,
+        202
+    );
     assert_eq!(st.next().await.event, "steer");
     let (status, body) = post_json(&s, "/api/runs/run-1/cancel", &json!({})).await;
     assert_eq!((status, body["command_id"].as_str()), (202, Some("c")));
     let ev = st.next().await;
-    assert_eq!((ev.event.as_str(), ev.data.as_str()), ("cancel", "{\"command_id\":\"c\"}"));
-    assert_eq!(post_json(&s, "/api/runs/nope/cancel", &json!({})).await.0, 404);
+    assert_eq!(
+        (ev.event.as_str(), ev.data.as_str()),
+        ("cancel", "{\"command_id\":\"c\"}")
+    );
+    assert_eq!(
+        post_json(&s, "/api/runs/nope/cancel", &json!({})).await.0,
+        404
+    );
     let (status, _) = post_json(&s, "/api/playground/commands/f/cancel", &json!({})).await;
     assert_eq!(status, 202);
     s.server
-        .ack(&Ack { command_id: "c".into(), state: "finished".into(), run_id: "run-1".into(), ..Ack::default() })
+        .ack(&Ack {
+            command_id: "c".into(),
+            state: "finished".into(),
+            run_id: "run-1".into(),
+            ..Ack::default()
+        })
         .expect("finish");
-    assert_eq!(post_json(&s, "/api/runs/run-1/cancel", &json!({})).await.0, 409);
+    assert_eq!(
+        post_json(&s, "/api/runs/run-1/cancel", &json!({})).await.0,
+        409
+    );
 }
 
 #[tokio::test]
 async fn breakpoints_and_forget_over_http() {
     let s = serve(test_config()).await;
     let put = |id: &str, body: Value| {
-        s.http.put(s.url(&format!("/api/runtimes/{id}/breakpoints"))).json(&body).send()
+        s.http
+            .put(s.url(&format!("/api/runtimes/{id}/breakpoints")))
+            .json(&body)
+            .send()
     };
     s.server.register(registration("rt")).expect("register");
-    assert_eq!(put("ghost", json!({"tools": []})).await.expect("put").status(), 404);
-    assert_eq!(put("rt", json!({"tools": ["pay"]})).await.expect("put").status(), 503);
-    assert!(s.server.breakpoints_of("rt").is_empty(), "nothing stored without delivery");
+    assert_eq!(
+        put("ghost", json!({"tools": []}))
+            .await
+            .expect("put")
+            .status(),
+        404
+    );
+    assert_eq!(
+        put("rt", json!({"tools": ["pay"]}))
+            .await
+            .expect("put")
+            .status(),
+        503
+    );
+    assert!(
+        s.server.breakpoints_of("rt").is_empty(),
+        "nothing stored without delivery"
+    );
     let mut st = crate::support::open_stream(&s, "rt", None).await;
     st.next().await;
     st.next().await;
-    assert_eq!(put("rt", json!({"tools": ["nuke"]})).await.expect("put").status(), 400);
+    assert_eq!(
+        put("rt", json!({"tools": ["nuke"]}))
+            .await
+            .expect("put")
+            .status(),
+        400
+    );
     let resp = put("rt", json!({"tools": ["pay"]})).await.expect("put");
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap_or(Value::Null);
-    assert_eq!((body["breakpoints"].clone(), body["breakpoints_by"].as_str()), (json!(["pay"]), Some("studio")));
+    assert_eq!(
+        (body["breakpoints"].clone(), body["breakpoints_by"].as_str()),
+        (json!(["pay"]), Some("studio"))
+    );
     assert_eq!(st.next().await.data, "{\"tools\":[\"pay\"]}");
     let view = &s.server.snapshot()[0];
     assert_eq!(view.breakpoints_surface, "api");
-    let del = s.http.delete(s.url("/api/runtimes/rt")).send().await.expect("delete");
+    let del = s
+        .http
+        .delete(s.url("/api/runtimes/rt"))
+        .send()
+        .await
+        .expect("delete");
     assert_eq!(del.status(), 409);
     assert_eq!(s.server.state_of("x"), None::<CommandState>);
 }
 
 #[tokio::test]
 async fn a_token_guards_every_route_when_set() {
-    let s = serve_with(test_config(), RouterOptions { token: Some("sekret".into()), runs: None }).await;
-    let resp = s.http.get(s.url("/api/runtimes")).send().await.expect("get");
+    let s = serve_with(
+        test_config(),
+        RouterOptions {
+            token: Some("sekret".into()),
+            runs: None,
+        },
+    )
+    .await;
+    let resp = s
+        .http
+        .get(s.url("/api/runtimes"))
+        .send()
+        .await
+        .expect("get");
     assert_eq!(resp.status(), 401);
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     assert_eq!(body["error"]["code"], "unauthorized");
-    let resp = s.http.get(s.url("/api/runtimes")).bearer_auth("sekreT").send().await.expect("get");
+    let resp = s
+        .http
+        .get(s.url("/api/runtimes"))
+        .bearer_auth("sekreT")
+        .send()
+        .await
+        .expect("get");
     assert_eq!(resp.status(), 401);
-    let resp = s.http.get(s.url("/api/runtimes")).bearer_auth("sekret").send().await.expect("get");
+    let resp = s
+        .http
+        .get(s.url("/api/runtimes"))
+        .bearer_auth("sekret")
+        .send()
+        .await
+        .expect("get");
     assert_eq!(resp.status(), 200);
     let reg = serde_json::to_value(registration("rt")).expect("json");
-    let resp = s.http.post(s.url("/api/runtime/register")).json(&reg).send().await.expect("post");
+    let resp = s
+        .http
+        .post(s.url("/api/runtime/register"))
+        .json(&reg)
+        .send()
+        .await
+        .expect("post");
     assert_eq!(resp.status(), 401, "the link routes too");
     assert!(s.server.snapshot().is_empty());
 }
@@ -222,6 +397,12 @@ async fn without_a_token_only_loopback_hosts_are_answered() {
         .await
         .expect("get");
     assert_eq!(resp.status(), 403);
-    let resp = s.http.get(s.url("/api/runtimes")).header("host", "localhost:1").send().await.expect("get");
+    let resp = s
+        .http
+        .get(s.url("/api/runtimes"))
+        .header("host", "localhost:1")
+        .send()
+        .await
+        .expect("get");
     assert_eq!(resp.status(), 200);
 }

@@ -48,7 +48,10 @@ impl CommandHandler for TestHandler {
     async fn admit(&self, work: &Work) -> Result<Admission, Rejection> {
         if let Work::Run(c) = work {
             if c.agent != "helper" {
-                return Err(Rejection::with_kind(format!("unknown agent {}", c.agent), "not_found"));
+                return Err(Rejection::with_kind(
+                    format!("unknown agent {}", c.agent),
+                    "not_found",
+                ));
             }
             if c.input.as_deref() == Some("hold-admit") {
                 self.rec.admit_gate.notified().await;
@@ -59,7 +62,12 @@ impl CommandHandler for TestHandler {
         })
     }
 
-    async fn execute(&self, work: Work, _admission: Admission, cancel: CancellationToken) -> Outcome {
+    async fn execute(
+        &self,
+        work: Work,
+        _admission: Admission,
+        cancel: CancellationToken,
+    ) -> Outcome {
         let id = work.command_id().to_string();
         *self.rec.executed.lock().entry(id).or_default() += 1;
         let (kind, input) = match &work {
@@ -79,7 +87,10 @@ impl CommandHandler for TestHandler {
                     _ = cancel.cancelled() => Outcome::failed("canceled"),
                 }
             }
-            _ => Outcome { tokens: 10, ..Outcome::succeeded() },
+            _ => Outcome {
+                tokens: 10,
+                ..Outcome::succeeded()
+            },
         }
     }
 
@@ -107,7 +118,10 @@ fn start(s: &Served, cfg: LinkConfig) -> (LinkHandle, Arc<Recorder>) {
 }
 
 fn start_with(_s: &Served, cfg: LinkConfig, rec: Arc<Recorder>) -> (LinkHandle, Arc<Recorder>) {
-    let handler = Arc::new(TestHandler { id: "rt".into(), rec: rec.clone() });
+    let handler = Arc::new(TestHandler {
+        id: "rt".into(),
+        rec: rec.clone(),
+    });
     (LinkClient::start(cfg, handler), rec)
 }
 
@@ -130,7 +144,10 @@ async fn settled(s: &Served, id: &str, state: CommandState) {
 
 #[tokio::test]
 async fn every_frame_kind_reaches_the_handler_and_is_acked() {
-    let config = ServerConfig { ping_every: Duration::from_millis(30), ..test_config() };
+    let config = ServerConfig {
+        ping_every: Duration::from_millis(30),
+        ..test_config()
+    };
     let s = serve(config).await;
     let (link, rec) = start(&s, link_config(&s));
     eventually(|| s.server.connected("rt")).await;
@@ -139,9 +156,14 @@ async fn every_frame_kind_reaches_the_handler_and_is_acked() {
     s.server.enqueue("rt", cmd("c1", "hi")).expect("run");
     settled(&s, "c1", CommandState::Finished).await;
     let row = s.server.command("c1").expect("row");
-    assert_eq!((row.run_id.as_str(), row.status.as_str()), ("pg_c1", "succeeded"));
+    assert_eq!(
+        (row.run_id.as_str(), row.status.as_str()),
+        ("pg_c1", "succeeded")
+    );
 
-    s.server.set_breakpoints("rt", &["pay".into()]).expect("breakpoints");
+    s.server
+        .set_breakpoints("rt", &["pay".into()])
+        .expect("breakpoints");
     eventually(|| rec.breakpoints.lock().last() == Some(&vec!["pay".to_string()])).await;
 
     s.server.steer("rt", "pg_c1", "focus").expect("steer");
@@ -151,34 +173,62 @@ async fn every_frame_kind_reaches_the_handler_and_is_acked() {
         .server
         .enqueue_approval(
             "rt",
-            ApprovalDecision { run_id: "pg_c1".into(), call_id: "k".into(), decision: "approve".into(), ..Default::default() },
+            ApprovalDecision {
+                run_id: "pg_c1".into(),
+                call_id: "k".into(),
+                decision: "approve".into(),
+                ..Default::default()
+            },
         )
         .expect("approve");
     settled(&s, &d.command_id, CommandState::Finished).await;
 
     let sc = s
         .server
-        .enqueue_session("rt", SessionCommand { verb: VERB_DECIDE.into(), session_id: "s".into(), call_id: "k".into(), decision: "deny".into(), ..Default::default() })
+        .enqueue_session(
+            "rt",
+            SessionCommand {
+                verb: VERB_DECIDE.into(),
+                session_id: "s".into(),
+                call_id: "k".into(),
+                decision: "deny".into(),
+                ..Default::default()
+            },
+        )
         .expect("session");
     settled(&s, &sc.command_id, CommandState::Finished).await;
 
-    s.server.enqueue("rt", cmd("blocked", "block")).expect("run");
+    s.server
+        .enqueue("rt", cmd("blocked", "block"))
+        .expect("run");
     settled(&s, "blocked", CommandState::Accepted).await;
     s.server.cancel_run("pg_blocked").expect("cancel");
     settled(&s, "blocked", CommandState::Finished).await;
     let row = s.server.command("blocked").expect("row");
-    assert_eq!((row.status.as_str(), row.error.as_deref()), ("failed", Some("canceled")));
+    assert_eq!(
+        (row.status.as_str(), row.error.as_deref()),
+        ("failed", Some("canceled"))
+    );
 
     let mut ghost = cmd("g", "hi");
     ghost.agent = "ghost".into();
     s.server.enqueue("rt", ghost).expect("run");
     settled(&s, "g", CommandState::Rejected).await;
-    assert_eq!(s.server.command("g").expect("row").error.as_deref(), Some("unknown agent ghost"));
+    assert_eq!(
+        s.server.command("g").expect("row").error.as_deref(),
+        Some("unknown agent ghost")
+    );
     assert_eq!(executions(&rec, "g"), 0);
 
     eventually(|| link.stats().pings > 0).await;
     let stats = link.stats();
-    assert!(stats.runs >= 3 && stats.approvals == 1 && stats.sessions == 1 && stats.cancels == 1 && stats.steers == 1);
+    assert!(
+        stats.runs >= 3
+            && stats.approvals == 1
+            && stats.sessions == 1
+            && stats.cancels == 1
+            && stats.steers == 1
+    );
     assert_eq!(*rec.kinds.lock(), vec!["run", "approve", "session", "run"]);
     for id in ["c1", "blocked"] {
         assert_eq!(executions(&rec, id), 1);
@@ -188,7 +238,10 @@ async fn every_frame_kind_reaches_the_handler_and_is_acked() {
 
 #[tokio::test]
 async fn reconnects_resume_after_the_cursor_and_never_run_twice() {
-    let config = ServerConfig { ack_deadline: Duration::ZERO, ..test_config() };
+    let config = ServerConfig {
+        ack_deadline: Duration::ZERO,
+        ..test_config()
+    };
     let s = serve(config).await;
     let (link, rec) = start(&s, link_config(&s));
     eventually(|| s.server.connected("rt")).await;
@@ -233,7 +286,10 @@ async fn a_command_lost_before_its_ack_never_runs() {
 #[tokio::test]
 async fn a_late_finish_wins_over_the_timer() {
     let s = serve(test_config()).await;
-    let cfg = LinkConfig { heartbeat: Duration::from_secs(3600), ..link_config(&s) };
+    let cfg = LinkConfig {
+        heartbeat: Duration::from_secs(3600),
+        ..link_config(&s)
+    };
     let (link, rec) = start(&s, cfg);
     eventually(|| s.server.connected("rt")).await;
     s.server.enqueue("rt", cmd("x", "hold")).expect("run");
@@ -255,7 +311,10 @@ async fn a_late_finish_wins_over_the_timer() {
 #[tokio::test]
 async fn heartbeats_keep_a_long_run_accepted() {
     let s = serve(test_config()).await;
-    let cfg = LinkConfig { heartbeat: Duration::from_millis(20), ..link_config(&s) };
+    let cfg = LinkConfig {
+        heartbeat: Duration::from_millis(20),
+        ..link_config(&s)
+    };
     let (link, rec) = start(&s, cfg);
     eventually(|| s.server.connected("rt")).await;
     s.server.enqueue("rt", cmd("x", "hold")).expect("run");
@@ -275,17 +334,35 @@ async fn heartbeats_keep_a_long_run_accepted() {
 #[tokio::test]
 async fn admission_is_bounded_and_oversized_frames_are_rejected() {
     let s = serve(test_config()).await;
-    let cfg = LinkConfig { max_admitted: 2, max_frame: 4096, ..link_config(&s) };
+    let cfg = LinkConfig {
+        max_admitted: 2,
+        max_frame: 4096,
+        ..link_config(&s)
+    };
     let (link, rec) = start(&s, cfg);
     eventually(|| s.server.connected("rt")).await;
     for id in ["a", "b", "c"] {
         s.server.enqueue("rt", cmd(id, "hold")).expect("run");
     }
     settled(&s, "c", CommandState::Rejected).await;
-    assert!(s.server.command("c").expect("row").error.unwrap_or_default().contains("runtime busy"));
-    s.server.enqueue("rt", cmd("big", &"x".repeat(10_000))).expect("run");
+    assert!(s
+        .server
+        .command("c")
+        .expect("row")
+        .error
+        .unwrap_or_default()
+        .contains("runtime busy"));
+    s.server
+        .enqueue("rt", cmd("big", &"x".repeat(10_000)))
+        .expect("run");
     settled(&s, "big", CommandState::Rejected).await;
-    assert!(s.server.command("big").expect("row").error.unwrap_or_default().contains("frame over"));
+    assert!(s
+        .server
+        .command("big")
+        .expect("row")
+        .error
+        .unwrap_or_default()
+        .contains("frame over"));
     rec.release.notify_waiters();
     settled(&s, "a", CommandState::Finished).await;
     settled(&s, "b", CommandState::Finished).await;
@@ -297,7 +374,10 @@ async fn admission_is_bounded_and_oversized_frames_are_rejected() {
 async fn experiment_budgets_are_reserved_at_admission() {
     let s = serve(test_config()).await;
     let rec = Arc::new(Recorder::default());
-    *rec.budget.lock() = Budget { max_runs_per_experiment: 1, max_tokens_per_experiment: 0 };
+    *rec.budget.lock() = Budget {
+        max_runs_per_experiment: 1,
+        max_tokens_per_experiment: 0,
+    };
     let (link, rec) = start_with(&s, link_config(&s), rec);
     eventually(|| s.server.connected("rt")).await;
     for id in ["e1", "e2"] {
@@ -309,14 +389,19 @@ async fn experiment_budgets_are_reserved_at_admission() {
     assert_eq!(s.server.state_of("e1"), Some(CommandState::Finished));
     let row = s.server.command("e2").expect("row");
     assert_eq!(row.state, CommandState::Rejected);
-    assert_eq!(row.reason.map(|r| r.kind).as_deref(), Some(REASON_BUDGET_EXCEEDED));
+    assert_eq!(
+        row.reason.map(|r| r.kind).as_deref(),
+        Some(REASON_BUDGET_EXCEEDED)
+    );
     assert_eq!(executions(&rec, "e2"), 0);
     link.stop().await;
 }
 
 #[tokio::test]
 async fn the_client_rides_out_a_studio_restart() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let config = StudioConfig::default();
@@ -324,7 +409,10 @@ async fn the_client_rides_out_a_studio_restart() {
         let _ = stop_rx.await;
     }));
     let rec = Arc::new(Recorder::default());
-    let handler = Arc::new(TestHandler { id: "rt".into(), rec: rec.clone() });
+    let handler = Arc::new(TestHandler {
+        id: "rt".into(),
+        rec: rec.clone(),
+    });
     let cfg = LinkConfig {
         backoff_min: Duration::from_millis(10),
         backoff_max: Duration::from_millis(50),
@@ -349,8 +437,18 @@ async fn the_client_rides_out_a_studio_restart() {
 
 #[tokio::test]
 async fn the_client_speaks_to_a_token_guarded_studio() {
-    let s = serve_with(test_config(), RouterOptions { token: Some("t0k".into()), runs: None }).await;
-    let cfg = LinkConfig { token: Some("t0k".into()), ..link_config(&s) };
+    let s = serve_with(
+        test_config(),
+        RouterOptions {
+            token: Some("t0k".into()),
+            runs: None,
+        },
+    )
+    .await;
+    let cfg = LinkConfig {
+        token: Some("t0k".into()),
+        ..link_config(&s)
+    };
     let (link, _rec) = start(&s, cfg);
     eventually(|| s.server.connected("rt")).await;
     s.server.enqueue("rt", cmd("c", "hi")).expect("run");

@@ -6,17 +6,35 @@ use ar_studio::wire::{ApprovalDecision, Command, CommandState};
 use ar_studio::ServerConfig;
 use serde_json::json;
 
-use crate::support::{connect, eventually, open_stream, post_json, registration, serve, test_config};
+use crate::support::{
+    connect, eventually, open_stream, post_json, registration, serve, test_config,
+};
 
 #[tokio::test]
 async fn register_validates_and_answers_the_commands_url() {
     let s = serve(test_config()).await;
     let (status, body) = post_json(&s, "/api/runtime/register", &json!({"agents": []})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")));
-    let (status, body) = post_json(&s, "/api/runtime/register", &json!({"runtime_id": "r", "agents": []})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
+    let (status, body) = post_json(
+        &s,
+        "/api/runtime/register",
+        &json!({"runtime_id": "r", "agents": []}),
+    )
+    .await;
     assert_eq!(status, 400);
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("no agents"));
-    let (status, _) = post_json(&s, "/api/runtime/register", &json!({"runtime_id": "r\nx", "agents": [{"name":"a"}]})).await;
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("no agents"));
+    let (status, _) = post_json(
+        &s,
+        "/api/runtime/register",
+        &json!({"runtime_id": "r\nx", "agents": [{"name":"a"}]}),
+    )
+    .await;
     assert_eq!(status, 400);
     let resp = s
         .http
@@ -32,25 +50,54 @@ async fn register_validates_and_answers_the_commands_url() {
     let (status, body) = post_json(&s, "/api/runtime/register", &big).await;
     assert_eq!(status, 413);
     assert!(body["error"]["code"].is_string());
-    assert!(s.server.snapshot().is_empty(), "nothing registered by refused bodies");
+    assert!(
+        s.server.snapshot().is_empty(),
+        "nothing registered by refused bodies"
+    );
     let reg = serde_json::to_value(registration("a b/c")).expect("json");
     let (status, body) = post_json(&s, "/api/runtime/register", &reg).await;
     assert_eq!(status, 200);
-    assert_eq!(body, json!({"runtime_id": "a b/c", "commands_url": "/api/runtime/commands?runtime=a+b%2Fc"}));
+    assert_eq!(
+        body,
+        json!({"runtime_id": "a b/c", "commands_url": "/api/runtime/commands?runtime=a+b%2Fc"})
+    );
 }
 
 #[tokio::test]
 async fn the_stream_is_get_only_and_needs_a_known_runtime() {
     let s = serve(test_config()).await;
-    let resp = s.http.get(s.url("/api/runtime/commands?runtime=nope")).send().await.expect("get");
+    let resp = s
+        .http
+        .get(s.url("/api/runtime/commands?runtime=nope"))
+        .send()
+        .await
+        .expect("get");
     assert_eq!(resp.status(), 404);
-    let resp = s.http.get(s.url("/api/runtime/commands")).send().await.expect("get");
+    let resp = s
+        .http
+        .get(s.url("/api/runtime/commands"))
+        .send()
+        .await
+        .expect("get");
     assert_eq!(resp.status(), 400);
     s.server.register(registration("rt")).expect("register");
-    let resp = s.http.head(s.url("/api/runtime/commands?runtime=rt")).send().await.expect("head");
+    let resp = s
+        .http
+        .head(s.url("/api/runtime/commands?runtime=rt"))
+        .send()
+        .await
+        .expect("head");
     assert_eq!(resp.status(), 405);
-    assert_eq!(resp.headers().get("allow").and_then(|v| v.to_str().ok()), Some("GET"));
-    let resp = s.http.post(s.url("/api/runtime/commands?runtime=rt")).send().await.expect("post");
+    assert_eq!(
+        resp.headers().get("allow").and_then(|v| v.to_str().ok()),
+        Some("GET")
+    );
+    let resp = s
+        .http
+        .post(s.url("/api/runtime/commands?runtime=rt"))
+        .send()
+        .await
+        .expect("post");
     assert_eq!(resp.status(), 405);
     assert!(!s.server.connected("rt"), "a refused method takes no feed");
 }
@@ -90,7 +137,9 @@ async fn every_frame_kind_is_byte_exact_on_the_wire() {
         )
         .expect("approve");
     assert_eq!(d.command_id, "d1");
-    s.server.set_breakpoints("rt", &["search".into()]).expect("bp");
+    s.server
+        .set_breakpoints("rt", &["search".into()])
+        .expect("bp");
     s.server.steer("rt", "r", "go").expect("steer");
     for _ in 0..5 {
         st.next().await;
@@ -105,15 +154,28 @@ async fn every_frame_kind_is_byte_exact_on_the_wire() {
     let frames: Vec<&str> = text.split_inclusive("\n\n").skip(2).collect();
     assert_eq!(frames.len(), 5);
     assert_eq!(frames[0], "id: c1\nevent: run\ndata: {\"command_id\":\"c1\",\"agent\":\"helper\",\"source\":null,\"input\":\"hi\\nthere\",\"overrides\":{},\"transcript_edits\":[],\"engine\":\"\",\"side_effects\":\"\",\"thread\":\"\",\"experiment_id\":\"\",\"actor\":\"\",\"public_id\":\"\"}\n\n");
-    assert_eq!(frames[1], "event: cancel\ndata: {\"command_id\":\"c1\"}\n\n");
+    assert_eq!(
+        frames[1],
+        "event: cancel\ndata: {\"command_id\":\"c1\"}\n\n"
+    );
     assert_eq!(frames[2], "id: d1\nevent: approve\ndata: {\"command_id\":\"d1\",\"run_id\":\"r\",\"call_id\":\"k\",\"decision\":\"resolve\",\"content\":\"42\"}\n\n");
-    assert!(frames[3].starts_with("id: cmd_") && frames[3].ends_with("\nevent: breakpoints\ndata: {\"tools\":[\"search\"]}\n\n"));
-    assert!(frames[4].starts_with("id: cmd_") && frames[4].ends_with("\nevent: steer\ndata: {\"run_id\":\"r\",\"message\":\"go\"}\n\n"));
+    assert!(
+        frames[3].starts_with("id: cmd_")
+            && frames[3].ends_with("\nevent: breakpoints\ndata: {\"tools\":[\"search\"]}\n\n")
+    );
+    assert!(
+        frames[4].starts_with("id: cmd_")
+            && frames[4]
+                .ends_with("\nevent: steer\ndata: {\"run_id\":\"r\",\"message\":\"go\"}\n\n")
+    );
 }
 
 #[tokio::test]
 async fn pings_keep_the_stream_alive() {
-    let config = ServerConfig { ping_every: Duration::from_millis(20), ..test_config() };
+    let config = ServerConfig {
+        ping_every: Duration::from_millis(20),
+        ..test_config()
+    };
     let s = serve(config).await;
     let mut st = connect(&s, "rt").await;
     let before = s.server.snapshot()[0].last_seen;
@@ -128,10 +190,23 @@ async fn last_event_id_resends_the_queued_backlog() {
     let st = connect(&s, "rt").await;
     for id in ["a", "b", "c"] {
         s.server
-            .enqueue("rt", Command { command_id: id.into(), agent: "helper".into(), ..Command::default() })
+            .enqueue(
+                "rt",
+                Command {
+                    command_id: id.into(),
+                    agent: "helper".into(),
+                    ..Command::default()
+                },
+            )
             .expect("enqueue");
     }
-    s.server.ack(&ar_studio::wire::Ack { command_id: "b".into(), state: "accepted".into(), ..Default::default() }).expect("ack");
+    s.server
+        .ack(&ar_studio::wire::Ack {
+            command_id: "b".into(),
+            state: "accepted".into(),
+            ..Default::default()
+        })
+        .expect("ack");
     // Replace the stream with a resumed one: only queued commands after "a" come again.
     let mut again = open_stream(&s, "rt", Some("a")).await;
     assert_eq!(again.next().await.event, "ping");
@@ -146,19 +221,52 @@ async fn acks_answer_404_400_409_and_200() {
     let s = serve(test_config()).await;
     let _st = connect(&s, "rt").await;
     s.server
-        .enqueue("rt", Command { command_id: "c".into(), agent: "helper".into(), ..Command::default() })
+        .enqueue(
+            "rt",
+            Command {
+                command_id: "c".into(),
+                agent: "helper".into(),
+                ..Command::default()
+            },
+        )
         .expect("enqueue");
-    let (status, body) = post_json(&s, "/api/runtime/acks", &json!({"command_id": "zz", "state": "accepted"})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
-    let (status, _) = post_json(&s, "/api/runtime/acks", &json!({"command_id": "c", "state": "running"})).await;
+    let (status, body) = post_json(
+        &s,
+        "/api/runtime/acks",
+        &json!({"command_id": "zz", "state": "accepted"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    let (status, _) = post_json(
+        &s,
+        "/api/runtime/acks",
+        &json!({"command_id": "c", "state": "running"}),
+    )
+    .await;
     assert_eq!(status, 400);
     let (status, _) = post_json(&s, "/api/runtime/acks", &json!({"state": "accepted"})).await;
     assert_eq!(status, 400);
     s.clock.advance(Duration::from_secs(31));
-    let (status, body) = post_json(&s, "/api/runtime/acks", &json!({"command_id": "c", "state": "accepted", "run_id": "r"})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("conflict")));
+    let (status, body) = post_json(
+        &s,
+        "/api/runtime/acks",
+        &json!({"command_id": "c", "state": "accepted", "run_id": "r"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("conflict"))
+    );
     assert_eq!(s.server.state_of("c"), Some(CommandState::Lost));
-    let (status, _) = post_json(&s, "/api/runtime/acks", &json!({"command_id": "c", "state": "finished", "status": "succeeded", "run_id": "r"})).await;
+    let (status, _) = post_json(
+        &s,
+        "/api/runtime/acks",
+        &json!({"command_id": "c", "state": "finished", "status": "succeeded", "run_id": "r"}),
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(s.server.state_of("c"), Some(CommandState::Finished));
 }
@@ -168,7 +276,14 @@ async fn a_dropped_connection_runs_the_disconnect_sweep() {
     let s = serve(test_config()).await;
     let st = connect(&s, "rt").await;
     s.server
-        .enqueue("rt", Command { command_id: "c".into(), agent: "helper".into(), ..Command::default() })
+        .enqueue(
+            "rt",
+            Command {
+                command_id: "c".into(),
+                agent: "helper".into(),
+                ..Command::default()
+            },
+        )
         .expect("enqueue");
     st.close();
     eventually(|| !s.server.connected("rt")).await;

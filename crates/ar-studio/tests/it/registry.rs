@@ -62,11 +62,20 @@ async fn ids_are_minted_validated_and_never_reused() {
         if bad.is_empty() {
             continue;
         }
-        assert!(matches!(s.enqueue("rt", run(bad)), Err(StudioError::InvalidCommandId)));
+        assert!(matches!(
+            s.enqueue("rt", run(bad)),
+            Err(StudioError::InvalidCommandId)
+        ));
         assert!(s.command(bad).is_err());
     }
-    assert!(matches!(s.enqueue("rt", run(&minted.command_id)), Err(StudioError::DuplicateCommand)));
-    assert!(matches!(s.enqueue("nope", run("x")), Err(StudioError::UnknownRuntime)));
+    assert!(matches!(
+        s.enqueue("rt", run(&minted.command_id)),
+        Err(StudioError::DuplicateCommand)
+    ));
+    assert!(matches!(
+        s.enqueue("nope", run("x")),
+        Err(StudioError::UnknownRuntime)
+    ));
     let got = frames(&mut st);
     assert_eq!(got.len(), 1, "only the valid command reached the stream");
     assert!(got[0].starts_with(&format!("id: {}\nevent: run\ndata: {{", minted.command_id)));
@@ -85,8 +94,15 @@ async fn unacked_commands_are_lost_after_the_ack_deadline_and_late_accepts_are_r
     let row = s.command("c1").expect("row");
     assert_eq!(row.state, CommandState::Lost);
     assert_eq!(row.error.as_deref(), Some("no ack in time"));
-    assert!(matches!(s.ack(&ack("c1", "accepted", "r1")), Err(AckError::Lost { .. })));
-    assert_eq!(state(&s, "c1"), CommandState::Lost, "a refused ack changes nothing");
+    assert!(matches!(
+        s.ack(&ack("c1", "accepted", "r1")),
+        Err(AckError::Lost { .. })
+    ));
+    assert_eq!(
+        state(&s, "c1"),
+        CommandState::Lost,
+        "a refused ack changes nothing"
+    );
     // A late finished still records what did run, and replaces the timer's text.
     s.ack(&Ack {
         status: "succeeded".into(),
@@ -94,7 +110,10 @@ async fn unacked_commands_are_lost_after_the_ack_deadline_and_late_accepts_are_r
     })
     .expect("finished");
     let row = s.command("c1").expect("row");
-    assert_eq!((row.state, row.error, row.status.as_str()), (CommandState::Finished, None, "succeeded"));
+    assert_eq!(
+        (row.state, row.error, row.status.as_str()),
+        (CommandState::Finished, None, "succeeded")
+    );
 }
 
 #[tokio::test]
@@ -103,15 +122,28 @@ async fn rejected_applies_to_queued_and_lost_rows() {
     let _st = connect(&s, "rt");
     s.enqueue("rt", run("q")).expect("enqueue");
     s.enqueue("rt", run("l")).expect("enqueue");
-    s.ack(&Ack { error: "unknown tool".into(), ..ack("q", "rejected", "") }).expect("reject");
+    s.ack(&Ack {
+        error: "unknown tool".into(),
+        ..ack("q", "rejected", "")
+    })
+    .expect("reject");
     assert_eq!(state(&s, "q"), CommandState::Rejected);
     clock.advance(Duration::from_secs(31));
     s.sweep();
     s.ack(&ack("l", "rejected", "")).expect("reject lost");
     assert_eq!(state(&s, "l"), CommandState::Rejected);
-    assert!(matches!(s.ack(&ack("zz", "accepted", "")), Err(AckError::UnknownCommand(_))));
-    assert!(matches!(s.ack(&ack("q", "bogus", "")), Err(AckError::BadState(_))));
-    assert!(matches!(s.ack(&ack("", "accepted", "")), Err(AckError::MissingCommand)));
+    assert!(matches!(
+        s.ack(&ack("zz", "accepted", "")),
+        Err(AckError::UnknownCommand(_))
+    ));
+    assert!(matches!(
+        s.ack(&ack("q", "bogus", "")),
+        Err(AckError::BadState(_))
+    ));
+    assert!(matches!(
+        s.ack(&ack("", "accepted", "")),
+        Err(AckError::MissingCommand)
+    ));
 }
 
 #[tokio::test]
@@ -134,11 +166,21 @@ async fn disconnect_loses_queued_at_once_and_watches_accepted() {
     s.sweep();
     let row = s.command("a").expect("row");
     assert_eq!(row.state, CommandState::Lost);
-    assert_eq!(row.error.as_deref(), Some("runtime disconnected, no finish"));
-    s.ack(&Ack { status: "failed".into(), error: "boom".into(), ..ack("a", "finished", "") })
-        .expect("late finish wins");
+    assert_eq!(
+        row.error.as_deref(),
+        Some("runtime disconnected, no finish")
+    );
+    s.ack(&Ack {
+        status: "failed".into(),
+        error: "boom".into(),
+        ..ack("a", "finished", "")
+    })
+    .expect("late finish wins");
     let row = s.command("a").expect("row");
-    assert_eq!((row.state, row.run_id.as_str(), row.error.as_deref()), (CommandState::Finished, "run-a", Some("boom")));
+    assert_eq!(
+        (row.state, row.run_id.as_str(), row.error.as_deref()),
+        (CommandState::Finished, "run-a", Some("boom"))
+    );
 }
 
 #[tokio::test]
@@ -212,16 +254,23 @@ async fn accepted_while_disconnected_gets_a_finish_watch() {
 
 #[tokio::test]
 async fn a_full_feed_drops_the_stream_and_the_backlog_resends() {
-    let config = ServerConfig { feed_size: 4, ..test_config() };
+    let config = ServerConfig {
+        feed_size: 4,
+        ..test_config()
+    };
     let (s, _) = studio(config);
     let mut first = connect(&s, "rt");
     s.enqueue("rt", run("a")).expect("enqueue");
     s.ack(&ack("a", "accepted", "ra")).expect("accept");
     for i in 0..4 {
-        s.enqueue("rt", run(&format!("c{i}"))).expect("enqueue succeeds; the row is kept");
+        s.enqueue("rt", run(&format!("c{i}")))
+            .expect("enqueue succeeds; the row is kept");
     }
     assert!(!s.connected("rt"), "a full feed closes the stream");
-    assert!(matches!(s.enqueue("rt", run("c9")), Err(StudioError::NotConnected)));
+    assert!(matches!(
+        s.enqueue("rt", run("c9")),
+        Err(StudioError::NotConnected)
+    ));
     let got = frames(&mut first);
     assert_eq!(got.len(), 4, "the old feed drains what it held, then ends");
     assert!(first.feed.try_recv().is_err());
@@ -239,7 +288,9 @@ async fn a_full_feed_drops_the_stream_and_the_backlog_resends() {
         .collect();
     assert_eq!(ids, vec!["id: c2", "id: c3"]);
     // An id this studio never minted means nothing after it.
-    let third = s.open_stream("rt", Some("cmd_01ZZZZZZZZZZZZZZZZZZZZZZZZ")).expect("reopen");
+    let third = s
+        .open_stream("rt", Some("cmd_01ZZZZZZZZZZZZZZZZZZZZZZZZ"))
+        .expect("reopen");
     assert_eq!(third.opening.len(), 2);
     let from_start = s.open_stream("rt", None).expect("reopen");
     assert_eq!(from_start.opening.len(), 2 + 4);
@@ -267,12 +318,20 @@ async fn breakpoints_are_stored_only_when_delivered_and_adopted_when_unknown() {
     reg.breakpoints = vec!["pay".into()];
     s.register(reg.clone()).expect("register");
     let view = &s.snapshot()[0];
-    assert_eq!((view.breakpoints.clone(), view.breakpoints_by.as_str()), (vec!["pay".to_string()], BREAKPOINTS_BY_RUNTIME));
-    assert!(matches!(s.set_breakpoints("rt", &["search".into()]), Err(StudioError::NotConnected)));
+    assert_eq!(
+        (view.breakpoints.clone(), view.breakpoints_by.as_str()),
+        (vec!["pay".to_string()], BREAKPOINTS_BY_RUNTIME)
+    );
+    assert!(matches!(
+        s.set_breakpoints("rt", &["search".into()]),
+        Err(StudioError::NotConnected)
+    ));
     assert_eq!(s.breakpoints_of("rt"), vec!["pay"]);
     let mut st = s.open_stream("rt", None).expect("open");
-    assert!(String::from_utf8_lossy(&st.opening[1]).ends_with("event: breakpoints\ndata: {\"tools\":[\"pay\"]}\n\n"));
-    s.set_breakpoints_from("rt", &["search".into()], "api").expect("set");
+    assert!(String::from_utf8_lossy(&st.opening[1])
+        .ends_with("event: breakpoints\ndata: {\"tools\":[\"pay\"]}\n\n"));
+    s.set_breakpoints_from("rt", &["search".into()], "api")
+        .expect("set");
     assert!(frames(&mut st)[0].ends_with("event: breakpoints\ndata: {\"tools\":[\"search\"]}\n\n"));
     let view = &s.snapshot()[0];
     assert_eq!(view.breakpoints_by, BREAKPOINTS_BY_STUDIO);
@@ -287,7 +346,9 @@ async fn breakpoints_are_stored_only_when_delivered_and_adopted_when_unknown() {
     assert_eq!(s.breakpoints_of("rt"), vec!["pay"]);
     // An empty set clears, and is sent as [].
     s.set_breakpoints("rt", &[]).expect("clear");
-    assert!(frames(&mut st).last().is_some_and(|f| f.ends_with("data: {\"tools\":[]}\n\n")));
+    assert!(frames(&mut st)
+        .last()
+        .is_some_and(|f| f.ends_with("data: {\"tools\":[]}\n\n")));
 }
 
 #[tokio::test]
@@ -307,14 +368,18 @@ async fn forget_refuses_connected_and_busy_runtimes() {
 
 #[tokio::test]
 async fn pruning_keeps_rows_for_a_day_and_at_most_the_cap() {
-    let config = ServerConfig { max_commands: 5, ..test_config() };
+    let config = ServerConfig {
+        max_commands: 5,
+        ..test_config()
+    };
     let (s, clock) = studio(config);
     let mut st = connect(&s, "rt");
     for i in 0..8 {
         let id = format!("c{i}");
         s.enqueue("rt", run(&id)).expect("enqueue");
         if i < 6 {
-            s.ack(&ack(&id, "finished", &format!("r{i}"))).expect("finish");
+            s.ack(&ack(&id, "finished", &format!("r{i}")))
+                .expect("finish");
         }
         let _ = frames(&mut st);
     }
@@ -323,7 +388,10 @@ async fn pruning_keeps_rows_for_a_day_and_at_most_the_cap() {
     assert!(s.command("c3").is_ok() && s.command("c7").is_ok());
     clock.advance(Duration::from_secs(24 * 3600 + 1));
     s.sweep();
-    assert!(s.command("c3").is_err(), "terminal rows go after the retention");
+    assert!(
+        s.command("c3").is_err(),
+        "terminal rows go after the retention"
+    );
     // Still-queued rows were lost by their ack timer, then age out too.
     clock.advance(Duration::from_secs(24 * 3600 + 1));
     s.sweep();
@@ -362,8 +430,14 @@ async fn acks_teach_run_routes_and_cancel_run_follows_them() {
     assert!(s.any_own_runs());
     let _ = frames(&mut st);
     let target = s.cancel_run("r").expect("cancel");
-    assert_eq!((target.runtime_id.as_str(), target.command_id.as_str()), ("rt", "c"));
-    assert_eq!(frames(&mut st), vec!["event: cancel\ndata: {\"command_id\":\"c\"}\n\n".to_string()]);
+    assert_eq!(
+        (target.runtime_id.as_str(), target.command_id.as_str()),
+        ("rt", "c")
+    );
+    assert_eq!(
+        frames(&mut st),
+        vec!["event: cancel\ndata: {\"command_id\":\"c\"}\n\n".to_string()]
+    );
     s.ack(&ack("c", "finished", "r")).expect("finish");
     assert!(matches!(s.cancel_run("r"), Err(StudioError::RunFinished)));
 }
@@ -388,12 +462,23 @@ async fn decisions_and_steers_are_listed_on_their_run() {
     s.steer("rt", "r", "focus").expect("steer");
     let on = s.commands_on("r");
     assert_eq!(on.len(), 2);
-    assert_eq!((on[0].verb.as_str(), on[0].call_id.as_str(), on[0].command_id.as_str()), (VERB_DECIDE, "call-1", d.command_id.as_str()));
+    assert_eq!(
+        (
+            on[0].verb.as_str(),
+            on[0].call_id.as_str(),
+            on[0].command_id.as_str()
+        ),
+        (VERB_DECIDE, "call-1", d.command_id.as_str())
+    );
     assert_eq!(on[1].verb, VERB_STEER);
     let got = frames(&mut st);
     assert!(got[1].starts_with(&format!("id: {}\nevent: approve\n", d.command_id)));
     assert!(got[2].contains("event: steer\ndata: {\"run_id\":\"r\",\"message\":\"focus\"}"));
-    assert_eq!(state(&s, &d.command_id), CommandState::Queued, "a decision is acked like any command");
+    assert_eq!(
+        state(&s, &d.command_id),
+        CommandState::Queued,
+        "a decision is acked like any command"
+    );
 }
 
 #[tokio::test]
@@ -431,7 +516,10 @@ async fn snapshot_and_manifests_describe_the_runtimes() {
     clock.advance(Duration::from_secs(1));
     s.register(registration("b")).expect("register");
     let views = s.snapshot();
-    assert_eq!(views.iter().map(|v| v.id.as_str()).collect::<Vec<_>>(), vec!["b", "a"]);
+    assert_eq!(
+        views.iter().map(|v| v.id.as_str()).collect::<Vec<_>>(),
+        vec!["b", "a"]
+    );
     let agent = &views[0].agents[0];
     assert_eq!(agent.instructions, "be brief");
     assert_eq!(agent.model_provider, "fake");
@@ -440,9 +528,23 @@ async fn snapshot_and_manifests_describe_the_runtimes() {
     let tools: Vec<(&str, &str, bool, bool)> = agent
         .tools
         .iter()
-        .map(|t| (t.name.as_str(), t.side_effects.as_str(), t.allow, t.approval))
+        .map(|t| {
+            (
+                t.name.as_str(),
+                t.side_effects.as_str(),
+                t.allow,
+                t.approval,
+            )
+        })
         .collect();
-    assert_eq!(tools, vec![("search", "safe", false, false), ("pay", "never", true, true), ("read", "safe", false, false)]);
+    assert_eq!(
+        tools,
+        vec![
+            ("search", "safe", false, false),
+            ("pay", "never", true, true),
+            ("read", "safe", false, false)
+        ]
+    );
     assert!(views[1].connected && !views[0].connected);
     let manifests = s.manifests();
     assert_eq!(manifests.len(), 1, "same service and document: one entry");
@@ -457,7 +559,12 @@ async fn scripted_miss_reasons_reach_the_command_status() {
     s.enqueue("rt", run("c")).expect("enqueue");
     s.ack(&ack("c", "accepted", "r")).expect("accept");
     let text = scripted_miss_text(2, &["input".to_string(), "tools".to_string()]);
-    s.ack(&Ack { status: "failed".into(), error: text, ..ack("c", "finished", "r") }).expect("finish");
+    s.ack(&Ack {
+        status: "failed".into(),
+        error: text,
+        ..ack("c", "finished", "r")
+    })
+    .expect("finish");
     let reason = s.command("c").expect("row").reason.expect("reason");
     assert_eq!(reason.kind, REASON_SCRIPTED_MISS);
     assert_eq!(reason.step, 2);
@@ -470,7 +577,13 @@ async fn shutdown_ends_every_stream_and_refuses_new_work() {
     let mut st = connect(&s, "rt");
     s.shutdown().await;
     assert!(st.feed.recv().await.is_none());
-    assert!(matches!(s.open_stream("rt", None), Err(StudioError::ShuttingDown)));
+    assert!(matches!(
+        s.open_stream("rt", None),
+        Err(StudioError::ShuttingDown)
+    ));
     assert!(s.register(registration("x")).is_err());
-    assert!(matches!(s.enqueue("rt", run("c")), Err(StudioError::ShuttingDown)));
+    assert!(matches!(
+        s.enqueue("rt", run("c")),
+        Err(StudioError::ShuttingDown)
+    ));
 }

@@ -22,7 +22,11 @@ fn ack(id: &str, state: &str, run: &str) -> Ack {
         command_id: id.into(),
         state: state.into(),
         run_id: run.into(),
-        status: if state == "finished" { "succeeded".into() } else { String::new() },
+        status: if state == "finished" {
+            "succeeded".into()
+        } else {
+            String::new()
+        },
         ..Ack::default()
     }
 }
@@ -31,7 +35,9 @@ fn ack(id: &str, state: &str, run: &str) -> Ack {
 /// second one lost neither rows nor breakpoint sets.
 async fn survives_a_restart(first: Arc<dyn StudioStore>, second: Arc<dyn StudioStore>) {
     let clock = Arc::new(ManualClock::starting_now());
-    let s = StudioServer::with_store(test_config(), clock.clone(), first).await.expect("studio");
+    let s = StudioServer::with_store(test_config(), clock.clone(), first)
+        .await
+        .expect("studio");
     s.register(registration("rt")).expect("register");
     let _feed = s.open_stream("rt", None).expect("open");
     for id in ["a", "b", "c"] {
@@ -40,21 +46,33 @@ async fn survives_a_restart(first: Arc<dyn StudioStore>, second: Arc<dyn StudioS
     s.ack(&ack("a", "accepted", "run-a")).expect("ack");
     s.ack(&ack("a", "finished", "run-a")).expect("ack");
     s.ack(&ack("b", "accepted", "run-b")).expect("ack");
-    s.set_breakpoints_from("rt", &["pay".into()], "api").expect("bp");
+    s.set_breakpoints_from("rt", &["pay".into()], "api")
+        .expect("bp");
     s.shutdown().await;
     drop(s);
 
-    let s = StudioServer::with_store(test_config(), clock.clone(), second).await.expect("restarted");
+    let s = StudioServer::with_store(test_config(), clock.clone(), second)
+        .await
+        .expect("restarted");
     assert_eq!(s.state_of("a"), Some(CommandState::Finished));
     assert_eq!(s.command("a").expect("a").run_id, "run-a");
     assert_eq!(s.state_of("b"), Some(CommandState::Accepted));
     let c = s.command("c").expect("c");
-    assert_eq!((c.state, c.error.as_deref()), (CommandState::Lost, Some("studio restarted before the ack")));
+    assert_eq!(
+        (c.state, c.error.as_deref()),
+        (CommandState::Lost, Some("studio restarted before the ack"))
+    );
     assert_eq!(s.runtime_of("run-b").as_deref(), Some("rt"));
     let view = &s.snapshot()[0];
     assert!(view.restored && !view.connected);
-    assert_eq!((view.breakpoints.clone(), view.breakpoints_by.as_str()), (vec!["pay".to_string()], BREAKPOINTS_BY_STORE));
-    assert!(matches!(s.enqueue("rt", run("a")), Err(StudioError::DuplicateCommand)));
+    assert_eq!(
+        (view.breakpoints.clone(), view.breakpoints_by.as_str()),
+        (vec!["pay".to_string()], BREAKPOINTS_BY_STORE)
+    );
+    assert!(matches!(
+        s.enqueue("rt", run("a")),
+        Err(StudioError::DuplicateCommand)
+    ));
     // The runtime comes back registering no set: the stored set wins and is sent on open.
     s.register(registration("rt")).expect("register");
     assert_eq!(s.breakpoints_of("rt"), vec!["pay"]);
@@ -83,7 +101,10 @@ async fn sqlite_file_store_survives_a_restart() {
     let keep = first.clone();
     let first: Arc<dyn StudioStore> = Arc::new(first);
     // The second life opens the file anew, as a restarted process would.
-    let second = Arc::new(LazyReopen { path: path.clone(), before: keep });
+    let second = Arc::new(LazyReopen {
+        path: path.clone(),
+        before: keep,
+    });
     survives_a_restart(first, second).await;
 }
 
@@ -99,14 +120,18 @@ impl StudioStore for LazyReopen {
         self.before.close().await;
         SqliteStore::open(&self.path).await?.load().await
     }
-    async fn apply(&self, ops: Vec<ar_studio::store::StoreOp>) -> Result<(), ar_studio::store::StoreError> {
+    async fn apply(
+        &self,
+        ops: Vec<ar_studio::store::StoreOp>,
+    ) -> Result<(), ar_studio::store::StoreError> {
         SqliteStore::open(&self.path).await?.apply(ops).await
     }
 }
 
 #[tokio::test]
 async fn sqlite_memory_store_survives_a_rebuilt_studio() {
-    let store: Arc<dyn StudioStore> = Arc::new(SqliteStore::open("sqlite::memory:").await.expect("open"));
+    let store: Arc<dyn StudioStore> =
+        Arc::new(SqliteStore::open("sqlite::memory:").await.expect("open"));
     survives_a_restart(store.clone(), store).await;
 }
 
@@ -120,7 +145,9 @@ async fn memory_store_survives_a_rebuilt_studio() {
 async fn pruned_rows_and_forgotten_runtimes_leave_the_store() {
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::starting_now());
-    let s = StudioServer::with_store(test_config(), clock.clone(), store.clone()).await.expect("studio");
+    let s = StudioServer::with_store(test_config(), clock.clone(), store.clone())
+        .await
+        .expect("studio");
     let mut reg = registration("rt");
     reg.breakpoints = vec!["pay".into()];
     s.register(reg).expect("register");

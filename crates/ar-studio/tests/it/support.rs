@@ -80,12 +80,22 @@ pub async fn serve_with(config: ServerConfig, opts: RouterOptions) -> Served {
     serve_server(server, clock, opts).await
 }
 
-pub async fn serve_server(server: StudioServer, clock: Arc<ManualClock>, opts: RouterOptions) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+pub async fn serve_server(
+    server: StudioServer,
+    clock: Arc<ManualClock>,
+    opts: RouterOptions,
+) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let app = router(server.clone(), opts);
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await;
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
     });
     Served {
         server,
@@ -99,7 +109,6 @@ pub async fn serve_server(server: StudioServer, clock: Arc<ManualClock>, opts: R
 pub struct Stream {
     pub events: mpsc::UnboundedReceiver<RawEvent>,
     pub raw: mpsc::UnboundedReceiver<bytes::Bytes>,
-    pub ended: tokio::sync::oneshot::Receiver<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -127,7 +136,9 @@ pub async fn open_stream(s: &Served, runtime: &str, last: Option<&str>) -> Strea
     let resp = req.send().await.expect("stream request");
     assert_eq!(resp.status(), 200);
     assert_eq!(
-        resp.headers().get("x-accel-buffering").and_then(|v| v.to_str().ok()),
+        resp.headers()
+            .get("x-accel-buffering")
+            .and_then(|v| v.to_str().ok()),
         Some("no")
     );
     assert!(resp
@@ -137,7 +148,6 @@ pub async fn open_stream(s: &Served, runtime: &str, last: Option<&str>) -> Strea
         .is_some_and(|v| v.starts_with("text/event-stream")));
     let (tx, events) = mpsc::unbounded_channel();
     let (raw_tx, raw) = mpsc::unbounded_channel();
-    let (end_tx, ended) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut reader = SseReader::new(16 << 20);
         let mut body = resp.bytes_stream();
@@ -147,14 +157,8 @@ pub async fn open_stream(s: &Served, runtime: &str, last: Option<&str>) -> Strea
                 let _ = tx.send(ev);
             }
         }
-        let _ = end_tx.send(());
     });
-    Stream {
-        events,
-        raw,
-        ended,
-        task,
-    }
+    Stream { events, raw, task }
 }
 
 /// Registers and opens a stream, consuming the opening ping and breakpoints frames.
@@ -177,9 +181,22 @@ pub async fn eventually(mut f: impl FnMut() -> bool) {
     panic!("condition never held");
 }
 
-pub async fn post_json(s: &Served, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
-    let resp = s.http.post(s.url(path)).json(body).send().await.expect("post");
+pub async fn post_json(
+    s: &Served,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let resp = s
+        .http
+        .post(s.url(path))
+        .json(body)
+        .send()
+        .await
+        .expect("post");
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
 }
