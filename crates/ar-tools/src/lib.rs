@@ -1,1 +1,20 @@
 //! Tool catalog, host command tools and the context tool behind the domain ToolHost trait.
+//!
+//! - [`context`]: target context from the app's HTTP `context_endpoint` ([`HttpContextProvider`])
+//!   and per-app routing with the static fallback ([`ContextRouter`]).
+//! - [`host_tools`]: [`HostToolHost`], the [`ar_core::tool::ToolHost`] offering the built-in
+//!   `get_context` tool and each app's declared host commands, executed through the app's
+//!   command provider. An app's host tools are invisible to other apps.
+//! - [`control`]: definitions of the runtime-control tools the engine executes itself.
+//!
+//! Host-callback JSON bodies come from `ar-wire`; this crate only moves them over HTTP.
+
+pub mod context;
+pub mod control;
+pub mod host_tools;
+mod http;
+
+pub use context::{ContextRouter, HttpContextProvider};
+pub use control::{get_context_tool, runtime_control_tools};
+pub use host_tools::HostToolHost;
+pub use http::ToolsError;
