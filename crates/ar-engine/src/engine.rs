@@ -89,8 +89,11 @@ impl Engine {
         &self.inner.deps
     }
 
+    /// Current time at the precision every store keeps (microseconds), so a record returned
+    /// from a write equals the same record read back.
     pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        self.inner.deps.clock.now()
+        use chrono::SubsecRound as _;
+        self.inner.deps.clock.now().trunc_subsecs(6)
     }
 
     fn stripe(&self, run_id: &str) -> &tokio::sync::Mutex<()> {

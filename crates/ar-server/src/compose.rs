@@ -24,6 +24,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::state::{AppState, RuntimeFacts};
 
+/// Providers the model client speaks (ChatGPT subscriptions are not enabled).
+const SERVED_PROVIDERS: &[&str] = &["openai", "openai_compatible", "anthropic", "openrouter", "openrouter_responses"];
+
+/// The host tool catalog plus the runtime-control tools the engine executes itself.
+struct WithControlTools(ar_tools::HostToolHost);
+
+#[async_trait::async_trait]
+impl ar_core::tool::ToolHost for WithControlTools {
+    fn catalog(&self, app_id: &str) -> Vec<ar_core::tool::ToolDefinition> {
+        let mut tools = self.0.catalog(app_id);
+        tools.extend(ar_tools::runtime_control_tools());
+        tools
+    }
+
+    async fn call(
+        &self,
+        context: &ar_core::tool::ToolContext,
+        tool_name: &str,
+        input: serde_json::Value,
+    ) -> ar_core::tool::ToolOutput {
+        self.0.call(context, tool_name, input).await
+    }
+}
+
 /// How long in-flight steps get to reach a checkpoint at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
@@ -35,6 +59,8 @@ pub struct Service {
     pub service_token: Option<Secret>,
     /// Where a generated development token was written (`None` when configured or anonymous).
     pub generated_token_path: Option<PathBuf>,
+    /// How long in-flight steps get to reach a checkpoint at shutdown.
+    pub shutdown_grace: Duration,
     background: CancellationToken,
 }
 
@@ -113,9 +139,9 @@ fn provider_facts(settings: &ServiceSettings, credentials: bool) -> (Vec<ar_wire
     let mut defaults = HashMap::new();
     let mut providers = Vec::new();
     for (name, provider, protocol, controls) in [
-        ("openai", &models.openai, "chat_completions", vec!["reasoning_effort", "service_tier"]),
+        ("openai", &models.openai, "responses", vec!["reasoning_effort", "service_tier"]),
         ("anthropic", &models.anthropic, "anthropic_messages", vec![]),
-        ("openrouter", &models.openrouter, "chat_completions", vec!["reasoning_effort", "openrouter"]),
+        ("openrouter", &models.openrouter, "responses", vec!["reasoning_effort", "openrouter"]),
     ] {
         let default_model = ar_config::env::default_native_model(name).to_string();
         if provider.configured() {
@@ -209,14 +235,16 @@ impl Service {
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
-        let models = Arc::new(ar_llm::ProviderRouter::new());
-        let tools = Arc::new(ar_tools::HostToolHost::new(&settings.app_config));
-        let context = Arc::new(ar_tools::ContextRouter::new(&settings.app_config));
+        let models = Arc::new(ar_llm::LlmClient::new().context("model client")?);
+        let tools = Arc::new(WithControlTools(
+            ar_tools::HostToolHost::from_app_config(&settings.app_config).context("host tools")?,
+        ));
+        let context = Arc::new(ar_tools::ContextRouter::from_app_config(&settings.app_config).context("context endpoints")?);
         let config = EngineConfig {
             instance_id,
             apps: app_policies(&apps),
             providers: provider_defaults,
-            served_providers: models.providers().iter().map(|name| name.to_string()).collect(),
+            served_providers: SERVED_PROVIDERS.iter().map(|name| name.to_string()).collect(),
             default_provider: settings.models.native_provider.clone(),
             credentials_enabled: sealer.is_some(),
             ..EngineConfig::default()
@@ -254,7 +282,7 @@ impl Service {
         };
         let background = CancellationToken::new();
         start_callbacks(&apps, store, bus, &background);
-        Ok(Service { state, engine, service_token, generated_token_path, background })
+        Ok(Service { state, engine, service_token, generated_token_path, shutdown_grace: SHUTDOWN_GRACE, background })
     }
 
     /// Serves until `shutdown` resolves, then drains.
@@ -262,6 +290,7 @@ impl Service {
         self.engine.start_background();
         let router = crate::router(self.state.clone());
         let engine = self.engine.clone();
+        let grace = self.shutdown_grace;
         let stop = CancellationToken::new();
         let stop_signal = stop.clone();
         tokio::spawn(async move {
@@ -273,7 +302,7 @@ impl Service {
             .with_graceful_shutdown(async move {
                 stopped.cancelled().await;
                 // Stop intake first so no new run starts while we drain.
-                engine.shutdown(SHUTDOWN_GRACE).await;
+                engine.shutdown(grace).await;
             })
             .await
             .context("http server")?;
@@ -288,11 +317,12 @@ fn start_callbacks(apps: &AppConfig, store: Arc<dyn Store>, bus: Arc<Bus>, cance
     for (app_id, app) in &apps.apps {
         for callback in &app.event_callbacks {
             targets.push(ar_events::CallbackTarget {
-                name: callback.cursor_name(app_id),
+                cursor_name: callback.cursor_name(app_id),
                 app_id: app_id.clone(),
                 url: callback.url.to_string(),
                 token: callback.token.clone(),
                 event_types: callback.event_types.clone(),
+                start: ar_events::StartPosition::End,
             });
         }
     }
@@ -300,9 +330,15 @@ fn start_callbacks(apps: &AppConfig, store: Arc<dyn Store>, bus: Arc<Bus>, cance
         return;
     }
     let render: ar_events::RenderFn = Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default());
-    let dispatcher = ar_events::CallbackDispatcher::new(store, targets, render, ar_events::DispatcherOptions::default());
+    let dispatcher = match ar_events::CallbackDispatcher::new(store, render, targets) {
+        Ok(dispatcher) => dispatcher.wake_on(&bus),
+        Err(error) => {
+            tracing::error!(%error, "event callbacks disabled: could not build the HTTP client");
+            return;
+        }
+    };
     let cancel = cancel.clone();
-    tokio::spawn(async move { dispatcher.run(bus, cancel).await });
+    tokio::spawn(async move { dispatcher.run(cancel).await });
 }
 
 /// Runs the whole service on `listener` until `shutdown` resolves.

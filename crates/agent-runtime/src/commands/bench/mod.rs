@@ -1,0 +1,35 @@
+//! `agent-runtime bench`: the benchmarks whose figures README.md reports.
+
+mod proc_stats;
+mod service;
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmark: `service` (the 5-step agent over HTTP).
+    #[arg(default_value = "service")]
+    pub which: String,
+    /// Store backends to measure (`sqlite`, `postgres`, or `both`).
+    #[arg(long, default_value = "sqlite")]
+    pub store: String,
+    /// Runs per throughput measurement.
+    #[arg(long, default_value_t = 2000)]
+    pub runs: usize,
+    /// Concurrent runs in the throughput measurement.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Paused runs held for the memory measurement.
+    #[arg(long, default_value_t = 10_000)]
+    pub paused: usize,
+    /// PostgreSQL URL for `--store postgres`.
+    #[arg(long, env = "DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/test")]
+    pub postgres_url: String,
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.which.as_str() {
+        "service" => service::run(&args).await,
+        other => anyhow::bail!("unknown benchmark {other:?} (expected: service)"),
+    }
+}

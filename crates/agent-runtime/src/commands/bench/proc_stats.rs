@@ -1,0 +1,32 @@
+//! CPU time and memory of a process, read from `/proc` (Linux).
+
+/// CPU time (user + system) of `pid` in milliseconds.
+pub fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is parenthesized and may contain spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let ticks = 100.0; // USER_HZ on Linux.
+    Some((utime + stime) * 1000.0 / ticks)
+}
+
+fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|line| line.starts_with(key))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|value| value.parse().ok())
+}
+
+/// Resident set size in MiB.
+pub fn rss_mib(pid: u32) -> Option<f64> {
+    status_kib(pid, "VmRSS:").map(|kib| kib as f64 / 1024.0)
+}
+
+/// Peak resident set size in MiB.
+pub fn peak_rss_mib(pid: u32) -> Option<f64> {
+    status_kib(pid, "VmHWM:").map(|kib| kib as f64 / 1024.0)
+}

@@ -1,0 +1,252 @@
+//! The 5-step agent benchmark: the real server (a child `agent-runtime serve`) driven over HTTP
+//! against the in-process mock model provider, so the figures are the server's own.
+
+use std::net::TcpListener as StdListener;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use ar_process::{EnvPolicy, ProcessSpec};
+use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use super::proc_stats::{cpu_ms, peak_rss_mib, rss_mib};
+use super::BenchArgs;
+
+const TOKEN: &str = "bench-token";
+const APP: &str = "bench_app";
+
+struct Server {
+    process: ar_process::Process,
+    base: String,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+async fn start_server(store: &str, postgres_url: &str, mock: &MockProvider) -> anyhow::Result<Server> {
+    let dir = tempfile::tempdir()?;
+    let port = free_port()?;
+    let exe = std::env::current_exe().context("locating the agent-runtime binary")?;
+    let app_config = json!({"apps": [{"app_id": APP, "model_endpoints": [
+        {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none", "allow_http": true}
+    ]}]});
+    let mut env = EnvPolicy::standard()
+        .with("AGENT_RUNTIME_ADDR", format!("127.0.0.1:{port}"))
+        .with("AGENT_RUNTIME_SERVICE_TOKEN", TOKEN)
+        .with("AGENT_RUNTIME_APP_CONFIG", app_config.to_string())
+        .with("AGENT_RUNTIME_LOG", "warn")
+        .with("AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+    env = match store {
+        "postgres" => {
+            // A fresh database per benchmark run, so the figures start from empty tables.
+            let database = format!("ar_bench_{}", std::process::id());
+            let create = ar_process::run_plain(
+                "psql",
+                &[postgres_url, "-q", "-c", &format!("DROP DATABASE IF EXISTS {database}"), "-c", &format!("CREATE DATABASE {database}")],
+            )
+            .await
+            .context("creating the benchmark database with psql")?;
+            anyhow::ensure!(create.success(), "psql could not create {database}");
+            let base = postgres_url.rsplit_once('/').map(|(base, _)| base).unwrap_or(postgres_url);
+            env.with("AGENT_RUNTIME_STORE_DRIVER", "postgres").with("DATABASE_URL", format!("{base}/{database}"))
+        }
+        _ => env
+            .with("AGENT_RUNTIME_STORE_DRIVER", "sqlite")
+            .with("AGENT_RUNTIME_SQLITE_DSN", dir.path().join("bench.db").display().to_string()),
+    };
+    let spec = ProcessSpec::new(exe.display().to_string(), dir.path()).args(["serve"]).env(env);
+    let process = ar_process::spawn(&spec).context("starting the server")?;
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+    for _ in 0..500 {
+        if client.get(format!("{base}/healthz")).send().await.map(|r| r.status().is_success()).unwrap_or(false) {
+            return Ok(Server { process, base, client, _dir: dir });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    anyhow::bail!("server did not become healthy")
+}
+
+impl Server {
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let response = self.client.post(format!("{}{path}", self.base)).bearer_auth(TOKEN).json(&body).send().await?;
+        let status = response.status();
+        let value: Value = response.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status} {value}");
+        Ok(value)
+    }
+
+    async fn start_run(&self, mock: &MockProvider) -> anyhow::Result<String> {
+        let run = self
+            .post(
+                "/v1/runs",
+                json!({
+                    "app_id": APP, "agent_id": "bench", "target": {"type": "bench", "id": "1"},
+                    "instructions": "Run the five steps.",
+                    "model": {"provider": "openai_compatible", "model": "mock",
+                              "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none"}},
+                    "model_credential": {"type": "none"}
+                }),
+            )
+            .await?;
+        run["id"].as_str().map(str::to_string).context("run id")
+    }
+
+    /// Follows the SSE stream to its end; returns (time to first event, whether it completed).
+    async fn follow(&self, run_id: &str) -> anyhow::Result<(Duration, bool)> {
+        let started = Instant::now();
+        let response = self
+            .client
+            .get(format!("{}/v1/runs/{run_id}/events?app_id={APP}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?;
+        let mut stream = response.bytes_stream();
+        let mut first: Option<Duration> = None;
+        let mut text = String::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if first.is_none() && text.contains("id: ") {
+                first = Some(started.elapsed());
+            }
+        }
+        Ok((first.unwrap_or_default(), text.contains("event: run.completed")))
+    }
+
+    fn cpu(&self) -> f64 {
+        cpu_ms(self.process.pid()).unwrap_or(0.0)
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
+    let mock = MockProvider::start().await;
+    mock.set_recording(false);
+    mock.auto(AutoScript::five_step("get_context"));
+    let server = start_server(store, &args.postgres_url, &mock).await?;
+    let pid = server.process.pid();
+    let idle_rss = rss_mib(pid).unwrap_or(0.0);
+    let client = &server.client;
+    let response = client
+        .put(format!("{}/v1/agents/bench?app_id={APP}", server.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({"app_id": APP, "name": "bench", "allowed_tools": ["get_context", "request_user_input"]}))
+        .send()
+        .await?;
+    anyhow::ensure!(response.status().is_success(), "agent: {}", response.status());
+
+    // Warm-up.
+    for _ in 0..20 {
+        let id = server.start_run(&mock).await?;
+        server.follow(&id).await?;
+    }
+
+    // Sequential: latency, time to first SSE event, per-step overhead, CPU per run.
+    let sequential = 200.min(args.runs);
+    let cpu_before = server.cpu();
+    let mut latencies = Vec::with_capacity(sequential);
+    let mut first_events = Vec::with_capacity(sequential);
+    for _ in 0..sequential {
+        let started = Instant::now();
+        let id = server.start_run(&mock).await?;
+        let (first, completed) = server.follow(&id).await?;
+        anyhow::ensure!(completed, "run {id} did not complete");
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        first_events.push(first.as_secs_f64() * 1000.0);
+    }
+    let cpu_per_run = (server.cpu() - cpu_before) / sequential as f64;
+    latencies.sort_by(f64::total_cmp);
+    first_events.sort_by(f64::total_cmp);
+
+    // Concurrent throughput.
+    let total = args.runs;
+    let concurrency = args.concurrency.max(1);
+    let cpu_before = server.cpu();
+    let started = Instant::now();
+    let mut concurrent_latencies: Vec<f64> = futures::stream::iter(0..total)
+        .map(|_| async {
+            let begun = Instant::now();
+            let id = server.start_run(&mock).await?;
+            let (_, completed) = server.follow(&id).await?;
+            anyhow::ensure!(completed, "run {id} did not complete");
+            Ok::<f64, anyhow::Error>(begun.elapsed().as_secs_f64() * 1000.0)
+        })
+        .buffer_unordered(concurrency)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let concurrent_cpu = (server.cpu() - cpu_before) / total as f64;
+    concurrent_latencies.sort_by(f64::total_cmp);
+    let peak = peak_rss_mib(pid).unwrap_or(0.0);
+
+    // Memory of paused runs.
+    mock.clear_responder();
+    mock.set_fallback(Some(Reply::tool_call("request_user_input", r#"{"questions":[{"id":"q","question":"?"}]}"#)));
+    let rss_before_paused = rss_mib(pid).unwrap_or(0.0);
+    futures::stream::iter(0..args.paused)
+        .map(|_| server.start_run(&mock))
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // Wait until every run has parked.
+    for _ in 0..600 {
+        let page: Value = client
+            .get(format!("{}/v1/runs/search?app_id={APP}&status=paused&limit=1", server.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?
+            .json()
+            .await?;
+        if page["total"].as_u64().unwrap_or(0) >= args.paused as u64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rss_paused = rss_mib(pid).unwrap_or(0.0);
+
+    println!("store: {store}");
+    println!("  sequential runs: {sequential}");
+    println!("    p50 per run:               {:.2} ms", percentile(&latencies, 0.5));
+    println!("    p99 per run:               {:.2} ms", percentile(&latencies, 0.99));
+    println!("    p50 time to first SSE event: {:.2} ms", percentile(&first_events, 0.5));
+    println!("    overhead per step (p50/5, mock model ~0 ms): {:.2} ms", percentile(&latencies, 0.5) / 5.0);
+    println!("    server CPU per run:        {cpu_per_run:.2} ms");
+    println!("  concurrent: {total} runs, {concurrency} at a time");
+    println!("    throughput:                {:.0} runs/s", total as f64 / elapsed);
+    println!("    p50 per run:               {:.2} ms", percentile(&concurrent_latencies, 0.5));
+    println!("    p99 per run:               {:.2} ms", percentile(&concurrent_latencies, 0.99));
+    println!("    server CPU per run:        {concurrent_cpu:.2} ms");
+    println!("  memory");
+    println!("    idle RSS:                  {idle_rss:.1} MiB");
+    println!("    peak RSS (throughput):     {peak:.1} MiB");
+    println!("    {} paused runs:         {:.1} MiB above the level before them", args.paused, rss_paused - rss_before_paused);
+    server.process.kill_group();
+    Ok(())
+}
+
+pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let stores: Vec<&str> = match args.store.as_str() {
+        "both" => vec!["sqlite", "postgres"],
+        other => vec![other],
+    };
+    for store in stores {
+        bench_store(store, args).await?;
+    }
+    Ok(())
+}

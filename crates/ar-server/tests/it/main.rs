@@ -1,0 +1,11 @@
+//! In-process HTTP tests of the service: a real server on 127.0.0.1:0 with a real store,
+//! driven over HTTP with the SDK's request and response shapes, against the mock model provider.
+
+mod harness;
+
+mod admission;
+mod bad_input;
+mod events;
+mod lifecycle;
+mod native_loop;
+mod recovery;

@@ -1,0 +1,108 @@
+//! The native loop over Chat Completions: tool rounds, events, records, usage, credentials.
+
+use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply, Usage};
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test]
+async fn five_step_run_completes_with_contiguous_events_and_records() {
+    let mock = MockProvider::start().await;
+    mock.auto(AutoScript::five_step("get_context"));
+    let server = TestServer::start(&mock).await;
+    let agent = server.agent("five", json!({"allowed_tools": ["get_context"]})).await;
+    let run = server.start_run(&mock, &agent, json!({"host_run_id": "host-5"})).await;
+    assert_eq!(run["status"], "queued");
+    assert_eq!(run["host_run_id"], "host-5");
+    assert!(run.get("model_credential").is_none(), "credentials are never returned");
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["input"]["credential_source"], "app");
+    assert_eq!(done["output_summary"]["usage_semantic"], "cumulative");
+    assert_eq!(done["output_summary"]["usage"]["input_tokens"], 500);
+    assert!(done["completed_at"].is_string() && done["started_at"].is_string());
+
+    let events = server.events(&run_id).await;
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(types.first().map(String::as_str), Some("run.queued"));
+    assert_eq!(types.get(1).map(String::as_str), Some("run.started"));
+    assert_eq!(types.last().map(String::as_str), Some("run.completed"));
+    assert_eq!(types.iter().filter(|t| *t == "tool_call_started").count(), 4);
+    assert_eq!(types.iter().filter(|t| *t == "tool_call_finished").count(), 4);
+    assert!(types.iter().all(|t| !t.ends_with("_delta")), "deltas are never persisted: {types:?}");
+    for event in &events {
+        assert_eq!(event["data"]["host_run_id"], "host-5", "host_run_id added to {event}");
+        assert_eq!(event["app_id"], APP);
+    }
+    let completed = events.last().unwrap();
+    assert_eq!(completed["data"]["usage"]["total_tokens"], 600);
+
+    let calls = server.list(&run_id, "tool-calls").await;
+    assert_eq!(calls.len(), 4);
+    assert!(calls.iter().all(|call| call["tool_name"] == "get_context" && call["mutating"] == false));
+    let messages = server.list(&run_id, "messages").await;
+    let sequence: Vec<i64> = messages.iter().map(|m| m["sequence_no"].as_i64().unwrap()).collect();
+    assert_eq!(sequence, (1..=sequence.len() as i64).collect::<Vec<_>>());
+    assert!(messages.iter().any(|m| m["role"] == "assistant" && m["content"] == "All steps done."));
+
+    // The run credential reached the model endpoint and nothing else.
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-test-secret"));
+    let body = serde_json::to_string(&server.run(&run_id).await).unwrap();
+    assert!(!body.contains("sk-test-secret"));
+    let history = serde_json::to_string(&events).unwrap();
+    assert!(!history.contains("sk-test-secret"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn update_plan_writes_an_artifact_and_event() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("update_plan", json!({"plan": [{"step": "look", "status": "in_progress"}], "explanation": "first"}).to_string()));
+    mock.push(Reply::text("done").usage(Usage::new(10, 2)));
+    let server = TestServer::start(&mock).await;
+    let agent = server.agent("planner", json!({"allowed_tools": ["update_plan"]})).await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap();
+    server.wait_status(run_id, &["completed"]).await;
+    let artifacts = server.list(run_id, "artifacts").await;
+    assert_eq!(artifacts.len(), 1);
+    assert_eq!(artifacts[0]["artifact_type"], "run_plan");
+    let events = server.events(run_id).await;
+    let plan = events.iter().find(|e| e["type"] == "plan_updated").expect("plan_updated");
+    assert_eq!(plan["data"]["plan"][0]["step"], "look");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tools_outside_the_allowlist_are_refused_to_the_model() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("delete_everything", "{}"));
+    mock.push(Reply::text("ok"));
+    let server = TestServer::start(&mock).await;
+    let agent = server.agent("narrow", json!({"allowed_tools": ["get_context"]})).await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap();
+    server.wait_status(run_id, &["completed"]).await;
+    let second = &mock.model_requests()[1].body;
+    let tool_message = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("tool result");
+    assert!(tool_message["content"].as_str().unwrap().contains("not available"), "{tool_message}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn provider_errors_fail_the_run_with_the_reason() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::error(400, "bad model"));
+    let server = TestServer::start(&mock).await;
+    let agent = server.agent("fails", json!({})).await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let done = server.wait_status(run["id"].as_str().unwrap(), &["failed"]).await;
+    assert!(done["error_message"].as_str().unwrap().contains("400"), "{done}");
+    let events = server.events(done["id"].as_str().unwrap()).await;
+    assert_eq!(events.last().unwrap()["type"], "run.failed");
+    server.stop().await;
+}

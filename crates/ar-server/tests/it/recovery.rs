@@ -1,0 +1,47 @@
+//! Ownership and recovery: a run left running by a process that stopped is continued by the
+//! next one from its last checkpoint, never stuck in `running`.
+
+use std::time::Duration;
+
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test]
+async fn a_restarted_service_continues_a_run_from_its_checkpoint() {
+    let mock = MockProvider::start().await;
+    // Step 1 completes a tool round; step 2 hangs until the first process goes away.
+    mock.push(Reply::tool_call("get_context", "{}"));
+    mock.push(Reply::hang());
+    let dir = tempfile::tempdir().unwrap();
+    let dsn = dir.path().join("runtime.db").display().to_string();
+    let first = TestServer::start_with(env_for(&mock, &dsn)).await;
+    let agent = first.agent("durable-ish", json!({"allowed_tools": ["get_context"]})).await;
+    let run = first.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    for _ in 0..1000 {
+        if mock.model_requests().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(first.run(&run_id).await["status"], "running");
+    let events_before = first.events(&run_id).await.len();
+    // Stop the first process (its in-flight step never reaches a checkpoint).
+    mock.push(Reply::text("recovered"));
+    first.stop().await;
+
+    let second = TestServer::start_with(env_for(&mock, &dsn)).await;
+    let done = second.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = second.events(&run_id).await;
+    assert_contiguous(&events);
+    assert!(events.len() > events_before);
+    // The continuation replayed the checkpointed transcript, including the first tool result.
+    let last = mock.model_requests().last().unwrap().body.clone();
+    let tool_results = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+    assert_eq!(tool_results, 1, "{last}");
+    assert_eq!(second.list(&run_id, "tool-calls").await.len(), 1, "the finished tool call is not repeated");
+    second.stop().await;
+}
