@@ -1,0 +1,269 @@
+//! `LlmClient`: the `ModelClient` implementation. Picks the wire format from the route's
+//! provider, sends with bounded retries (only before the stream starts), and drives the
+//! provider's stream parser over the SSE body.
+
+use std::time::Duration;
+
+use ar_core::model::{
+    DeltaSink, ModelClient, ModelError, ModelRequest, ModelResponse, ModelRoute, StreamDelta,
+};
+use async_trait::async_trait;
+use futures::StreamExt;
+
+use crate::error::{error_message, LlmError};
+use crate::providers::{anthropic, chat, responses};
+use crate::retry::{parse_retry_after, RetryPolicy};
+use crate::sse::{SseDecoder, SseEvent};
+
+/// The vendor wire formats this crate speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WireApi {
+    /// OpenAI Chat Completions (`{base}/chat/completions`).
+    ChatCompletions,
+    /// OpenAI Responses (`{base}/responses`).
+    Responses,
+    /// Anthropic Messages (`{base}/v1/messages`, or `{base}/messages` when base ends in `/v1`).
+    AnthropicMessages,
+}
+
+impl WireApi {
+    /// The wire format of a provider name from the service contract: `openai_compatible` →
+    /// Chat Completions; `openai`, `openrouter`, `openrouter_responses`, `openai_chatgpt` →
+    /// Responses; `anthropic` → Messages. Aliases `chat_completions`, `responses`, `messages`
+    /// name a wire format directly.
+    pub fn for_provider(provider: &str) -> Option<WireApi> {
+        match provider {
+            "openai_compatible" | "chat_completions" | "openai_chat" => {
+                Some(WireApi::ChatCompletions)
+            }
+            "openai" | "openrouter" | "openrouter_responses" | "openai_chatgpt" | "responses" => {
+                Some(WireApi::Responses)
+            }
+            "anthropic" | "messages" | "anthropic_messages" => Some(WireApi::AnthropicMessages),
+            _ => None,
+        }
+    }
+}
+
+/// Consumes a provider's SSE events and assembles the final answer.
+pub(crate) trait StreamParser: Send {
+    /// Handles one event; `Ok(true)` once the terminal event arrived.
+    fn on_event(
+        &mut self,
+        event: SseEvent,
+        sink: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<bool, LlmError>;
+
+    /// The assembled response. `terminal` says whether the terminal event was seen (otherwise
+    /// the body ended early); parsers may accept an answer that is complete in substance.
+    fn finish(self: Box<Self>, terminal: bool) -> Result<ModelResponse, LlmError>;
+}
+
+/// Settings shared by every call of an [`LlmClient`].
+#[derive(Debug, Clone)]
+pub struct LlmClientConfig {
+    /// Retries before the stream starts.
+    pub retry: RetryPolicy,
+    /// Longest silence tolerated between stream chunks.
+    pub idle_timeout: Duration,
+    /// Time allowed to connect.
+    pub connect_timeout: Duration,
+    /// Forces a wire format regardless of the route's provider.
+    pub wire_override: Option<WireApi>,
+}
+
+impl Default for LlmClientConfig {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            idle_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(30),
+            wire_override: None,
+        }
+    }
+}
+
+/// Streaming model client for Chat Completions, Responses and Anthropic Messages.
+///
+/// Cancel a call by dropping its future: the HTTP connection is dropped with it.
+#[derive(Debug, Clone)]
+pub struct LlmClient {
+    http: reqwest::Client,
+    config: LlmClientConfig,
+}
+
+impl LlmClient {
+    /// A client with default settings (3 retries, 300 s idle timeout, no redirects).
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn new() -> Result<Self, LlmError> {
+        Self::with_config(LlmClientConfig::default())
+    }
+
+    /// A client with explicit settings.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn with_config(config: LlmClientConfig) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            // Contract: compatible endpoints are called exactly at the bound URL, no redirects.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| LlmError::Request(e.to_string()))?;
+        Ok(Self { http, config })
+    }
+
+    /// Reuses an existing `reqwest::Client` (its redirect/timeout settings apply as built).
+    pub fn from_http(http: reqwest::Client, config: LlmClientConfig) -> Self {
+        Self { http, config }
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &LlmClientConfig {
+        &self.config
+    }
+
+    /// Runs one call in an explicit wire format.
+    ///
+    /// # Errors
+    /// Any [`LlmError`]; transient ones only after the retry budget is spent.
+    pub async fn complete_wire(
+        &self,
+        wire: WireApi,
+        route: &ModelRoute,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, LlmError> {
+        let (url, body, parser): (String, serde_json::Value, Box<dyn StreamParser>) = match wire {
+            WireApi::ChatCompletions => (
+                chat::endpoint(&route.base_url),
+                chat::body(route, request),
+                Box::new(chat::Parser::default()),
+            ),
+            WireApi::Responses => (
+                responses::endpoint(&route.base_url),
+                responses::body(route, request),
+                Box::new(responses::Parser::default()),
+            ),
+            WireApi::AnthropicMessages => (
+                anthropic::endpoint(&route.base_url),
+                anthropic::body(route, request),
+                Box::new(anthropic::Parser::default()),
+            ),
+        };
+        // Serialise once; every retry re-sends the same bytes.
+        let bytes = bytes::Bytes::from(
+            serde_json::to_vec(&body).map_err(|e| LlmError::Request(e.to_string()))?,
+        );
+        let response = self
+            .send_with_retry(|| {
+                let builder = self
+                    .http
+                    .post(&url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::ACCEPT, "text/event-stream")
+                    .body(bytes.clone());
+                match wire {
+                    WireApi::AnthropicMessages => anthropic::auth(builder, route),
+                    WireApi::ChatCompletions | WireApi::Responses => {
+                        match route.api_key.as_ref().filter(|k| !k.is_empty()) {
+                            Some(key) => builder.bearer_auth(key.expose()),
+                            None => builder,
+                        }
+                    }
+                }
+            })
+            .await?;
+        self.read_stream(response, parser, on_delta).await
+    }
+
+    async fn send_with_retry<F>(&self, make: F) -> Result<reqwest::Response, LlmError>
+    where
+        F: Fn() -> reqwest::RequestBuilder,
+    {
+        let policy = &self.config.retry;
+        let mut attempt = 0u32;
+        loop {
+            let err = match make().send().await {
+                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) => status_error(resp).await,
+                Err(e) if e.is_builder() || e.is_redirect() => LlmError::Request(e.to_string()),
+                Err(e) => LlmError::Connect(e.to_string()),
+            };
+            if !err.is_retryable() || attempt >= policy.max_retries {
+                return Err(err);
+            }
+            let Some(wait) = policy.delay(attempt, err.retry_after()) else {
+                return Err(err);
+            };
+            tracing::debug!(attempt, ?wait, error = %err, "retrying model request");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        mut parser: Box<dyn StreamParser>,
+        sink: DeltaSink<'_>,
+    ) -> Result<ModelResponse, LlmError> {
+        let idle = self.config.idle_timeout;
+        let mut body = response.bytes_stream();
+        let mut decoder = SseDecoder::new();
+        let mut terminal = false;
+        'read: loop {
+            let chunk = match tokio::time::timeout(idle, body.next()).await {
+                Err(_) => return Err(LlmError::Stream(format!("no data for {idle:?}"))),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => return Err(LlmError::Stream(e.to_string())),
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            decoder.push(&chunk);
+            while let Some(event) = decoder.next_event() {
+                if parser.on_event(event, sink)? {
+                    terminal = true;
+                    break 'read;
+                }
+            }
+        }
+        if terminal {
+            // Drain a well-behaved tail briefly so the connection can be reused.
+            let drain = async { while let Some(Ok(_)) = body.next().await {} };
+            let _ = tokio::time::timeout(Duration::from_millis(50), drain).await;
+        }
+        parser.finish(terminal)
+    }
+}
+
+async fn status_error(resp: reqwest::Response) -> LlmError {
+    let status = resp.status().as_u16();
+    let retry_after = parse_retry_after(resp.headers());
+    let text = resp.text().await.unwrap_or_default();
+    LlmError::Status {
+        status,
+        message: error_message(&text),
+        retry_after,
+    }
+}
+
+#[async_trait]
+impl ModelClient for LlmClient {
+    async fn complete(
+        &self,
+        route: &ModelRoute,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let wire = self
+            .config
+            .wire_override
+            .or_else(|| WireApi::for_provider(&route.provider))
+            .ok_or_else(|| ModelError::UnsupportedProvider(route.provider.clone()))?;
+        self.complete_wire(wire, route, request, on_delta)
+            .await
+            .map_err(ModelError::from)
+    }
+}

@@ -1,0 +1,158 @@
+//! Provider-side failures, classified for the retry loop and mapped onto the domain `ModelError`.
+
+use std::time::Duration;
+
+use ar_core::model::ModelError;
+
+/// A failure inside one provider call, before it is reported to the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The vendor answered with a non-success HTTP status.
+    #[error("HTTP {status}: {message}")]
+    Status {
+        status: u16,
+        message: String,
+        /// Server-requested wait (`Retry-After` / `retry-after-ms`).
+        retry_after: Option<Duration>,
+    },
+    /// The request could not be sent or no response head arrived (nothing consumed).
+    #[error("request failed: {0}")]
+    Connect(String),
+    /// The request could not be built or was redirected (not retried).
+    #[error("request error: {0}")]
+    Request(String),
+    /// The response stream broke or stalled after it started.
+    #[error("stream failed: {0}")]
+    Stream(String),
+    /// The vendor reported an error inside an otherwise successful stream.
+    #[error("provider error in stream: {0}")]
+    InStream(String),
+    /// Bytes arrived but did not have the expected shape.
+    #[error("invalid response: {0}")]
+    Decode(String),
+    /// No wire format serves the route's provider.
+    #[error("unsupported provider {0:?}")]
+    UnsupportedProvider(String),
+}
+
+impl LlmError {
+    /// Whether a fresh attempt may succeed. Only failures that happen before any response byte
+    /// is consumed are ever retried; the caller guarantees that.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Status { status, .. } => is_retryable_status(*status),
+            LlmError::Connect(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The server-requested delay, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// 408, 409 (lock conflicts), 429 and server errors (incl. Anthropic's 529) are transient.
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
+}
+
+impl From<LlmError> for ModelError {
+    fn from(e: LlmError) -> Self {
+        match e {
+            LlmError::Status {
+                status, message, ..
+            } => match status {
+                401 | 403 => ModelError::Authentication(message),
+                s if is_retryable_status(s) => ModelError::Unavailable { status, message },
+                _ => ModelError::Rejected { status, message },
+            },
+            LlmError::Connect(m) | LlmError::Stream(m) | LlmError::Request(m) => {
+                ModelError::Transport(m)
+            }
+            LlmError::InStream(m) => ModelError::Unavailable {
+                status: 200,
+                message: m,
+            },
+            LlmError::Decode(m) => ModelError::InvalidResponse(m),
+            LlmError::UnsupportedProvider(p) => ModelError::UnsupportedProvider(p),
+        }
+    }
+}
+
+/// Pulls a human message out of a vendor error body (`{"error":{"message"}}` for OpenAI and
+/// Anthropic alike), falling back to the raw text.
+pub(crate) fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let from_json = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error"))
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+    });
+    from_json.unwrap_or_else(|| {
+        let trimmed = body.trim();
+        let mut s: String = trimmed.chars().take(500).collect();
+        if s.is_empty() {
+            s = "(empty body)".to_string();
+        }
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_statuses_to_domain_errors() {
+        let e = |status| LlmError::Status {
+            status,
+            message: "m".into(),
+            retry_after: None,
+        };
+        assert!(matches!(
+            ModelError::from(e(401)),
+            ModelError::Authentication(_)
+        ));
+        assert!(matches!(
+            ModelError::from(e(403)),
+            ModelError::Authentication(_)
+        ));
+        assert!(matches!(
+            ModelError::from(e(429)),
+            ModelError::Unavailable { status: 429, .. }
+        ));
+        assert!(matches!(
+            ModelError::from(e(529)),
+            ModelError::Unavailable { status: 529, .. }
+        ));
+        assert!(matches!(
+            ModelError::from(e(400)),
+            ModelError::Rejected { status: 400, .. }
+        ));
+        assert!(e(503).is_retryable());
+        assert!(!e(401).is_retryable());
+        assert!(!LlmError::Stream("x".into()).is_retryable());
+    }
+
+    #[test]
+    fn extracts_vendor_messages() {
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad key","type":"x"}}"#),
+            "bad key"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#
+            ),
+            "busy"
+        );
+        assert_eq!(error_message("plain text"), "plain text");
+        assert_eq!(error_message(""), "(empty body)");
+    }
+}

@@ -1,0 +1,210 @@
+//! Error mapping, bounded retries with Retry-After, no replay of broken streams, idle timeout,
+//! and cancellation by dropping the future — across all three wire formats.
+
+use std::time::{Duration, Instant};
+
+use ar_core::model::{ModelClient, ModelError, StreamDelta};
+use ar_llm::{LlmClient, LlmClientConfig, RetryPolicy};
+use ar_test_support::mock_provider::Reply;
+
+use crate::{call, client, mock, route, simple_request};
+
+const PROVIDERS: [&str; 3] = ["openai_compatible", "openai", "anthropic"];
+
+#[tokio::test]
+async fn unauthorized_is_an_auth_error_without_retry() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.push(Reply::unauthorized());
+        mock.set_fallback(Some(Reply::text("should not be reached")));
+        let (res, _) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
+        assert!(
+            matches!(res, Err(ModelError::Authentication(ref m)) if m.contains("API key")),
+            "{p}: {res:?}"
+        );
+        assert_eq!(mock.request_count(), 1, "{p}");
+    }
+}
+
+#[tokio::test]
+async fn transient_errors_are_retried_then_succeed() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.push_all([
+            Reply::server_error(),
+            Reply::error(529, "overloaded"),
+            Reply::text("ok"),
+        ]);
+        let (res, _) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
+        assert_eq!(res.unwrap().text, "ok", "{p}");
+        assert_eq!(mock.request_count(), 3, "{p}");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let mock = mock().await;
+    mock.push_all([Reply::rate_limited(1), Reply::text("after wait")]);
+    let t = Instant::now();
+    let (res, _) = call(
+        &client(2),
+        &route("openai_compatible", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert_eq!(res.unwrap().text, "after wait");
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(mock.request_count(), 2);
+}
+
+#[tokio::test]
+async fn retry_after_beyond_the_cap_fails_fast() {
+    let mock = mock().await;
+    mock.push_all([Reply::rate_limited(3600), Reply::text("never")]);
+    let t = Instant::now();
+    let (res, _) = call(
+        &client(2),
+        &route("openai", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert!(
+        matches!(res, Err(ModelError::Unavailable { status: 429, .. })),
+        "{res:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn retries_are_bounded() {
+    let mock = mock().await;
+    mock.set_fallback(Some(Reply::server_error()));
+    let (res, _) = call(
+        &client(2),
+        &route("anthropic", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert!(
+        matches!(res, Err(ModelError::Unavailable { status: 500, .. })),
+        "{res:?}"
+    );
+    assert_eq!(mock.request_count(), 3);
+}
+
+#[tokio::test]
+async fn client_errors_are_rejected_without_retry() {
+    let mock = mock().await;
+    mock.push(Reply::error(400, "bad schema"));
+    let (res, _) = call(
+        &client(3),
+        &route("openai_compatible", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert_eq!(
+        res.unwrap_err(),
+        ModelError::Rejected {
+            status: 400,
+            message: "bad schema".into()
+        }
+    );
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn broken_stream_is_not_replayed() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.push(Reply::text_deltas(["par", "tial"]).then_disconnect());
+        mock.set_fallback(Some(Reply::text("replayed!")));
+        let (res, deltas) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
+        assert!(matches!(res, Err(ModelError::Transport(_))), "{p}: {res:?}");
+        assert!(
+            deltas.contains(&StreamDelta::Text("par".into())),
+            "{p}: deltas before the break are delivered: {deltas:?}"
+        );
+        assert_eq!(mock.request_count(), 1, "{p}");
+    }
+}
+
+#[tokio::test]
+async fn connection_refused_is_retried_then_reported() {
+    // Bind and drop a listener to get a port nobody serves.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (res, _) = call(
+        &client(1),
+        &route("openai_compatible", format!("http://127.0.0.1:{port}/v1")),
+        &simple_request(),
+    )
+    .await;
+    assert!(matches!(res, Err(ModelError::Transport(_))), "{res:?}");
+}
+
+#[tokio::test]
+async fn idle_stream_times_out() {
+    let mock = mock().await;
+    mock.push(Reply::text("stalls").then_hang());
+    let client = LlmClient::with_config(LlmClientConfig {
+        retry: RetryPolicy::fast(2),
+        idle_timeout: Duration::from_millis(200),
+        ..LlmClientConfig::default()
+    })
+    .unwrap();
+    let (res, deltas) = call(
+        &client,
+        &route("openai", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert!(
+        matches!(res, Err(ModelError::Transport(ref m)) if m.contains("no data")),
+        "{res:?}"
+    );
+    assert_eq!(deltas, vec![StreamDelta::Text("stalls".into())]);
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn dropping_the_future_closes_the_stream() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.push(Reply::text("first words").then_hang());
+        let client = client(0);
+        let r = route(p, mock.base_url());
+        let req = simple_request();
+        let mut sink = |_d: StreamDelta| {};
+        let fut = client.complete(&r, &req, &mut sink);
+        let timed_out = tokio::time::timeout(Duration::from_millis(300), fut).await;
+        assert!(timed_out.is_err(), "{p}: call should still be running");
+        // The future is dropped here; the mock must see the connection go away.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while mock.active_streams() != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{p}: stream still open after cancel"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn unknown_provider_is_unsupported() {
+    let mock = mock().await;
+    let (res, _) = call(
+        &client(0),
+        &route("gemini", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert_eq!(
+        res.unwrap_err(),
+        ModelError::UnsupportedProvider("gemini".into())
+    );
+    assert_eq!(mock.request_count(), 0);
+}
