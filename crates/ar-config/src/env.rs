@@ -1009,8 +1009,10 @@ fn read_provider(r: &mut Reader<'_>, key: &EnvVar, base: &EnvVar) -> ProviderSet
     let base_url = r
         .url(base, Some(default))
         .or_else(|| Url::parse(default).ok())
-        // Every declared default is a valid URL; this arm only exists to avoid a panic path.
-        .unwrap_or_else(|| Url::parse("https://invalid.invalid").expect("static URL parses"));
+        // Reached only when the variable held an invalid URL: that is already reported, so
+        // `from_env` returns `Err` and this placeholder is discarded. Parsing a literal URL
+        // cannot fail.
+        .unwrap_or_else(|| Url::parse("https://invalid.invalid").expect("literal URL parses"));
     ProviderSettings {
         api_key: r.secret(key),
         base_url,

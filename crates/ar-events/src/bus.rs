@@ -100,13 +100,10 @@ impl EventBus for Bus {
     fn publish(&self, event: LiveEvent) {
         if let LiveEvent::Persisted(stored) = &event {
             let position = stored.position;
-            self.inner.appended.send_if_modified(|latest| {
-                if position > *latest {
-                    *latest = position;
-                }
-                // Wake waiters on every persisted event, even an out-of-order one.
-                true
-            });
+            // Wakes waiters on every persisted event, even one older than the latest seen.
+            self.inner
+                .appended
+                .send_modify(|latest| *latest = (*latest).max(position));
         }
         let channels = read(&self.inner.channels);
         if let Some(sender) = channels.get(event.run_id()) {

@@ -60,11 +60,6 @@ pub fn stream_run_events_with(
 ) -> impl Stream<Item = LiveEvent> + Send + 'static {
     // Subscribing here, synchronously, is the "subscribe first" of the algorithm.
     let subscription = bus.subscribe(run_id);
-    let mut poll = tokio::time::interval_at(
-        Instant::now() + options.poll_interval,
-        options.poll_interval,
-    );
-    poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let state = Replay {
         store,
         subscription,
@@ -80,7 +75,7 @@ pub fn stream_run_events_with(
             page_size: options.page_size.max(1),
             ..options
         },
-        poll,
+        poll: None,
     };
     futures::stream::unfold(state, |mut state| async move {
         let event = state.next().await?;
@@ -102,7 +97,9 @@ struct Replay {
     buffer: VecDeque<LiveEvent>,
     done: bool,
     options: ReplayOptions,
-    poll: tokio::time::Interval,
+    /// Created on first use (so building the stream needs no runtime) and reset after every
+    /// store read, so the store is polled only after a second without reading it.
+    poll: Option<tokio::time::Interval>,
 }
 
 impl Replay {
@@ -151,6 +148,9 @@ impl Replay {
             .await
         {
             Ok(page) => {
+                if let Some(poll) = self.poll.as_mut() {
+                    poll.reset();
+                }
                 if (page.len() as i64) < self.options.page_size {
                     self.caught_up = true;
                 }
@@ -184,8 +184,14 @@ impl Replay {
 
     /// Waits for the next live event or poll tick and acts on it.
     async fn wait_live(&mut self) {
+        let interval = self.options.poll_interval;
+        let poll = self.poll.get_or_insert_with(|| {
+            let mut poll = tokio::time::interval_at(Instant::now() + interval, interval);
+            poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            poll
+        });
         if self.live_closed {
-            self.poll.tick().await;
+            poll.tick().await;
             self.caught_up = false;
             return;
         }
@@ -216,7 +222,7 @@ impl Replay {
                     self.live_closed = true;
                 }
             },
-            _ = self.poll.tick() => {
+            _ = poll.tick() => {
                 self.caught_up = false;
             }
         }
