@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::store::{CommandPayload, StoredState};
-use crate::wire::{CommandState, Registration, BREAKPOINTS_BY_STORE};
+use crate::wire::{CommandState, Registration, RunCommand, BREAKPOINTS_BY_STORE, VERB_DECIDE};
 
 use super::state::{BreakpointSet, CommandRow, RuntimeEntry, State};
 use super::ServerConfig;
@@ -22,6 +22,33 @@ impl State {
                     route.public_id = rec.public_id.clone();
                 }
                 route.fork |= fork;
+            }
+            // Decisions and session verbs list on the run they address (`commands_on`).
+            let addressed = match &rec.payload {
+                CommandPayload::Approve(d) => Some((
+                    d.run_id.clone(),
+                    RunCommand {
+                        verb: VERB_DECIDE.to_string(),
+                        command_id: id.clone(),
+                        call_id: d.call_id.clone(),
+                        decision: d.decision.clone(),
+                        public_id: rec.public_id.clone(),
+                    },
+                )),
+                CommandPayload::Session(sc) if !sc.run_id.is_empty() => Some((
+                    sc.run_id.clone(),
+                    RunCommand {
+                        verb: sc.verb.clone(),
+                        command_id: id.clone(),
+                        call_id: sc.call_id.clone(),
+                        decision: sc.decision.clone(),
+                        public_id: rec.public_id.clone(),
+                    },
+                )),
+                _ => None,
+            };
+            if let Some((run_id, cmd)) = addressed {
+                self.note_run_command(&run_id, cmd);
             }
             let state = rec.state;
             self.by_seq.insert(rec.seq, id.clone());

@@ -289,3 +289,54 @@ async fn a_dropped_connection_runs_the_disconnect_sweep() {
     eventually(|| !s.server.connected("rt")).await;
     assert_eq!(s.server.state_of("c"), Some(CommandState::Lost));
 }
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_cut_off_by_the_write_deadline() {
+    use ar_studio::http::{router, PeerAddr, RouterOptions};
+    use ar_studio::{DeadlineListener, ManualClock, StudioServer};
+    use tokio::io::AsyncWriteExt;
+
+    // A feed far larger than the socket buffers, so only the write deadline can end the stream.
+    let config = ServerConfig {
+        feed_size: 1_000_000,
+        ..test_config()
+    };
+    let clock = std::sync::Arc::new(ManualClock::starting_now());
+    let server = StudioServer::with_clock(config, clock);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = router(server.clone(), RouterOptions::default());
+    let listener = DeadlineListener::new(listener, Duration::from_millis(100));
+    tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<PeerAddr>(),
+        )
+        .await;
+    });
+    server.register(registration("rt")).expect("register");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    socket
+        .write_all(b"GET /api/runtime/commands?runtime=rt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("request");
+    eventually(|| server.connected("rt")).await;
+    let big = "x".repeat(64 * 1024);
+    for i in 0..2_000 {
+        if !server.connected("rt") {
+            break;
+        }
+        let cmd = Command {
+            command_id: format!("c{i}"),
+            agent: "helper".into(),
+            input: Some(big.clone()),
+            ..Command::default()
+        };
+        let _ = server.enqueue("rt", cmd);
+        tokio::task::yield_now().await;
+    }
+    eventually(|| !server.connected("rt")).await;
+    drop(socket);
+}

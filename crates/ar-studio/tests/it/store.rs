@@ -48,6 +48,14 @@ async fn survives_a_restart(first: Arc<dyn StudioStore>, second: Arc<dyn StudioS
     s.ack(&ack("b", "accepted", "run-b")).expect("ack");
     s.set_breakpoints_from("rt", &["pay".into()], "api")
         .expect("bp");
+    let decision = ar_studio::wire::ApprovalDecision {
+        command_id: "dec".into(),
+        run_id: "run-b".into(),
+        call_id: "k".into(),
+        decision: "approve".into(),
+        ..Default::default()
+    };
+    s.enqueue_approval("rt", decision).expect("approve");
     s.shutdown().await;
     drop(s);
 
@@ -63,6 +71,8 @@ async fn survives_a_restart(first: Arc<dyn StudioStore>, second: Arc<dyn StudioS
         (CommandState::Lost, Some("studio restarted before the ack"))
     );
     assert_eq!(s.runtime_of("run-b").as_deref(), Some("rt"));
+    let on = s.commands_on("run-b");
+    assert_eq!((on.len(), on[0].call_id.as_str()), (1, "k"));
     let view = &s.snapshot()[0];
     assert!(view.restored && !view.connected);
     assert_eq!(
