@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::reply::{split_pieces, ErrorReply, FinishReason, Reply, Usage};
+use super::reply::{split_pieces, ErrorReply, FinishReason, Reply, StreamEnd, Usage};
 use super::sse::{named, StreamParts};
 use super::RenderCtx;
 
@@ -46,6 +46,11 @@ fn input_object(arguments: &str) -> Value {
 
 pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
     let mut content = Vec::new();
+    if !reply.reasoning_deltas.is_empty() {
+        content.push(json!({
+            "type": "thinking", "thinking": reply.full_reasoning(), "signature": "mock-signature",
+        }));
+    }
     let text = reply.full_text();
     if !text.is_empty() {
         content.push(json!({ "type": "text", "text": text }));
@@ -91,6 +96,44 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
     parts.head.push(named("ping", &json!({ "type": "ping" })));
 
     let mut index = 0usize;
+    let thinking: Vec<&String> = reply
+        .reasoning_deltas
+        .iter()
+        .filter(|d| !d.is_empty())
+        .collect();
+    if !thinking.is_empty() {
+        parts.content.push(named(
+            "content_block_start",
+            &json!({
+                "type": "content_block_start",
+                "index": index,
+                "content_block": { "type": "thinking", "thinking": "" },
+            }),
+        ));
+        for d in thinking {
+            parts.content.push(named(
+                "content_block_delta",
+                &json!({
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": { "type": "thinking_delta", "thinking": d },
+                }),
+            ));
+        }
+        parts.content.push(named(
+            "content_block_delta",
+            &json!({
+                "type": "content_block_delta",
+                "index": index,
+                "delta": { "type": "signature_delta", "signature": "mock-signature" },
+            }),
+        ));
+        parts.content.push(named(
+            "content_block_stop",
+            &json!({ "type": "content_block_stop", "index": index }),
+        ));
+        index += 1;
+    }
     let deltas: Vec<&String> = reply.text_deltas.iter().filter(|d| !d.is_empty()).collect();
     if !deltas.is_empty() {
         parts.content.push(named(
@@ -155,6 +198,9 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
     parts
         .tail
         .push(named("message_stop", &json!({ "type": "message_stop" })));
+    if let StreamEnd::Error(err) = &reply.end {
+        parts.error.push(named("error", &error_body(err)));
+    }
     parts
 }
 

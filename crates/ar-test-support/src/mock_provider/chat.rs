@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::reply::{split_pieces, FinishReason, Reply, Usage};
+use super::reply::{split_pieces, FinishReason, Reply, StreamEnd, Usage};
 use super::sse::{data, done, StreamParts};
 use super::RenderCtx;
 
@@ -44,6 +44,9 @@ pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
         "content": if text.is_empty() && !reply.tool_calls.is_empty() { Value::Null } else { Value::from(text) },
         "refusal": null,
     });
+    if !reply.reasoning_deltas.is_empty() {
+        message["reasoning_content"] = Value::from(reply.full_reasoning());
+    }
     if !reply.tool_calls.is_empty() {
         let calls: Vec<Value> = reply
             .tool_calls
@@ -90,6 +93,11 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
         json!({ "role": "assistant", "content": "" }),
         Value::Null,
     ));
+    for d in reply.reasoning_deltas.iter().filter(|d| !d.is_empty()) {
+        parts
+            .content
+            .push(chunk(json!({ "reasoning_content": d }), Value::Null));
+    }
     for d in &reply.text_deltas {
         if !d.is_empty() {
             parts
@@ -129,5 +137,8 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
         })));
     }
     parts.tail.push(done());
+    if let StreamEnd::Error(err) = &reply.end {
+        parts.error.push(data(&super::openai_error_body(err)));
+    }
     parts
 }

@@ -282,8 +282,8 @@ fn record(
     shared: &Shared,
     method: &Method,
     uri: &Uri,
-    headers: &HeaderMap,
-    body: &Value,
+    headers: HeaderMap,
+    body: Value,
     wire: Option<WireFormat>,
 ) {
     if !shared.recording.load(Ordering::Relaxed) {
@@ -293,8 +293,8 @@ fn record(
         method: method.to_string(),
         path: uri.path().to_string(),
         query: uri.query().map(str::to_string),
-        headers: headers.clone(),
-        body: body.clone(),
+        headers,
+        body,
         wire,
     });
 }
@@ -381,9 +381,9 @@ async fn model_request(
     bytes: Bytes,
 ) -> Response {
     let body = parse_body(&bytes);
-    record(&shared, &method, &uri, &headers, &body, Some(wire));
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed) + 1;
     if !body.is_object() {
+        record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
         let err = ErrorReply {
             status: 400,
             message: "mock provider: request body is not a JSON object".into(),
@@ -392,8 +392,23 @@ async fn model_request(
         return error_response(wire, &err);
     }
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
-    let conv = Conversation::new(wire, &body);
-    let Some(reply) = next_reply(&shared, &conv) else {
+    let ctx = RenderCtx {
+        model: body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("mock-model")
+            .to_string(),
+        seq,
+        include_usage: body
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true),
+        created: now_secs(),
+    };
+    let reply = next_reply(&shared, &Conversation::new(wire, &body));
+    // Recorded after choosing the reply so the body moves into the log instead of being cloned.
+    record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
+    let Some(reply) = reply else {
         let err = ErrorReply {
             status: 500,
             message: format!("mock provider: no scripted reply for request #{seq} ({wire:?})"),
@@ -417,19 +432,6 @@ async fn model_request(
         }
         Body::Turn => {}
     }
-    let ctx = RenderCtx {
-        model: body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("mock-model")
-            .to_string(),
-        seq,
-        include_usage: body
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            == Some(true),
-        created: now_secs(),
-    };
     if stream {
         let parts: StreamParts = match wire {
             WireFormat::ChatCompletions => chat::render_stream(&reply, &ctx),
@@ -505,7 +507,7 @@ async fn count_tokens(
     bytes: Bytes,
 ) -> Response {
     let body = parse_body(&bytes);
-    record(&shared, &method, &uri, &headers, &body, None);
+    record(&shared, &method, &uri, headers, body, None);
     // Rough estimate: a token per 4 bytes of request.
     let tokens = (bytes.len() / 4).max(1);
     json_response(
@@ -535,7 +537,7 @@ async fn list_models(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    record(&shared, &method, &uri, &headers, &Value::Null, None);
+    record(&shared, &method, &uri, headers, Value::Null, None);
     let ids = shared.models.lock().clone();
     let data: Vec<Value> = ids.iter().map(|id| model_entry(id)).collect();
     let json = serde_json::json!({
@@ -555,7 +557,7 @@ async fn get_model(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    record(&shared, &method, &uri, &headers, &Value::Null, None);
+    record(&shared, &method, &uri, headers, Value::Null, None);
     json_response(
         StatusCode::OK,
         &model_entry(&id),
@@ -570,7 +572,7 @@ async fn root(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    record(&shared, &method, &uri, &headers, &Value::Null, None);
+    record(&shared, &method, &uri, headers, Value::Null, None);
     StatusCode::OK.into_response()
 }
 
@@ -582,7 +584,7 @@ async fn fallback(
     bytes: Bytes,
 ) -> Response {
     let body = parse_body(&bytes);
-    record(&shared, &method, &uri, &headers, &body, None);
+    record(&shared, &method, &uri, headers, body, None);
     tracing::debug!(%method, %uri, "mock provider: unknown endpoint");
     let err = ErrorReply {
         status: 404,

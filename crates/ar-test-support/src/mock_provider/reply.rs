@@ -101,8 +101,8 @@ pub struct ErrorReply {
     pub retry_after: Option<u64>,
 }
 
-/// How a stream ends when it does not end normally.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a stream ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamEnd {
     /// Normal completion events (`[DONE]`, `response.completed`, `message_stop`).
     Complete,
@@ -110,6 +110,10 @@ pub enum StreamEnd {
     Hang,
     /// Send the start and content deltas, then abort the connection mid-body.
     Disconnect,
+    /// Send the start and content deltas, then the vendor's in-stream error event (chat: a
+    /// `data: {"error":…}` chunk; Responses: `response.failed`; Anthropic: `event: error`), then
+    /// close. The status picks the error type (429 rate limit, 529 overloaded, 500 server, …).
+    Error(ErrorReply),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +134,9 @@ pub struct Reply {
     pub(crate) body: Body,
     /// Text deltas; concatenated they are the assistant text.
     pub text_deltas: Vec<String>,
+    /// Reasoning deltas (chat `reasoning_content`, Responses reasoning summary, Anthropic
+    /// thinking block), streamed before the text.
+    pub reasoning_deltas: Vec<String>,
     /// Tool calls, in order.
     pub tool_calls: Vec<ToolCall>,
     /// Usage reported for this reply (zero unless set).
@@ -151,6 +158,7 @@ impl Default for Reply {
         Self {
             body: Body::Turn,
             text_deltas: Vec::new(),
+            reasoning_deltas: Vec::new(),
             tool_calls: Vec::new(),
             usage: Usage::default(),
             finish: None,
@@ -262,6 +270,12 @@ impl Reply {
         self
     }
 
+    /// Appends a reasoning delta.
+    pub fn with_reasoning(mut self, delta: impl Into<String>) -> Self {
+        self.reasoning_deltas.push(delta.into());
+        self
+    }
+
     /// Appends a tool call.
     pub fn with_tool_call(mut self, call: ToolCall) -> Self {
         self.tool_calls.push(call);
@@ -309,6 +323,16 @@ impl Reply {
         self
     }
 
+    /// After the content deltas, send the vendor's in-stream error event instead of completing.
+    pub fn then_error(mut self, status: u16, message: impl Into<String>) -> Self {
+        self.end = StreamEnd::Error(ErrorReply {
+            status,
+            message: message.into(),
+            retry_after: None,
+        });
+        self
+    }
+
     /// Splits streamed tool arguments into `n` pieces.
     pub fn arg_chunks(mut self, n: usize) -> Self {
         self.arg_chunks = n.max(1);
@@ -321,6 +345,11 @@ impl Reply {
             e.retry_after = Some(secs);
         }
         self
+    }
+
+    /// The concatenated reasoning text.
+    pub fn full_reasoning(&self) -> String {
+        self.reasoning_deltas.concat()
     }
 
     /// The concatenated assistant text.

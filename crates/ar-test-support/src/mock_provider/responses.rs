@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::reply::{split_pieces, FinishReason, Reply, Usage};
+use super::reply::{split_pieces, FinishReason, Reply, StreamEnd, Usage};
 use super::sse::{named, StreamParts};
 use super::RenderCtx;
 
@@ -38,6 +38,22 @@ fn call_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
     }
 }
 
+fn reasoning_id(ctx: &RenderCtx) -> String {
+    format!("rs_mock_{}", ctx.seq)
+}
+
+fn summary_part(text: &str) -> Value {
+    json!({ "type": "summary_text", "text": text })
+}
+
+fn reasoning_item(ctx: &RenderCtx, text: &str, done: bool) -> Value {
+    json!({
+        "id": reasoning_id(ctx),
+        "type": "reasoning",
+        "summary": if done { vec![summary_part(text)] } else { Vec::new() },
+    })
+}
+
 fn text_part(text: &str) -> Value {
     json!({ "type": "output_text", "text": text, "annotations": [] })
 }
@@ -64,9 +80,12 @@ fn call_item(reply: &Reply, ctx: &RenderCtx, i: usize, done: bool) -> Value {
     })
 }
 
-/// All finished output items: the message (when there is text) then the function calls.
+/// All finished output items: reasoning, the message (when there is text), function calls.
 fn output_items(reply: &Reply, ctx: &RenderCtx) -> Vec<Value> {
     let mut out = Vec::new();
+    if !reply.reasoning_deltas.is_empty() {
+        out.push(reasoning_item(ctx, &reply.full_reasoning(), true));
+    }
     let text = reply.full_text();
     if !text.is_empty() {
         out.push(message_item(ctx, &text, true));
@@ -132,6 +151,49 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
 
     let text = reply.full_text();
     let mut output_index = 0usize;
+    if !reply.reasoning_deltas.is_empty() {
+        let item_id = reasoning_id(ctx);
+        let summary = reply.full_reasoning();
+        parts.content.push(ev(
+            "response.output_item.added",
+            json!({ "output_index": output_index, "item": reasoning_item(ctx, "", false) }),
+        ));
+        parts.content.push(ev(
+            "response.reasoning_summary_part.added",
+            json!({
+                "item_id": item_id, "output_index": output_index, "summary_index": 0,
+                "part": summary_part(""),
+            }),
+        ));
+        for d in reply.reasoning_deltas.iter().filter(|d| !d.is_empty()) {
+            parts.content.push(ev(
+                "response.reasoning_summary_text.delta",
+                json!({
+                    "item_id": item_id, "output_index": output_index, "summary_index": 0,
+                    "delta": d,
+                }),
+            ));
+        }
+        parts.content.push(ev(
+            "response.reasoning_summary_text.done",
+            json!({
+                "item_id": item_id, "output_index": output_index, "summary_index": 0,
+                "text": summary,
+            }),
+        ));
+        parts.content.push(ev(
+            "response.reasoning_summary_part.done",
+            json!({
+                "item_id": item_id, "output_index": output_index, "summary_index": 0,
+                "part": summary_part(&summary),
+            }),
+        ));
+        parts.content.push(ev(
+            "response.output_item.done",
+            json!({ "output_index": output_index, "item": reasoning_item(ctx, &summary, true) }),
+        ));
+        output_index += 1;
+    }
     if !text.is_empty() {
         let item_id = message_id(ctx);
         parts.content.push(ev(
@@ -206,5 +268,17 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
         kind,
         json!({ "response": response_object(reply, ctx, status, output_items(reply, ctx)) }),
     ));
+    if let StreamEnd::Error(err) = &reply.end {
+        let mut failed = response_object(reply, ctx, "failed", Vec::new());
+        let code = match err.status {
+            429 => "rate_limit_exceeded",
+            400 => "invalid_prompt",
+            _ => "server_error",
+        };
+        failed["error"] = json!({ "code": code, "message": err.message });
+        parts
+            .error
+            .push(ev("response.failed", json!({ "response": failed })));
+    }
     parts
 }

@@ -13,13 +13,15 @@ use serde_json::Value;
 use super::reply::{Reply, StreamEnd};
 use super::Shared;
 
-/// A rendered stream: `head` (start events), `content` (deltas), `tail` (completion events).
-/// On [`StreamEnd::Hang`]/[`StreamEnd::Disconnect`] the tail is replaced by a stall/abort.
+/// A rendered stream: `head` (start events), `content` (deltas), `tail` (completion events),
+/// `error` (the in-stream error events used for [`StreamEnd::Error`]). On
+/// [`StreamEnd::Hang`]/[`StreamEnd::Disconnect`] the tail is replaced by a stall/abort.
 #[derive(Default)]
 pub(crate) struct StreamParts {
     pub head: Vec<Bytes>,
     pub content: Vec<Bytes>,
     pub tail: Vec<Bytes>,
+    pub error: Vec<Bytes>,
 }
 
 /// `event: <name>\ndata: <json>\n\n`
@@ -66,8 +68,9 @@ pub(crate) fn response(parts: StreamParts, reply: &Reply, shared: &Arc<Shared>) 
         .chain(parts.content)
         .map(Step::Send)
         .collect();
-    match reply.end {
+    match &reply.end {
         StreamEnd::Complete => steps.extend(parts.tail.into_iter().map(Step::Send)),
+        StreamEnd::Error(_) => steps.extend(parts.error.into_iter().map(Step::Send)),
         StreamEnd::Hang => steps.push_back(Step::Stall),
         StreamEnd::Disconnect => steps.push_back(Step::Abort),
     }

@@ -197,3 +197,48 @@ async fn count_tokens_models_and_root_probe() {
     assert!(paths.contains(&"/v1/nope".to_string()));
     assert!(mock.model_requests().is_empty());
 }
+
+#[tokio::test]
+async fn stream_thinking_block_and_error_event() {
+    let mock = MockProvider::start().await;
+    mock.push(
+        Reply::text("a")
+            .with_reasoning("hmm")
+            .then_error(529, "Overloaded"),
+    );
+    let events = post_sse(
+        &format!("{}/messages", mock.base_url()),
+        json!({"model": "c", "stream": true, "max_tokens": 5, "messages": []}),
+    )
+    .await;
+    let d: Vec<Value> = events.iter().map(|e| e.json()).collect();
+    assert_eq!(
+        d[2]["content_block"],
+        json!({"type": "thinking", "thinking": ""})
+    );
+    assert_eq!(
+        d[3]["delta"],
+        json!({"type": "thinking_delta", "thinking": "hmm"})
+    );
+    assert_eq!(d[4]["delta"]["type"], "signature_delta");
+    assert_eq!(d[5]["type"], "content_block_stop");
+    assert_eq!(d[6]["index"], 1);
+    assert_eq!(events.last().unwrap().event.as_deref(), Some("error"));
+    assert_eq!(
+        *d.last().unwrap(),
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    );
+
+    mock.push(Reply::text("b").with_reasoning("deep"));
+    let v: Value = post(
+        &format!("{}/messages", mock.base_url()),
+        json!({"model": "c", "max_tokens": 5, "messages": []}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(v["content"][0]["type"], "thinking");
+    assert_eq!(v["content"][0]["thinking"], "deep");
+    assert_eq!(v["content"][1], json!({"type": "text", "text": "b"}));
+}

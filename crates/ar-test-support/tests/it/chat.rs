@@ -195,3 +195,28 @@ async fn errors_have_openai_shape_and_retry_after() {
     assert_eq!(v["error"]["type"], "server_error");
     assert!(v["error"]["message"].is_string());
 }
+
+#[tokio::test]
+async fn stream_reasoning_and_in_stream_error() {
+    let mock = MockProvider::start().await;
+    mock.push(
+        Reply::text("x")
+            .with_reasoning("think")
+            .then_error(429, "slow down"),
+    );
+    let events = post_sse(
+        &format!("{}/chat/completions", mock.base_url()),
+        json!({"model": "m", "stream": true, "messages": []}),
+    )
+    .await;
+    let chunks: Vec<Value> = events.iter().map(|e| e.json()).collect();
+    assert_eq!(
+        chunks[1]["choices"][0]["delta"]["reasoning_content"],
+        "think"
+    );
+    assert_eq!(chunks[2]["choices"][0]["delta"]["content"], "x");
+    let last = chunks.last().unwrap();
+    assert_eq!(last["error"]["type"], "rate_limit_error");
+    assert_eq!(last["error"]["message"], "slow down");
+    assert!(!events.iter().any(|e| e.data == "[DONE]"));
+}

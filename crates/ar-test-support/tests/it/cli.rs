@@ -124,7 +124,9 @@ async fn codex_exec_accepts_the_responses_stream() {
         return;
     };
     let mock = MockProvider::start().await;
-    mock.set_fallback(Some(Reply::text_deltas(["hi from ", "the mock"])));
+    mock.set_fallback(Some(
+        Reply::text_deltas(["hi from ", "the mock"]).with_reasoning("greeting the user"),
+    ));
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let out = run(

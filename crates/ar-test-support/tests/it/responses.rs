@@ -128,3 +128,48 @@ async fn responses_errors_use_openai_envelope() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["message"], "overloaded");
 }
+
+#[tokio::test]
+async fn stream_reasoning_item_and_failed_event() {
+    let mock = MockProvider::start().await;
+    mock.push(
+        Reply::text("answer")
+            .with_reasoning("plan ")
+            .with_reasoning("it")
+            .then_error(500, "boom"),
+    );
+    let events = post_sse(
+        &format!("{}/responses", mock.base_url()),
+        json!({"model": "m", "stream": true, "input": "x"}),
+    )
+    .await;
+    let kinds: Vec<&str> = events.iter().map(|e| e.event.as_deref().unwrap()).collect();
+    assert_eq!(
+        &kinds[..8],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
+            "response.reasoning_summary_part.done",
+        ]
+    );
+    let data: Vec<Value> = events.iter().map(|e| e.json()).collect();
+    assert_eq!(data[2]["item"]["type"], "reasoning");
+    assert_eq!(
+        data[8]["item"]["summary"],
+        json!([{"type": "summary_text", "text": "plan it"}])
+    );
+    assert_eq!(data[9]["output_index"], 1);
+    assert_eq!(*kinds.last().unwrap(), "response.failed");
+    let failed = &data.last().unwrap()["response"];
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(
+        failed["error"],
+        json!({"code": "server_error", "message": "boom"})
+    );
+    assert!(!kinds.contains(&"response.completed"));
+}
