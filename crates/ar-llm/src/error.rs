@@ -24,9 +24,10 @@ pub enum LlmError {
     /// The response stream broke or stalled after it started.
     #[error("stream failed: {0}")]
     Stream(String),
-    /// The vendor reported an error inside an otherwise successful stream.
-    #[error("provider error in stream: {0}")]
-    InStream(String),
+    /// The vendor reported an error inside an otherwise successful stream; `status` is the HTTP
+    /// status its error type stands for (see [`status_for_error_kind`]).
+    #[error("provider error in stream ({status}): {message}")]
+    InStream { status: u16, message: String },
     /// Bytes arrived but did not have the expected shape.
     #[error("invalid response: {0}")]
     Decode(String),
@@ -73,13 +74,48 @@ impl From<LlmError> for ModelError {
             LlmError::Connect(m) | LlmError::Stream(m) | LlmError::Request(m) => {
                 ModelError::Transport(m)
             }
-            LlmError::InStream(m) => ModelError::Unavailable {
-                status: 200,
-                message: m,
-            },
+            LlmError::InStream { status, message } => LlmError::Status {
+                status,
+                message,
+                retry_after: None,
+            }
+            .into(),
             LlmError::Decode(m) => ModelError::InvalidResponse(m),
             LlmError::UnsupportedProvider(p) => ModelError::UnsupportedProvider(p),
         }
+    }
+}
+
+/// The HTTP status a vendor error type/code stands for (OpenAI `type`/`code`, Anthropic
+/// `error.type`); unknown kinds count as server errors (500).
+pub fn status_for_error_kind(kind: &str) -> u16 {
+    match kind {
+        "invalid_request_error" | "invalid_prompt" | "context_length_exceeded" => 400,
+        "authentication_error" | "invalid_api_key" => 401,
+        "permission_error" => 403,
+        "not_found_error" | "model_not_found" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" | "insufficient_quota" => 429,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}
+
+/// An in-stream error from a vendor error object (`{"type"|"code", "message"}`).
+pub(crate) fn in_stream(err: &serde_json::Value) -> LlmError {
+    let kind = err
+        .get("code")
+        .and_then(|c| c.as_str())
+        .or_else(|| err.get("type").and_then(|t| t.as_str()))
+        .unwrap_or_default();
+    let message = err
+        .get("message")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| err.to_string());
+    LlmError::InStream {
+        status: status_for_error_kind(kind),
+        message,
     }
 }
 
@@ -138,6 +174,17 @@ mod tests {
         assert!(e(503).is_retryable());
         assert!(!e(401).is_retryable());
         assert!(!LlmError::Stream("x".into()).is_retryable());
+        let e = in_stream(&serde_json::json!({"type": "overloaded_error", "message": "busy"}));
+        assert!(matches!(
+            ModelError::from(e),
+            ModelError::Unavailable { status: 529, .. }
+        ));
+        let e =
+            in_stream(&serde_json::json!({"code": "context_length_exceeded", "message": "long"}));
+        assert!(matches!(
+            ModelError::from(e),
+            ModelError::Rejected { status: 400, .. }
+        ));
     }
 
     #[test]

@@ -279,11 +279,8 @@ impl StreamParser for Parser {
             }
             "message_stop" => return Ok(true),
             "error" => {
-                let msg = v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error event");
-                return Err(LlmError::InStream(msg.to_string()));
+                let err = v.get("error").unwrap_or(&v);
+                return Err(crate::error::in_stream(err));
             }
             _ => {}
         }

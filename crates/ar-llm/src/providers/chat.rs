@@ -116,12 +116,7 @@ impl StreamParser for Parser {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| LlmError::Decode(format!("chat chunk is not JSON ({e}): {data}")))?;
         if let Some(err) = chunk.get("error") {
-            let msg = err
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| err.to_string());
-            return Err(LlmError::InStream(msg));
+            return Err(crate::error::in_stream(err));
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(usage_from(u));

@@ -239,19 +239,16 @@ impl StreamParser for Parser {
                 return Ok(true);
             }
             "response.failed" => {
-                let msg = v
-                    .pointer("/response/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("response.failed");
-                return Err(LlmError::InStream(msg.to_string()));
+                let err = v
+                    .pointer("/response/error")
+                    .filter(|e| e.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| json!({ "message": "response.failed" }));
+                return Err(crate::error::in_stream(&err));
             }
             "error" => {
-                let msg = v
-                    .get("message")
-                    .or_else(|| v.pointer("/error/message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("error event");
-                return Err(LlmError::InStream(msg.to_string()));
+                let err = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
+                return Err(crate::error::in_stream(err));
             }
             _ => {}
         }

@@ -208,3 +208,52 @@ async fn unknown_provider_is_unsupported() {
     );
     assert_eq!(mock.request_count(), 0);
 }
+
+#[tokio::test]
+async fn in_stream_errors_map_by_vendor_kind_and_are_not_replayed() {
+    let cases = [
+        ("openai_compatible", 429u16),
+        ("openai", 500),
+        ("anthropic", 529),
+    ];
+    for (p, status) in cases {
+        let mock = mock().await;
+        mock.push(Reply::text("so far").then_error(status, "mid-stream trouble"));
+        mock.set_fallback(Some(Reply::text("replayed!")));
+        let (res, deltas) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
+        assert_eq!(
+            res.unwrap_err(),
+            ModelError::Unavailable {
+                status,
+                message: "mid-stream trouble".into()
+            },
+            "{p}"
+        );
+        assert_eq!(deltas, vec![StreamDelta::Text("so far".into())], "{p}");
+        assert_eq!(mock.request_count(), 1, "{p}");
+    }
+}
+
+#[tokio::test]
+async fn reasoning_is_streamed_in_every_wire_format() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.push(
+            Reply::text("answer")
+                .with_reasoning("step ")
+                .with_reasoning("one"),
+        );
+        let (res, deltas) = call(&client(0), &route(p, mock.base_url()), &simple_request()).await;
+        let res = res.unwrap();
+        assert_eq!(res.reasoning, "step one", "{p}");
+        assert_eq!(res.text, "answer", "{p}");
+        assert_eq!(
+            deltas[..2],
+            [
+                StreamDelta::Reasoning("step ".into()),
+                StreamDelta::Reasoning("one".into())
+            ],
+            "{p}"
+        );
+    }
+}
