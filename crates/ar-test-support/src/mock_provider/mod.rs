@@ -16,6 +16,24 @@
 //!   tool-less title-generation request, which consumes a queued reply — prefer auto mode.
 //!
 //! [`AutoScript::shell`] adapts its tool calls to whichever shell tool the client declares.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply, Usage};
+//!
+//! let mock = MockProvider::start().await;
+//! // Scripted, in order: a tool call, then the answer.
+//! mock.push(Reply::tool_call("bash", r#"{"command":"ls"}"#));
+//! mock.push(Reply::text_deltas(["Done", "."]).usage(Usage::new(120, 8).cached(100)));
+//! // Or conversation-driven, for any number of concurrent runs:
+//! mock.auto(AutoScript::five_step("bash"));
+//! let base = mock.base_url(); // http://127.0.0.1:PORT/v1
+//! # let _ = base;
+//! // ... run the client, then assert on what it sent:
+//! let sent = mock.model_requests();
+//! # let _ = sent;
+//! # }
+//! ```
 
 mod anthropic;
 mod auto;
@@ -440,9 +458,21 @@ async fn model_request(
         };
         sse::response(parts, &reply, &shared)
     } else {
-        if reply.end == StreamEnd::Hang {
-            shared.shutdown.cancelled().await;
-            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        // Non-streaming answers have no "middle": a hang never answers, an in-stream error
+        // becomes the HTTP error, a disconnect drops the connection without a response.
+        match &reply.end {
+            StreamEnd::Hang => {
+                shared.shutdown.cancelled().await;
+                return StatusCode::SERVICE_UNAVAILABLE.into_response();
+            }
+            StreamEnd::Error(err) => return error_response(wire, err),
+            StreamEnd::Disconnect => {
+                let body = futures::stream::once(async {
+                    Err::<Bytes, _>(std::io::Error::other("mock provider: scripted disconnect"))
+                });
+                return Response::new(AxumBody::from_stream(body));
+            }
+            StreamEnd::Complete => {}
         }
         let json = match wire {
             WireFormat::ChatCompletions => chat::render_json(&reply, &ctx),

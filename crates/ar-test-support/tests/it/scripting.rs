@@ -389,3 +389,22 @@ async fn five_step_agent_queue_helper() {
     .await;
     assert_eq!(r.status(), 500);
 }
+
+#[tokio::test]
+async fn non_stream_requests_honour_error_and_disconnect_ends() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::text("x").then_error(429, "later"));
+    mock.push(Reply::text("y").then_disconnect());
+    let url = format!("{}/chat/completions", mock.base_url());
+    let r = post(&url, json!({"model": "m", "messages": []})).await;
+    assert_eq!(r.status(), 429);
+    let r = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({"model": "m", "messages": []}))
+        .send()
+        .await;
+    match r {
+        Ok(resp) => assert!(resp.bytes().await.is_err()),
+        Err(_) => {}
+    }
+}
