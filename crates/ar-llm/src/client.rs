@@ -43,6 +43,16 @@ impl WireApi {
             _ => None,
         }
     }
+
+    /// The vendor's public base URL for a provider, used when a route leaves `base_url` empty.
+    pub fn default_base_url(provider: &str) -> Option<&'static str> {
+        match provider {
+            "openai" => Some("https://api.openai.com/v1"),
+            "openrouter" | "openrouter_responses" => Some("https://openrouter.ai/api/v1"),
+            "anthropic" => Some("https://api.anthropic.com"),
+            _ => None,
+        }
+    }
 }
 
 /// Consumes a provider's SSE events and assembles the final answer.
@@ -136,19 +146,26 @@ impl LlmClient {
         request: &ModelRequest,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, LlmError> {
+        let base = if route.base_url.is_empty() {
+            WireApi::default_base_url(&route.provider).ok_or_else(|| {
+                LlmError::Request(format!("route for {:?} has no base_url", route.provider))
+            })?
+        } else {
+            route.base_url.as_str()
+        };
         let (url, body, parser): (String, serde_json::Value, Box<dyn StreamParser>) = match wire {
             WireApi::ChatCompletions => (
-                chat::endpoint(&route.base_url),
+                chat::endpoint(base),
                 chat::body(route, request),
                 Box::new(chat::Parser::default()),
             ),
             WireApi::Responses => (
-                responses::endpoint(&route.base_url),
+                responses::endpoint(base),
                 responses::body(route, request),
                 Box::new(responses::Parser::default()),
             ),
             WireApi::AnthropicMessages => (
-                anthropic::endpoint(&route.base_url),
+                anthropic::endpoint(base),
                 anthropic::body(route, request),
                 Box::new(anthropic::Parser::default()),
             ),
