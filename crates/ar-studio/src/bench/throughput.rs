@@ -72,7 +72,7 @@ async fn run(runtimes: usize, per_runtime: usize) -> Result<ThroughputFigures, S
             backoff_min: Duration::from_millis(20),
             ..LinkConfig::new(format!("http://{}", rig.addr))
         };
-        links.push(LinkClient::start(config, handler.clone()));
+        links.push(LinkClient::start(config, handler.clone()).map_err(|e| e.to_string())?);
         handlers.push(handler);
     }
     let deadline = Instant::now() + Duration::from_secs(30);

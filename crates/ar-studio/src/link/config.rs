@@ -56,4 +56,6 @@ pub enum LinkError {
     Status { what: &'static str, status: u16 },
     #[error("studio link: the stream went silent")]
     Idle,
+    #[error("studio link: started outside a tokio runtime")]
+    NoRuntime,
 }

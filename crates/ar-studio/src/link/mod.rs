@@ -58,8 +58,12 @@ struct Link {
 pub struct LinkClient;
 
 impl LinkClient {
-    /// Starts linking to the studio in the background.
-    pub fn start(config: LinkConfig, handler: Arc<dyn CommandHandler>) -> LinkHandle {
+    /// Starts linking to the studio in the background, on the current tokio runtime.
+    pub fn start(
+        config: LinkConfig,
+        handler: Arc<dyn CommandHandler>,
+    ) -> Result<LinkHandle, LinkError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LinkError::NoRuntime)?;
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .build()
@@ -86,8 +90,8 @@ impl LinkClient {
             caps: Mutex::new(Budget::default()),
             counters: Counters::default(),
         });
-        let task = tokio::spawn(Arc::clone(&link).connect_loop());
-        LinkHandle { link, task }
+        let task = runtime.spawn(Arc::clone(&link).connect_loop());
+        Ok(LinkHandle { link, task })
     }
 }
 

@@ -122,7 +122,10 @@ fn start_with(_s: &Served, cfg: LinkConfig, rec: Arc<Recorder>) -> (LinkHandle, 
         id: "rt".into(),
         rec: rec.clone(),
     });
-    (LinkClient::start(cfg, handler), rec)
+    (
+        LinkClient::start(cfg, handler).expect("inside a runtime"),
+        rec,
+    )
 }
 
 fn cmd(id: &str, input: &str) -> Command {
@@ -419,7 +422,7 @@ async fn the_client_rides_out_a_studio_restart() {
         heartbeat: Duration::ZERO,
         ..LinkConfig::new(format!("http://{addr}"))
     };
-    let link = LinkClient::start(cfg, handler);
+    let link = LinkClient::start(cfg, handler).expect("inside a runtime");
     eventually(|| link.stats().streams_opened == 1).await;
     let _ = stop_tx.send(());
     let _ = first.await;
