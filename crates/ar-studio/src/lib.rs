@@ -2,10 +2,27 @@
 //!
 //! - [`StudioServer`]: the registry of runtimes and the command state machine (the seed's
 //!   `RuntimeServer`), on an injectable [`Clock`], persisting through a [`StudioStore`].
-//! - [`http::router`]: the axum routes under `/api/` (the runtime link and the people API).
+//! - [`http::router`]: the axum routes under `/api/` (the runtime link and the people API),
+//!   or [`http::link_routes`] / [`http::api_routes`] to mount them behind your own guard.
 //! - [`link::LinkClient`]: the runtime side of the protocol, driving a [`link::CommandHandler`].
 //! - [`serve_studio`]: the standalone `agent-runtime studio` server.
 //! - [`bench::run_bench`]: the studio benchmark.
+//!
+//! Embedding, in outline:
+//!
+//! ```text
+//! let studio = StudioServer::with_store(ServerConfig::default(), Arc::new(SystemClock),
+//!                                       Arc::new(SqliteStore::open("studio.db").await?)).await?;
+//! let app = your_router.merge(http::router(studio.clone(), RouterOptions { token, runs }));
+//! // a runtime (this process or another) links to it:
+//! let link = LinkClient::start(LinkConfig::new("http://127.0.0.1:8092"), Arc::new(my_handler))?;
+//! // on shutdown: studio.shutdown().await; link.stop().await;
+//! ```
+//!
+//! Wire notes: frames are `id: …` (when the frame has an id), `event: …`, `data: …` and a
+//! blank line, as [`Frame::encode`] writes them. Besides the reference's `run cancel approve
+//! breakpoints steer ping`, commands addressed to a runtime's thread sessions
+//! ([`StudioServer::enqueue_session`]) travel as `event: session` with the command id as id.
 
 pub mod bench;
 pub mod clock;

@@ -121,11 +121,18 @@ impl LinkHandle {
     }
 
     /// Stops linking: cancels the commands this client started and waits for them.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.link.stop.cancel();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
         self.link.tracker.close();
         self.link.tracker.wait().await;
+    }
+}
+
+impl Drop for LinkHandle {
+    /// A dropped handle stops the link (without waiting for its commands).
+    fn drop(&mut self) {
+        self.link.stop.cancel();
     }
 }
 
