@@ -20,6 +20,9 @@ pub enum StudioError {
     /// A caller-supplied command id outside `[A-Za-z0-9._:-]{1,128}` (400).
     #[error("studio/runtime: invalid command id")]
     InvalidCommandId,
+    /// A session command without a session or with an unknown verb (400).
+    #[error("studio/runtime: invalid session command: {0}")]
+    InvalidSessionCommand(&'static str),
     /// No runtime started the run (404).
     #[error("studio/runtime: no runtime started the run")]
     UnknownRun,

@@ -96,7 +96,9 @@ impl From<StudioError> for ApiError {
             | StudioError::RunFinished
             | StudioError::Connected
             | StudioError::RuntimeBusy => Self::conflict(message),
-            StudioError::InvalidCommandId => Self::bad_request(message),
+            StudioError::InvalidCommandId | StudioError::InvalidSessionCommand(_) => {
+                Self::bad_request(message)
+            }
             StudioError::Store(_) | StudioError::Io(_) => Self::internal(message),
         }
     }

@@ -155,6 +155,14 @@ impl State {
         cfg: &ServerConfig,
         now: DateTime<Utc>,
     ) -> Result<SessionCommand, StudioError> {
+        if sc.session_id.is_empty() {
+            return Err(StudioError::InvalidSessionCommand("session_id is required"));
+        }
+        if ![VERB_DECIDE, VERB_STEER, VERB_CANCEL].contains(&sc.verb.as_str()) {
+            return Err(StudioError::InvalidSessionCommand(
+                "verb must be decide, steer or cancel",
+            ));
+        }
         self.admit_id(runtime_id, &mut sc.command_id, now)?;
         if !sc.run_id.is_empty() {
             self.note_run_command(

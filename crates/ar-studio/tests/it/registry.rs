@@ -506,6 +506,23 @@ async fn session_commands_and_discovery_queries() {
         .expect("session");
     let got = frames(&mut st);
     assert!(got[0].starts_with(&format!("id: {}\nevent: session\ndata: {{", sc.command_id)));
+    for bad in [
+        SessionCommand {
+            verb: "explode".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        },
+        SessionCommand {
+            verb: VERB_STEER.into(),
+            ..Default::default()
+        },
+    ] {
+        assert!(matches!(
+            s.enqueue_session("rt", bad),
+            Err(StudioError::InvalidSessionCommand(_))
+        ));
+    }
+    assert!(frames(&mut st).is_empty());
     assert_eq!(state(&s, &sc.command_id), CommandState::Queued);
 }
 
