@@ -1,1 +1,46 @@
 //! Seed 000: the Runtime trait for CLI coding agents, the subscription lane, composites and remote nodes.
+//!
+//! # For the integrator
+//! - Local CLI agents: [`LocalRuntime::standard`]`(`[`LocalConfig::new`]`(workspace_root))` serves
+//!   `codex`, `claude`, `opencode` and `command`; add `command:NAME` agents with
+//!   [`LocalRuntime::with_named_command`]; point CLIs at a model endpoint with the providers'
+//!   `extra_args` ([`CodexProvider`], [`ClaudeProvider`], [`OpenCodeProvider`], registered with
+//!   [`LocalRuntime::with_provider`]) and the spec's `Env`.
+//! - Dispatch: [`Runtime::dispatch`]`(`[`RunSpec`]`) -> `[`Run`]; then [`Run::events`] (a stream
+//!   ending after `exited`), [`Run::wait`], [`Run::cancel`], [`Run::signal`], [`Run::status`].
+//!   Dropping a running `Run` cancels it.
+//! - Subscription lane: [`SubscriptionRuntime`] over a [`CodexExecutable`]; keep it apart from
+//!   the legacy lane with [`AuthorityMux`].
+//! - Many machines: [`ClusterRouter`] over a local runtime and [`RemoteRuntime`] peers; a
+//!   machine serves its runtime with [`serve_node`]`(`[`NodeConfig`]`, listener, shutdown)`
+//!   ([`NodeConfig::local`] builds the standard node from `--command NAME=PROGRAM` flags).
+//! - [`Gateway`] adds spend caps, a tracer hook and failover; [`FakeRuntime`] replays canned events.
+//! - [`bench::run_bench`] measures dispatch overhead and streaming under load.
+
+pub mod bench;
+pub mod composite;
+pub mod consts;
+pub mod contracts;
+pub mod event;
+pub mod fake;
+pub mod local;
+pub mod node;
+pub mod providers;
+pub mod remote;
+pub mod run;
+pub mod spec;
+pub mod subscription;
+
+pub use composite::{AuthorityMux, ClusterRouter, Gateway, Tracer};
+pub use event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
+pub use fake::{FakeRuntime, FakeScript, FakeStep};
+pub use local::{LocalConfig, LocalRuntime};
+pub use node::{serve_node, NodeConfig, NodeError};
+pub use providers::{
+    ClaudeProvider, CodexProvider, CommandProvider, NamedCommandProvider, OpenCodeProvider,
+    Provider,
+};
+pub use remote::RemoteRuntime;
+pub use run::{DispatchError, Run, RunControl, RunError, RunEvents, RunSink, Runtime};
+pub use spec::{AuthorityMode, RunSpec, SpecError, TextOnlyPolicy};
+pub use subscription::{CodexExecutable, SubscriptionConfig, SubscriptionRuntime};

@@ -1,0 +1,334 @@
+//! `RunEvent`, `EventType`, `Status`, `State` and `ResponseMetadata` with their exact JSON forms and validation.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::consts::*;
+
+/// The kind of a run event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventType {
+    /// The run started (data: the agent).
+    Started,
+    /// A raw stdout line the provider did not classify.
+    Stdout,
+    /// A stderr line.
+    Stderr,
+    /// An assistant message.
+    Message,
+    /// A tool call; data is `{"name","summary"}`.
+    Tool,
+    /// A subagent; data is `{"description","agent"}`.
+    Subagent,
+    /// An error; terminal on the remote protocol.
+    Error,
+    /// The process exited; `code` carries the exit code. Always the last event of a run.
+    Exited,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EventType::Started => "started",
+            EventType::Stdout => "stdout",
+            EventType::Stderr => "stderr",
+            EventType::Message => "message",
+            EventType::Tool => "tool",
+            EventType::Subagent => "subagent",
+            EventType::Error => "error",
+            EventType::Exited => "exited",
+        }
+    }
+}
+
+/// Token usage reported by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderUsage {
+    /// Input tokens.
+    pub input_tokens: i64,
+    /// Cached input tokens (≤ input).
+    pub cached_input_tokens: i64,
+    /// Output tokens (> 0 for a valid response).
+    pub output_tokens: i64,
+    /// Reasoning tokens (≤ output).
+    pub reasoning_tokens: i64,
+}
+
+/// Evidence about what answered a subscription turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResponseMetadata {
+    /// Provider thread id (codex `thread_id`).
+    pub provider_thread_id: String,
+    /// The model asked for.
+    pub requested_model: String,
+    /// Always `unknown`: codex exec does not expose it.
+    pub resolved_model: String,
+    /// Adapter id from the policy.
+    pub selected_adapter_id: String,
+    /// Adapter revision from the policy.
+    pub selected_adapter_revision: String,
+    /// Codex version from the policy.
+    pub selected_codex_version: String,
+    /// Codex executable revision from the policy.
+    pub selected_codex_executable_revision: String,
+    /// Codex schema revision from the policy.
+    pub selected_codex_schema_revision: String,
+    /// Adapter id that ran.
+    pub observed_adapter_id: String,
+    /// Adapter revision that ran.
+    pub observed_adapter_revision: String,
+    /// Codex version that ran.
+    pub observed_codex_version: String,
+    /// Codex executable revision that ran.
+    pub observed_codex_executable_revision: String,
+    /// Codex schema revision that ran.
+    pub observed_codex_schema_revision: String,
+    /// `completed`.
+    pub terminal_status: String,
+    /// `codex_exec_jsonl`.
+    pub usage_source: String,
+    /// Token counts.
+    pub usage: ProviderUsage,
+}
+
+/// Why a `ResponseMetadata` is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid response metadata: {0}")]
+pub struct ResponseMetadataError(pub String);
+
+impl ResponseMetadata {
+    /// Observed identities must equal the selected ones, the resolved model must be
+    /// `unknown`, the status `completed`, the usage source `codex_exec_jsonl`, output
+    /// tokens above 0, cached ≤ input, reasoning ≤ output.
+    pub fn validate(&self) -> Result<(), ResponseMetadataError> {
+        let err = |m: String| Err(ResponseMetadataError(m));
+        if self.provider_thread_id.trim().is_empty() {
+            return err("provider_thread_id is empty".into());
+        }
+        if self.requested_model.trim().is_empty() {
+            return err("requested_model is empty".into());
+        }
+        if self.resolved_model != UNKNOWN_PROVIDER_IDENTITY {
+            return err(format!(
+                "resolved_model must be {UNKNOWN_PROVIDER_IDENTITY:?}, got {:?}",
+                self.resolved_model
+            ));
+        }
+        if self.selected_adapter_id != ADAPTER_CODEX_SUBSCRIPTION {
+            return err(format!(
+                "selected_adapter_id must be {ADAPTER_CODEX_SUBSCRIPTION:?}"
+            ));
+        }
+        for (name, v) in [
+            ("selected_adapter_revision", &self.selected_adapter_revision),
+            (
+                "selected_codex_executable_revision",
+                &self.selected_codex_executable_revision,
+            ),
+            (
+                "selected_codex_schema_revision",
+                &self.selected_codex_schema_revision,
+            ),
+        ] {
+            if !crate::spec::is_sha256_hex(v) {
+                return err(format!("{name} must be a lowercase SHA-256 hex string"));
+            }
+        }
+        if self.selected_codex_version.trim().is_empty() {
+            return err("selected_codex_version is empty".into());
+        }
+        let pairs = [
+            (
+                "adapter_id",
+                &self.selected_adapter_id,
+                &self.observed_adapter_id,
+            ),
+            (
+                "adapter_revision",
+                &self.selected_adapter_revision,
+                &self.observed_adapter_revision,
+            ),
+            (
+                "codex_version",
+                &self.selected_codex_version,
+                &self.observed_codex_version,
+            ),
+            (
+                "codex_executable_revision",
+                &self.selected_codex_executable_revision,
+                &self.observed_codex_executable_revision,
+            ),
+            (
+                "codex_schema_revision",
+                &self.selected_codex_schema_revision,
+                &self.observed_codex_schema_revision,
+            ),
+        ];
+        for (name, sel, obs) in pairs {
+            if sel != obs {
+                return err(format!(
+                    "observed_{name} {obs:?} differs from selected_{name} {sel:?}"
+                ));
+            }
+        }
+        if self.terminal_status != TERMINAL_STATUS_COMPLETED {
+            return err(format!(
+                "terminal_status must be {TERMINAL_STATUS_COMPLETED:?}, got {:?}",
+                self.terminal_status
+            ));
+        }
+        if self.usage_source != USAGE_SOURCE_CODEX_EXEC_JSONL {
+            return err(format!(
+                "usage_source must be {USAGE_SOURCE_CODEX_EXEC_JSONL:?}, got {:?}",
+                self.usage_source
+            ));
+        }
+        let u = &self.usage;
+        if u.input_tokens < 0 || u.cached_input_tokens < 0 || u.reasoning_tokens < 0 {
+            return err("token counts must not be negative".into());
+        }
+        if u.output_tokens <= 0 {
+            return err("output_tokens must be above 0".into());
+        }
+        if u.cached_input_tokens > u.input_tokens {
+            return err("cached_input_tokens exceeds input_tokens".into());
+        }
+        if u.reasoning_tokens > u.output_tokens {
+            return err("reasoning_tokens exceeds output_tokens".into());
+        }
+        Ok(())
+    }
+}
+
+fn is_zero(c: &i32) -> bool {
+    *c == 0
+}
+
+/// One event of a run: `{run_id, type, time, data?, code?, error_code?, response?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEvent {
+    /// The run.
+    pub run_id: String,
+    /// The kind.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// When it happened.
+    pub time: DateTime<Utc>,
+    /// Payload (text, or JSON for `tool`/`subagent`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub data: String,
+    /// Exit code for `exited` (omitted when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub code: i32,
+    /// Machine-readable error code (`chat_authority_violation`, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error_code: String,
+    /// Response evidence of a subscription turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ResponseMetadata>,
+}
+
+impl RunEvent {
+    /// A new event stamped now.
+    pub fn new(run_id: impl Into<String>, kind: EventType, data: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            kind,
+            time: Utc::now(),
+            data: data.into(),
+            code: 0,
+            error_code: String::new(),
+            response: None,
+        }
+    }
+
+    /// An `exited` event with a code.
+    pub fn exited(run_id: impl Into<String>, code: i32) -> Self {
+        let mut e = Self::new(run_id, EventType::Exited, "");
+        e.code = code;
+        e
+    }
+
+    /// An `error` event with an optional code.
+    pub fn error(run_id: impl Into<String>, message: impl Into<String>, code: &str) -> Self {
+        let mut e = Self::new(run_id, EventType::Error, message);
+        e.error_code = code.to_string();
+        e
+    }
+
+    /// A `tool` event with `{"name","summary"}`.
+    pub fn tool(run_id: impl Into<String>, name: &str, summary: &str) -> Self {
+        Self::new(
+            run_id,
+            EventType::Tool,
+            serde_json::json!({"name": name, "summary": summary}).to_string(),
+        )
+    }
+
+    /// A `subagent` event with `{"description","agent"}`.
+    pub fn subagent(run_id: impl Into<String>, description: &str, agent: &str) -> Self {
+        Self::new(
+            run_id,
+            EventType::Subagent,
+            serde_json::json!({"description": description, "agent": agent}).to_string(),
+        )
+    }
+
+    /// True for the events that end a remote stream (`exited`, `error`).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.kind, EventType::Exited | EventType::Error)
+    }
+}
+
+/// The state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Still going.
+    Running,
+    /// Ended with exit code 0 (or the lane's success rule).
+    Succeeded,
+    /// Ended badly.
+    Failed,
+    /// Ended by `cancel`.
+    Canceled,
+}
+
+/// `{state, exit_code, err?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// The state.
+    pub state: State,
+    /// The exit code (-1 when killed by a signal).
+    pub exit_code: i32,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub err: String,
+}
+
+impl Status {
+    /// A running status.
+    pub fn running() -> Self {
+        Self {
+            state: State::Running,
+            exit_code: 0,
+            err: String::new(),
+        }
+    }
+    /// A finished status.
+    pub fn ended(state: State, exit_code: i32, err: impl Into<String>) -> Self {
+        Self {
+            state,
+            exit_code,
+            err: err.into(),
+        }
+    }
+    /// True for succeeded, failed and canceled.
+    pub fn terminal(&self) -> bool {
+        self.state != State::Running
+    }
+}

@@ -1,0 +1,630 @@
+//! Agent providers of the local process runtime: argv builders and stdout line classifiers for codex, claude, opencode and plain commands.
+
+use serde_json::Value;
+
+use crate::event::EventType;
+use crate::run::DispatchError;
+use crate::spec::RunSpec;
+
+/// How to start an agent process for a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderCommand {
+    /// Program (path or name looked up in the child's PATH).
+    pub program: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Keep stdin open as a pipe for `signal`; otherwise stdin is null.
+    pub stdin_open: bool,
+    /// Text written to stdin first (a newline is added), e.g. the prompt of a command agent.
+    pub initial_input: Option<String>,
+    /// Extra environment the provider needs.
+    pub env: Vec<(String, String)>,
+}
+
+/// One classified piece of a stdout line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// Event type.
+    pub kind: EventType,
+    /// Event data.
+    pub data: String,
+}
+
+impl Classified {
+    fn new(kind: EventType, data: impl Into<String>) -> Self {
+        Self {
+            kind,
+            data: data.into(),
+        }
+    }
+    fn tool(name: &str, summary: &str) -> Self {
+        Self::new(
+            EventType::Tool,
+            serde_json::json!({"name": name, "summary": summary}).to_string(),
+        )
+    }
+    fn subagent(description: &str, agent: &str) -> Self {
+        Self::new(
+            EventType::Subagent,
+            serde_json::json!({"description": description, "agent": agent}).to_string(),
+        )
+    }
+}
+
+/// An agent CLI: how to start it and how to read its stdout.
+pub trait Provider: Send + Sync {
+    /// The agent name it serves (`codex`, `claude`, `opencode`, `command`, `command:NAME`).
+    fn agent(&self) -> &str;
+    /// The process to start. Errors here mean nothing is started.
+    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError>;
+    /// Turns one stdout line into events (an unrecognised line becomes `stdout`).
+    fn classify(&self, line: &str) -> Vec<Classified>;
+}
+
+fn model_args(flag: &str, spec: &RunSpec) -> Vec<String> {
+    if spec.model.is_empty() {
+        Vec::new()
+    } else {
+        vec![flag.to_string(), spec.model.clone()]
+    }
+}
+
+fn short(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        match cur.get(*p) {
+            Some(n) => cur = n,
+            None => return "",
+        }
+    }
+    cur.as_str().unwrap_or("")
+}
+
+/// `codex exec --json` (sandbox workspace-write, outside git allowed).
+#[derive(Debug, Clone)]
+pub struct CodexProvider {
+    /// The codex program.
+    pub program: String,
+    /// Extra arguments placed before the prompt (e.g. `-c model_provider=…`).
+    pub extra_args: Vec<String>,
+}
+
+impl Default for CodexProvider {
+    fn default() -> Self {
+        Self {
+            program: "codex".into(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl Provider for CodexProvider {
+    fn agent(&self) -> &str {
+        "codex"
+    }
+    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
+        let mut args: Vec<String> = [
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(model_args("--model", spec));
+        args.extend(self.extra_args.iter().cloned());
+        args.push("--".into());
+        args.push(spec.prompt.clone());
+        Ok(ProviderCommand {
+            program: self.program.clone(),
+            args,
+            stdin_open: false,
+            initial_input: None,
+            env: Vec::new(),
+        })
+    }
+    fn classify(&self, line: &str) -> Vec<Classified> {
+        classify_codex(line)
+    }
+}
+
+/// Classifies one `codex exec --json` line.
+pub fn classify_codex(line: &str) -> Vec<Classified> {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return vec![Classified::new(EventType::Stdout, line)];
+    };
+    let kind = str_at(&v, &["type"]);
+    match kind {
+        "item.completed" => {
+            let item = v.get("item").cloned().unwrap_or(Value::Null);
+            match str_at(&item, &["type"]) {
+                "agent_message" => vec![Classified::new(
+                    EventType::Message,
+                    str_at(&item, &["text"]),
+                )],
+                "command_execution" => {
+                    vec![Classified::tool("shell", str_at(&item, &["command"]))]
+                }
+                "file_change" => {
+                    let paths: Vec<&str> = item
+                        .get("changes")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().map(|c| str_at(c, &["path"])).collect())
+                        .unwrap_or_default();
+                    vec![Classified::tool("apply_patch", &paths.join(", "))]
+                }
+                "mcp_tool_call" => {
+                    let name = format!(
+                        "{}.{}",
+                        str_at(&item, &["server"]),
+                        str_at(&item, &["tool"])
+                    );
+                    vec![Classified::tool(
+                        &name,
+                        &short(&item["arguments"].to_string(), 200),
+                    )]
+                }
+                "web_search" => vec![Classified::tool("web_search", str_at(&item, &["query"]))],
+                "collab_tool_call" => vec![Classified::subagent(
+                    str_at(&item, &["prompt"]),
+                    str_at(&item, &["tool"]),
+                )],
+                "error" => vec![Classified::new(
+                    EventType::Error,
+                    str_at(&item, &["message"]),
+                )],
+                _ => vec![Classified::new(EventType::Stdout, line)],
+            }
+        }
+        "turn.failed" => vec![Classified::new(
+            EventType::Error,
+            str_at(&v, &["error", "message"]),
+        )],
+        "error" => vec![Classified::new(EventType::Error, str_at(&v, &["message"]))],
+        _ => vec![Classified::new(EventType::Stdout, line)],
+    }
+}
+
+/// `claude -p --output-format stream-json --verbose`.
+#[derive(Debug, Clone)]
+pub struct ClaudeProvider {
+    /// The claude program.
+    pub program: String,
+    /// Extra arguments (e.g. `--permission-mode bypassPermissions`).
+    pub extra_args: Vec<String>,
+}
+
+impl Default for ClaudeProvider {
+    fn default() -> Self {
+        Self {
+            program: "claude".into(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl Provider for ClaudeProvider {
+    fn agent(&self) -> &str {
+        "claude"
+    }
+    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
+        let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(model_args("--model", spec));
+        args.extend(self.extra_args.iter().cloned());
+        args.push("--".into());
+        args.push(spec.prompt.clone());
+        Ok(ProviderCommand {
+            program: self.program.clone(),
+            args,
+            stdin_open: false,
+            initial_input: None,
+            env: Vec::new(),
+        })
+    }
+    fn classify(&self, line: &str) -> Vec<Classified> {
+        classify_claude(line)
+    }
+}
+
+fn summarize_tool_input(name: &str, input: &Value) -> String {
+    let pick = [
+        "command",
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "query",
+        "description",
+    ];
+    for key in pick {
+        if let Some(s) = input.get(key).and_then(Value::as_str) {
+            return short(s, 200);
+        }
+    }
+    let _ = name;
+    short(&input.to_string(), 200)
+}
+
+/// Classifies one claude stream-json line: text → `message`, `Task`/`Agent` tool use →
+/// `subagent`, other tool use → `tool`, an error result → `error`.
+pub fn classify_claude(line: &str) -> Vec<Classified> {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return vec![Classified::new(EventType::Stdout, line)];
+    };
+    match str_at(&v, &["type"]) {
+        "assistant" => {
+            let mut out = Vec::new();
+            let content = v
+                .get("message")
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_array);
+            for block in content.into_iter().flatten() {
+                match str_at(block, &["type"]) {
+                    "text" => {
+                        let text = str_at(block, &["text"]);
+                        if !text.is_empty() {
+                            out.push(Classified::new(EventType::Message, text));
+                        }
+                    }
+                    "tool_use" => {
+                        let name = str_at(block, &["name"]);
+                        let input = block.get("input").cloned().unwrap_or(Value::Null);
+                        if name == "Task" || name == "Agent" {
+                            out.push(Classified::subagent(
+                                str_at(&input, &["description"]),
+                                str_at(&input, &["subagent_type"]),
+                            ));
+                        } else {
+                            out.push(Classified::tool(name, &summarize_tool_input(name, &input)));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if out.is_empty() {
+                out.push(Classified::new(EventType::Stdout, line));
+            }
+            out
+        }
+        "result" if v.get("is_error").and_then(Value::as_bool) == Some(true) => {
+            let msg = match str_at(&v, &["result"]) {
+                "" => str_at(&v, &["subtype"]).to_string(),
+                m => m.to_string(),
+            };
+            vec![Classified::new(EventType::Error, msg)]
+        }
+        _ => vec![Classified::new(EventType::Stdout, line)],
+    }
+}
+
+/// `opencode run --format json`.
+#[derive(Debug, Clone)]
+pub struct OpenCodeProvider {
+    /// The opencode program.
+    pub program: String,
+    /// Extra arguments.
+    pub extra_args: Vec<String>,
+}
+
+impl Default for OpenCodeProvider {
+    fn default() -> Self {
+        Self {
+            program: "opencode".into(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl Provider for OpenCodeProvider {
+    fn agent(&self) -> &str {
+        "opencode"
+    }
+    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
+        let mut args: Vec<String> = ["run", "--format", "json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(model_args("-m", spec));
+        args.extend(self.extra_args.iter().cloned());
+        args.push("--".into());
+        args.push(spec.prompt.clone());
+        Ok(ProviderCommand {
+            program: self.program.clone(),
+            args,
+            stdin_open: false,
+            initial_input: None,
+            env: Vec::new(),
+        })
+    }
+    fn classify(&self, line: &str) -> Vec<Classified> {
+        classify_opencode(line)
+    }
+}
+
+/// Classifies one `opencode run --format json` line.
+pub fn classify_opencode(line: &str) -> Vec<Classified> {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return vec![Classified::new(EventType::Stdout, line)];
+    };
+    match str_at(&v, &["type"]) {
+        "text" => {
+            let text = str_at(&v, &["part", "text"]);
+            if text.is_empty() {
+                vec![Classified::new(EventType::Stdout, line)]
+            } else {
+                vec![Classified::new(EventType::Message, text)]
+            }
+        }
+        "tool_use" => {
+            let part = v.get("part").cloned().unwrap_or(Value::Null);
+            let name = str_at(&part, &["tool"]);
+            let title = str_at(&part, &["state", "title"]);
+            let summary = if title.is_empty() {
+                summarize_tool_input(
+                    name,
+                    part.get("state")
+                        .and_then(|s| s.get("input"))
+                        .unwrap_or(&Value::Null),
+                )
+            } else {
+                title.to_string()
+            };
+            if name == "task" {
+                let input = part
+                    .get("state")
+                    .and_then(|s| s.get("input"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                vec![Classified::subagent(
+                    str_at(&input, &["description"]),
+                    str_at(&input, &["subagent_type"]),
+                )]
+            } else {
+                vec![Classified::tool(name, &summary)]
+            }
+        }
+        "error" => {
+            let msg = match str_at(&v, &["error", "data", "message"]) {
+                "" => match str_at(&v, &["error", "message"]) {
+                    "" => v.get("error").map(|e| e.to_string()).unwrap_or_default(),
+                    m => m.to_string(),
+                },
+                m => m.to_string(),
+            };
+            vec![Classified::new(EventType::Error, msg)]
+        }
+        _ => vec![Classified::new(EventType::Stdout, line)],
+    }
+}
+
+/// Any argv; each stdout line is a `message`; stdin stays open for `signal`.
+/// The argv comes from the prompt: a JSON array of strings, or words split like a shell
+/// (single and double quotes, backslash escapes; no expansion).
+#[derive(Debug, Clone, Default)]
+pub struct CommandProvider;
+
+impl Provider for CommandProvider {
+    fn agent(&self) -> &str {
+        "command"
+    }
+    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
+        let argv = parse_argv(&spec.prompt)?;
+        let mut it = argv.into_iter();
+        let Some(program) = it.next() else {
+            return Err(DispatchError::Spec(crate::spec::SpecError::Decode(
+                "command agent needs an argv in Prompt".into(),
+            )));
+        };
+        Ok(ProviderCommand {
+            program,
+            args: it.collect(),
+            stdin_open: true,
+            initial_input: None,
+            env: Vec::new(),
+        })
+    }
+    fn classify(&self, line: &str) -> Vec<Classified> {
+        vec![Classified::new(EventType::Message, line)]
+    }
+}
+
+/// A named command agent (`command:NAME`): runs a fixed program, writes the prompt as the
+/// first line of its stdin, keeps stdin open for `signal`; each stdout line is a `message`.
+#[derive(Debug, Clone)]
+pub struct NamedCommandProvider {
+    agent: String,
+    program: String,
+    args: Vec<String>,
+}
+
+impl NamedCommandProvider {
+    /// `command:NAME` running `program` (a shell-like word list: program then arguments).
+    pub fn new(name: &str, program: &str) -> Result<Self, DispatchError> {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(DispatchError::Spec(crate::spec::SpecError::Decode(
+                format!("command agent name {name:?} must be letters, digits, . _ -"),
+            )));
+        }
+        let mut argv = split_words(program)?.into_iter();
+        let Some(prog) = argv.next() else {
+            return Err(DispatchError::Spec(crate::spec::SpecError::Decode(
+                format!("command agent {name:?} has no program"),
+            )));
+        };
+        Ok(Self {
+            agent: format!("command:{name}"),
+            program: prog,
+            args: argv.collect(),
+        })
+    }
+
+    /// Parses `NAME=PROGRAM` (the node's `--command` flag).
+    pub fn parse_flag(flag: &str) -> Result<Self, DispatchError> {
+        match flag.split_once('=') {
+            Some((name, program)) => Self::new(name.trim(), program.trim()),
+            None => Err(DispatchError::Spec(crate::spec::SpecError::Decode(
+                format!("--command {flag:?} must be NAME=PROGRAM"),
+            ))),
+        }
+    }
+}
+
+impl Provider for NamedCommandProvider {
+    fn agent(&self) -> &str {
+        &self.agent
+    }
+    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
+        Ok(ProviderCommand {
+            program: self.program.clone(),
+            args: self.args.clone(),
+            stdin_open: true,
+            initial_input: Some(spec.prompt.replace('\n', " ")),
+            env: Vec::new(),
+        })
+    }
+    fn classify(&self, line: &str) -> Vec<Classified> {
+        vec![Classified::new(EventType::Message, line)]
+    }
+}
+
+/// Parses a command argv: a JSON array of strings, or shell-like words.
+pub fn parse_argv(prompt: &str) -> Result<Vec<String>, DispatchError> {
+    let t = prompt.trim_start();
+    if t.starts_with('[') {
+        serde_json::from_str::<Vec<String>>(t).map_err(|e| {
+            DispatchError::Spec(crate::spec::SpecError::Decode(format!(
+                "command argv JSON: {e}"
+            )))
+        })
+    } else {
+        split_words(prompt)
+    }
+}
+
+/// Splits words like a POSIX shell without any expansion.
+pub fn split_words(s: &str) -> Result<Vec<String>, DispatchError> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Err(unterminated()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
+                            Some(x) => {
+                                cur.push('\\');
+                                cur.push(x)
+                            }
+                            None => return Err(unterminated()),
+                        },
+                        Some(x) => cur.push(x),
+                        None => return Err(unterminated()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(x) = chars.next() {
+                    cur.push(x);
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+fn unterminated() -> DispatchError {
+    DispatchError::Spec(crate::spec::SpecError::Decode(
+        "unterminated quote in command".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        assert_eq!(
+            split_words(r#"sh -c 'yes | head -n 3' "a b\"c" d\ e"#).unwrap(),
+            vec!["sh", "-c", "yes | head -n 3", "a b\"c", "d e"]
+        );
+        assert!(split_words("'open").is_err());
+        assert_eq!(
+            parse_argv(r#"["/bin/echo","x y"]"#).unwrap(),
+            vec!["/bin/echo", "x y"]
+        );
+    }
+
+    #[test]
+    fn claude_task_is_subagent() {
+        let line = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"},{"type":"tool_use","name":"Task","input":{"description":"look","subagent_type":"explorer"}},{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}}"#;
+        let c = classify_claude(line);
+        assert_eq!(c[0], Classified::new(EventType::Message, "hi"));
+        assert_eq!(c[1].kind, EventType::Subagent);
+        assert_eq!(c[1].data, r#"{"agent":"explorer","description":"look"}"#);
+        assert_eq!(c[2].data, r#"{"name":"Bash","summary":"ls"}"#);
+    }
+
+    #[test]
+    fn codex_lines() {
+        let c = classify_codex(
+            r#"{"type":"item.completed","item":{"id":"i","type":"command_execution","command":"bash -lc ls","status":"completed"}}"#,
+        );
+        assert_eq!(c[0].kind, EventType::Tool);
+        let c = classify_codex(
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"done"}}"#,
+        );
+        assert_eq!(c[0], Classified::new(EventType::Message, "done"));
+        let c = classify_codex("not json");
+        assert_eq!(c[0].kind, EventType::Stdout);
+    }
+}

@@ -1,0 +1,231 @@
+//! `RemoteRuntime`: the client of a node server; dispatches over HTTP and re-emits the node's NDJSON events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::{EventType, RunEvent, State, Status};
+use crate::run::{run_id_for, DispatchError, Run, RunControl, RunError, RunSink, Runtime};
+use crate::spec::RunSpec;
+
+/// Longest NDJSON line accepted from a node.
+pub const MAX_REMOTE_LINE: usize = 4 * 1024 * 1024;
+
+/// Dispatches to a node at `base_url` (e.g. `http://127.0.0.1:8091`).
+#[derive(Debug, Clone)]
+pub struct RemoteRuntime {
+    name: String,
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl RemoteRuntime {
+    /// A client for one node.
+    pub fn new(
+        name: impl Into<String>,
+        base_url: &str,
+        token: impl Into<String>,
+    ) -> Result<Self, DispatchError> {
+        let base = base_url.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(DispatchError::Remote {
+                status: None,
+                message: format!("node url {base_url:?} must be http(s)"),
+            });
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| DispatchError::Remote {
+                status: None,
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            name: format!("remote:{}", name.into()),
+            base,
+            token: token.into(),
+            client,
+        })
+    }
+}
+
+struct RemoteControl {
+    token: CancellationToken,
+    client: reqwest::Client,
+    url: String,
+    auth: String,
+}
+
+#[async_trait]
+impl RunControl for RemoteControl {
+    fn cancel(&self) {
+        if self.token.is_cancelled() {
+            return;
+        }
+        self.token.cancel();
+        let req = self
+            .client
+            .post(format!("{}/cancel", self.url))
+            .bearer_auth(&self.auth);
+        // Best effort: the node also cancels when our stream goes away.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = req.send().await;
+            });
+        }
+    }
+    async fn signal(&self, input: &str) -> Result<(), RunError> {
+        let resp = self
+            .client
+            .post(format!("{}/signal", self.url))
+            .bearer_auth(&self.auth)
+            .body(input.to_string())
+            .send()
+            .await
+            .map_err(|e| RunError::Remote(e.to_string()))?;
+        match resp.status().as_u16() {
+            204 | 200 => Ok(()),
+            404 | 409 => Err(RunError::Finished),
+            s => {
+                let body = resp.text().await.unwrap_or_default();
+                Err(RunError::Remote(format!("HTTP {s}: {body}")))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Runtime for RemoteRuntime {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn dispatch(&self, mut spec: RunSpec) -> Result<Run, DispatchError> {
+        spec.validate_authority()?;
+        let run_id = run_id_for(&spec)?;
+        spec.run_id = run_id.clone();
+        let resp = self
+            .client
+            .post(format!("{}/api/exec", self.base))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/json")
+            .body(spec.to_json())
+            .send()
+            .await
+            .map_err(|e| DispatchError::Remote {
+                status: None,
+                message: e.to_string(),
+            })?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            return Err(DispatchError::Remote {
+                status: Some(status.as_u16()),
+                message: format!("HTTP {}: {}", status.as_u16(), body.trim()),
+            });
+        }
+        let token = CancellationToken::new();
+        let (sink, parts) = RunSink::channel(run_id.clone(), token.clone());
+        let control = Arc::new(RemoteControl {
+            token: token.clone(),
+            client: self.client.clone(),
+            url: format!("{}/api/exec/{}", self.base, run_id),
+            auth: self.token.clone(),
+        });
+        tokio::spawn(relay(resp, sink, token));
+        Ok(Run::new(parts, control))
+    }
+}
+
+async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken) {
+    let run_id = sink.id().to_string();
+    let mut body = resp.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut exited: Option<i32> = None;
+    let mut last_error: Option<String> = None;
+    let mut broken: Option<String> = None;
+    'read: while let Some(chunk) = body.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                broken = Some(format!("reading node stream: {e}"));
+                break;
+            }
+        };
+        buf.extend_from_slice(&chunk);
+        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=pos).collect();
+            let line = &line[..line.len() - 1];
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            match serde_json::from_slice::<RunEvent>(line) {
+                Ok(ev) => {
+                    match ev.kind {
+                        EventType::Exited => exited = Some(ev.code),
+                        EventType::Error => last_error = Some(ev.data.clone()),
+                        _ => {}
+                    }
+                    if ev.kind == EventType::Exited {
+                        // Keep the exited event for `finish`, after the status is set.
+                        break 'read;
+                    }
+                    sink.emit(ev).await;
+                }
+                Err(e) => {
+                    broken = Some(format!("bad event line from node: {e}"));
+                    break 'read;
+                }
+            }
+        }
+        if buf.len() > MAX_REMOTE_LINE {
+            broken = Some("node sent an over-long line".into());
+            break;
+        }
+    }
+    let canceled = token.is_cancelled();
+    match exited {
+        Some(code) => {
+            let status = if canceled {
+                Status::ended(State::Canceled, code, "canceled")
+            } else if code == 0 && last_error.is_none() {
+                Status::ended(State::Succeeded, 0, "")
+            } else {
+                Status::ended(
+                    State::Failed,
+                    code,
+                    last_error.unwrap_or_else(|| format!("exit status {code}")),
+                )
+            };
+            sink.finish(status, vec![RunEvent::exited(&run_id, code)])
+                .await;
+        }
+        None if last_error.is_some() && broken.is_none() => {
+            // The node ended the stream with an `error` event (terminal on the wire).
+            let msg = last_error.unwrap_or_default();
+            let state = if canceled {
+                State::Canceled
+            } else {
+                State::Failed
+            };
+            sink.finish(Status::ended(state, -1, msg), Vec::new()).await;
+        }
+        None => {
+            let msg = broken.unwrap_or_else(|| "node stream ended without a terminal event".into());
+            let state = if canceled {
+                State::Canceled
+            } else {
+                State::Failed
+            };
+            sink.finish(
+                Status::ended(state, -1, msg.clone()),
+                vec![RunEvent::error(&run_id, msg, "")],
+            )
+            .await;
+        }
+    }
+}
