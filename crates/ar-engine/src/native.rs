@@ -30,6 +30,10 @@ use crate::records::{
 };
 use crate::transcript::{Decision, LoopState, PendingCall};
 
+/// How long the first streamed deltas of a model call are held back to see whether the whole
+/// answer arrives at once (saving a commit per step); later deltas stream without delay.
+const DELTA_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// How a step's commit ended for the loop.
 enum Flow {
     Continue,
@@ -452,8 +456,25 @@ impl Engine {
         };
         let consume = async {
             let mut stopped = false;
+            let mut first_batch = true;
             while let Some(first) = receiver.recv().await {
                 let mut batch = vec![first];
+                if first_batch {
+                    // A short answer often arrives whole within a few milliseconds; then the
+                    // step's one commit carries its `*_started` events and no delta is needed.
+                    first_batch = false;
+                    let window = tokio::time::sleep(DELTA_COALESCE_WINDOW);
+                    tokio::pin!(window);
+                    loop {
+                        tokio::select! {
+                            next = receiver.recv() => match next {
+                                Some(delta) => batch.push(delta),
+                                None => return Ok(false),
+                            },
+                            _ = &mut window => break,
+                        }
+                    }
+                }
                 while let Ok(next) = receiver.try_recv() {
                     batch.push(next);
                 }

@@ -11,7 +11,12 @@ use crate::state::AppState;
 
 /// Extracts the bearer token ("Bearer" matched case-insensitively, token trimmed).
 fn bearer(request: &Request) -> Option<&str> {
-    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let value = request
+        .headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
@@ -21,9 +26,15 @@ pub fn token_matches(expected: &str, given: &str) -> bool {
     expected.as_bytes().ct_eq(given.as_bytes()).into()
 }
 
-pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+pub async fn require_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
     if let Some(expected) = &state.service_token {
-        let accepted = bearer(&request).map(|given| token_matches(expected.expose(), given)).unwrap_or(false);
+        let accepted = bearer(&request)
+            .map(|given| token_matches(expected.expose(), given))
+            .unwrap_or(false);
         if !accepted {
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized"));
         }

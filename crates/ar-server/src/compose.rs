@@ -25,7 +25,13 @@ use tokio_util::sync::CancellationToken;
 use crate::state::{AppState, RuntimeFacts};
 
 /// Providers the model client speaks (ChatGPT subscriptions are not enabled).
-const SERVED_PROVIDERS: &[&str] = &["openai", "openai_compatible", "anthropic", "openrouter", "openrouter_responses"];
+const SERVED_PROVIDERS: &[&str] = &[
+    "openai",
+    "openai_compatible",
+    "anthropic",
+    "openrouter",
+    "openrouter_responses",
+];
 
 /// The host tool catalog plus the runtime-control tools the engine executes itself.
 struct WithControlTools(ar_tools::HostToolHost);
@@ -67,7 +73,10 @@ pub struct Service {
 /// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
 fn data_dir(settings: &ServiceSettings) -> PathBuf {
     if let StoreSettings::Sqlite { dsn } = &settings.store {
-        let path = dsn.strip_prefix("sqlite://").or_else(|| dsn.strip_prefix("sqlite:")).unwrap_or(dsn);
+        let path = dsn
+            .strip_prefix("sqlite://")
+            .or_else(|| dsn.strip_prefix("sqlite:"))
+            .unwrap_or(dsn);
         let path = path.split('?').next().unwrap_or(path);
         if let Some(parent) = Path::new(path).parent() {
             if !parent.as_os_str().is_empty() {
@@ -78,7 +87,9 @@ fn data_dir(settings: &ServiceSettings) -> PathBuf {
     // Memory and PostgreSQL stores keep these files in the user's data directory.
     let base = ar_config::env::process_env("XDG_DATA_HOME")
         .map(PathBuf::from)
-        .or_else(|| ar_config::env::process_env("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+        .or_else(|| {
+            ar_config::env::process_env("HOME").map(|home| PathBuf::from(home).join(".local/share"))
+        })
         .unwrap_or_else(std::env::temp_dir);
     base.join("agent-runtime")
 }
@@ -112,7 +123,9 @@ fn write_private(path: &Path, value: &str) -> anyhow::Result<()> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    let mut file = options.open(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
     file.write_all(value.as_bytes())?;
     Ok(())
 }
@@ -125,7 +138,11 @@ fn app_policies(apps: &AppConfig) -> HashMap<String, AppPolicy> {
                 model_endpoints: app
                     .model_endpoint_bindings()
                     .into_iter()
-                    .map(|endpoint| ApprovedEndpoint { id: endpoint.id, base_url: endpoint.base_url, auth_mode: endpoint.auth_mode })
+                    .map(|endpoint| ApprovedEndpoint {
+                        id: endpoint.id,
+                        base_url: endpoint.base_url,
+                        auth_mode: endpoint.auth_mode,
+                    })
                     .collect(),
                 require_run_model_credentials: app.require_run_model_credentials,
             };
@@ -134,14 +151,30 @@ fn app_policies(apps: &AppConfig) -> HashMap<String, AppPolicy> {
         .collect()
 }
 
-fn provider_facts(settings: &ServiceSettings, credentials: bool) -> (Vec<ar_wire::ProviderCapability>, HashMap<String, ProviderDefaults>) {
+fn provider_facts(
+    settings: &ServiceSettings,
+    credentials: bool,
+) -> (
+    Vec<ar_wire::ProviderCapability>,
+    HashMap<String, ProviderDefaults>,
+) {
     let models = &settings.models;
     let mut defaults = HashMap::new();
     let mut providers = Vec::new();
     for (name, provider, protocol, controls) in [
-        ("openai", &models.openai, "responses", vec!["reasoning_effort", "service_tier"]),
+        (
+            "openai",
+            &models.openai,
+            "responses",
+            vec!["reasoning_effort", "service_tier"],
+        ),
         ("anthropic", &models.anthropic, "anthropic_messages", vec![]),
-        ("openrouter", &models.openrouter, "responses", vec!["reasoning_effort", "openrouter"]),
+        (
+            "openrouter",
+            &models.openrouter,
+            "responses",
+            vec!["reasoning_effort", "openrouter"],
+        ),
     ] {
         let default_model = ar_config::env::default_native_model(name).to_string();
         if provider.configured() {
@@ -184,7 +217,10 @@ fn provider_facts(settings: &ServiceSettings, credentials: bool) -> (Vec<ar_wire
 
 impl Service {
     /// Builds every adapter. `listen_addr` decides whether anonymous/dev modes are allowed.
-    pub async fn build(settings: ServiceSettings, listen_addr: SocketAddr) -> anyhow::Result<Service> {
+    pub async fn build(
+        settings: ServiceSettings,
+        listen_addr: SocketAddr,
+    ) -> anyhow::Result<Service> {
         let dir = data_dir(&settings);
         let dev_mode = settings.service_token.is_none() && !settings.allow_anonymous;
 
@@ -201,7 +237,9 @@ impl Service {
             tracing::warn!("serving without authentication (AGENT_RUNTIME_ALLOW_ANONYMOUS); local development only");
             None
         } else {
-            let token = keep_file(&dir, "service-token", || format!("ar_dev_{}", random_hex(24)))?;
+            let token = keep_file(&dir, "service-token", || {
+                format!("ar_dev_{}", random_hex(24))
+            })?;
             generated_token_path = Some(dir.join("service-token"));
             Some(Secret::new(token))
         };
@@ -215,20 +253,29 @@ impl Service {
         // Run credentials: the configured key, or (single-node development) one kept beside the db.
         let key_material: Option<Vec<u8>> = match &settings.models.credential_encryption_key {
             Some(key) => Some(key.bytes().to_vec()),
-            None if dev_mode || matches!(settings.store, StoreSettings::Sqlite { .. } | StoreSettings::Memory) => {
+            None if dev_mode
+                || matches!(
+                    settings.store,
+                    StoreSettings::Sqlite { .. } | StoreSettings::Memory
+                ) =>
+            {
                 let text = keep_file(&dir, "credential-key", || random_hex(32))?;
                 Some(hex::decode(text.trim()).context("credential-key file is not hex")?)
             }
             None => None,
         };
         let sealer = match key_material {
-            Some(material) => Some(Arc::new(Sealer::from_key_material(&material).context("credential key")?)),
+            Some(material) => Some(Arc::new(
+                Sealer::from_key_material(&material).context("credential key")?,
+            )),
             None => None,
         };
 
         let instance_id = match (&settings.instance_id, &settings.store) {
             (Some(id), _) => id.clone(),
-            (None, StoreSettings::Sqlite { .. }) => keep_file(&dir, "instance-id", || ar_core::ids::new_id("inst"))?,
+            (None, StoreSettings::Sqlite { .. }) => {
+                keep_file(&dir, "instance-id", || ar_core::ids::new_id("inst"))?
+            }
             (None, _) => ar_core::ids::new_id("inst"),
         };
 
@@ -239,12 +286,18 @@ impl Service {
         let tools = Arc::new(WithControlTools(
             ar_tools::HostToolHost::from_app_config(&settings.app_config).context("host tools")?,
         ));
-        let context = Arc::new(ar_tools::ContextRouter::from_app_config(&settings.app_config).context("context endpoints")?);
+        let context = Arc::new(
+            ar_tools::ContextRouter::from_app_config(&settings.app_config)
+                .context("context endpoints")?,
+        );
         let config = EngineConfig {
             instance_id,
             apps: app_policies(&apps),
             providers: provider_defaults,
-            served_providers: SERVED_PROVIDERS.iter().map(|name| name.to_string()).collect(),
+            served_providers: SERVED_PROVIDERS
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
             default_provider: settings.models.native_provider.clone(),
             credentials_enabled: sealer.is_some(),
             ..EngineConfig::default()
@@ -278,15 +331,28 @@ impl Service {
             apps: apps.clone(),
             service_token: service_token.clone(),
             facts: Arc::new(facts),
-            http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()?,
         };
         let background = CancellationToken::new();
         start_callbacks(&apps, store, bus, &background);
-        Ok(Service { state, engine, service_token, generated_token_path, shutdown_grace: SHUTDOWN_GRACE, background })
+        Ok(Service {
+            state,
+            engine,
+            service_token,
+            generated_token_path,
+            shutdown_grace: SHUTDOWN_GRACE,
+            background,
+        })
     }
 
     /// Serves until `shutdown` resolves, then drains.
-    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
         self.engine.start_background();
         let router = crate::router(self.state.clone());
         let engine = self.engine.clone();
@@ -298,6 +364,13 @@ impl Service {
             stop_signal.cancel();
         });
         let stopped = stop.clone();
+        // Small SSE frames and JSON answers must not wait for Nagle's algorithm.
+        let listener =
+            axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "could not set TCP_NODELAY");
+                }
+            });
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 stopped.cancelled().await;
@@ -312,7 +385,12 @@ impl Service {
 }
 
 /// Per-app event callbacks, delivered through the durable outbox.
-fn start_callbacks(apps: &AppConfig, store: Arc<dyn Store>, bus: Arc<Bus>, cancel: &CancellationToken) {
+fn start_callbacks(
+    apps: &AppConfig,
+    store: Arc<dyn Store>,
+    bus: Arc<Bus>,
+    cancel: &CancellationToken,
+) {
     let mut targets = Vec::new();
     for (app_id, app) in &apps.apps {
         for callback in &app.event_callbacks {
@@ -329,7 +407,9 @@ fn start_callbacks(apps: &AppConfig, store: Arc<dyn Store>, bus: Arc<Bus>, cance
     if targets.is_empty() {
         return;
     }
-    let render: ar_events::RenderFn = Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default());
+    let render: ar_events::RenderFn = Arc::new(|event| {
+        serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default()
+    });
     let dispatcher = match ar_events::CallbackDispatcher::new(store, render, targets) {
         Ok(dispatcher) => dispatcher.wake_on(&bus),
         Err(error) => {

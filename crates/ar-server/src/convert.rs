@@ -24,7 +24,10 @@ pub fn target_to_wire(target: &TargetRef) -> ar_wire::TargetRef {
         display: target
             .display
             .as_ref()
-            .map(|display| ar_wire::TargetDisplay { title: display.title.clone(), url: display.url.clone() }),
+            .map(|display| ar_wire::TargetDisplay {
+                title: display.title.clone(),
+                url: display.url.clone(),
+            }),
         metadata: target.metadata.clone().unwrap_or_default(),
     }
 }
@@ -33,7 +36,10 @@ pub fn target_from_wire(target: ar_wire::TargetRef) -> TargetRef {
     TargetRef {
         target_type: target.target_type,
         id: target.id,
-        display: target.display.map(|display| TargetDisplay { title: display.title, url: display.url }),
+        display: target.display.map(|display| TargetDisplay {
+            title: display.title,
+            url: display.url,
+        }),
         metadata: option_map(target.metadata),
     }
 }
@@ -120,12 +126,18 @@ fn model_to_wire(model: &RunModel) -> ar_wire::RunModel {
     ar_wire::RunModel {
         provider: model.provider.clone(),
         model: model.model.clone(),
-        endpoint: model.endpoint.as_ref().map(|endpoint| ar_wire::ModelEndpoint {
-            id: endpoint.id.clone(),
-            base_url: endpoint.base_url.clone(),
-            auth_mode: endpoint.auth_mode.clone(),
-        }),
-        controls: model.controls.as_ref().and_then(|controls| serde_json::from_value(controls.clone()).ok()),
+        endpoint: model
+            .endpoint
+            .as_ref()
+            .map(|endpoint| ar_wire::ModelEndpoint {
+                id: endpoint.id.clone(),
+                base_url: endpoint.base_url.clone(),
+                auth_mode: endpoint.auth_mode.clone(),
+            }),
+        controls: model
+            .controls
+            .as_ref()
+            .and_then(|controls| serde_json::from_value(controls.clone()).ok()),
     }
 }
 
@@ -138,7 +150,9 @@ fn model_from_wire(model: ar_wire::RunModel) -> RunModel {
             base_url: endpoint.base_url,
             auth_mode: endpoint.auth_mode,
         }),
-        controls: model.controls.and_then(|controls| serde_json::to_value(controls).ok()),
+        controls: model
+            .controls
+            .and_then(|controls| serde_json::to_value(controls).ok()),
     }
 }
 
@@ -178,7 +192,10 @@ pub fn run_to_wire(run: &Run) -> ar_wire::AgentRun {
             turn_policy: turn_policy_to_wire(&run.input.turn_policy),
         },
         output_summary: Some(Value::Object(run.output_summary.clone())),
-        workspace_lease: run.workspace_lease.as_ref().and_then(|lease| serde_json::from_value(lease.clone()).ok()),
+        workspace_lease: run
+            .workspace_lease
+            .as_ref()
+            .and_then(|lease| serde_json::from_value(lease.clone()).ok()),
         error_message: run.error_message.clone(),
         started_at: run.started_at,
         completed_at: run.completed_at,
@@ -293,7 +310,11 @@ pub fn tool_to_wire(tool: &ToolDefinition, with_risk: bool) -> ar_wire::Tool {
         category: tool.category.clone(),
         input_schema: tool.input_schema.clone(),
         mutating: tool.mutating,
-        risk_level: if with_risk { tool.effective_risk().as_str().to_string() } else { String::new() },
+        risk_level: if with_risk {
+            tool.effective_risk().as_str().to_string()
+        } else {
+            String::new()
+        },
         supported_target_types: tool.supported_target_types.clone(),
     }
 }
@@ -325,7 +346,10 @@ fn first_string(data: &JsonMap, keys: &[&str]) -> String {
 pub fn event_to_v2(event: &StoredEvent) -> ar_wire::EventEnvelope {
     let mut envelope = event_to_v1(event);
     envelope.schema_version = "2".to_string();
-    envelope.segment_id = first_string(&event.data, &["segment_id", "message_id", "tool_call_id", "activity_id"]);
+    envelope.segment_id = first_string(
+        &event.data,
+        &["segment_id", "message_id", "tool_call_id", "activity_id"],
+    );
     envelope.turn_id = first_string(&event.data, &["turn_id", "parent_message_id"]);
     if envelope.turn_id.is_empty() && event.event_type.starts_with("assistant_message") {
         envelope.turn_id = envelope.segment_id.clone();
@@ -335,7 +359,13 @@ pub fn event_to_v2(event: &StoredEvent) -> ar_wire::EventEnvelope {
 }
 
 /// The bare form of a transient event.
-pub fn transient_to_wire(app_id: &str, run_id: &str, host_run_id: &str, event_type: &str, data: &JsonMap) -> ar_wire::Event {
+pub fn transient_to_wire(
+    app_id: &str,
+    run_id: &str,
+    host_run_id: &str,
+    event_type: &str,
+    data: &JsonMap,
+) -> ar_wire::Event {
     ar_wire::Event {
         app_id: app_id.to_string(),
         run_id: run_id.to_string(),

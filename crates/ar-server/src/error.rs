@@ -1,11 +1,11 @@
 //! The API error type (status + `{"error": "…"}` body) and a JSON body extractor whose every
 //! rejection is a clear 4xx in that same shape.
 
+use ar_engine::EngineError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use ar_engine::EngineError;
 use serde::de::DeserializeOwned;
 
 /// An error answer. Internal details are logged, never sent.
@@ -17,7 +17,10 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into() }
+        ApiError {
+            status,
+            message: message.into(),
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -36,7 +39,12 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&ar_wire::ErrorBody::new(self.message)).unwrap_or_default();
-        (self.status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        (
+            self.status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
     }
 }
 
@@ -45,7 +53,9 @@ impl From<EngineError> for ApiError {
         match error {
             EngineError::Invalid(message) => ApiError::bad_request(message),
             EngineError::NotFound(message) => ApiError::not_found(message),
-            EngineError::ShuttingDown => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "runtime is shutting down"),
+            EngineError::ShuttingDown => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "runtime is shutting down")
+            }
             EngineError::Store(error) => {
                 tracing::error!(%error, "store error");
                 ApiError::internal()
@@ -77,20 +87,26 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is too large")
-            } else {
-                ApiError::bad_request(format!("could not read request body: {rejection}"))
-            }
-        })?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is too large")
+                } else {
+                    ApiError::bad_request(format!("could not read request body: {rejection}"))
+                }
+            })?;
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
         let mut deserializer = serde_json::Deserializer::from_slice(text);
         let value = T::deserialize(&mut deserializer)
             .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))?;
-        deserializer
-            .end()
-            .map_err(|_| ApiError::bad_request("invalid request body: trailing data after the JSON value"))?;
+        deserializer.end().map_err(|_| {
+            ApiError::bad_request("invalid request body: trailing data after the JSON value")
+        })?;
         Ok(ApiJson(value))
     }
 }
@@ -98,7 +114,12 @@ where
 /// A JSON answer with a status.
 pub fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
-        Ok(body) => (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Ok(body) => (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
         Err(error) => {
             tracing::error!(%error, "response serialization failed");
             ApiError::internal().into_response()

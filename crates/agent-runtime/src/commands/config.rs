@@ -23,7 +23,9 @@ pub enum ConfigAction {
 fn load(source: Option<String>) -> anyhow::Result<AppConfig> {
     let source = source
         .or_else(|| process_env("AGENT_RUNTIME_APP_CONFIG"))
-        .ok_or_else(|| anyhow::anyhow!("no configuration given (argument or AGENT_RUNTIME_APP_CONFIG)"))?;
+        .ok_or_else(|| {
+            anyhow::anyhow!("no configuration given (argument or AGENT_RUNTIME_APP_CONFIG)")
+        })?;
     AppConfig::load(&source, &process_env).map_err(|diagnostics| {
         let lines: Vec<String> = diagnostics.iter().map(|d| format!("  {d}")).collect();
         anyhow::anyhow!("{} problem(s):\n{}", diagnostics.len(), lines.join("\n"))
@@ -39,7 +41,10 @@ pub fn run(action: ConfigAction) -> anyhow::Result<()> {
         }
         ConfigAction::Doctor { source, app_id } => {
             let config = load(Some(source))?;
-            let app = config.apps.get(&app_id).ok_or_else(|| anyhow::anyhow!("app {app_id} is not configured"))?;
+            let app = config
+                .apps
+                .get(&app_id)
+                .ok_or_else(|| anyhow::anyhow!("app {app_id} is not configured"))?;
             print!("{}", app.doctor_report().render());
             Ok(())
         }

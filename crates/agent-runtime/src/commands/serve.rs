@@ -39,7 +39,11 @@ pub async fn run() -> anyhow::Result<()> {
     let service = ar_server::Service::build(settings, addr).await?;
     if let (Some(token), Some(path)) = (&service.service_token, &service.generated_token_path) {
         // The one place a token is shown: the operator's own terminal, at start.
-        eprintln!("development service token (saved to {}):\n  {}", path.display(), token.expose());
+        eprintln!(
+            "development service token (saved to {}):\n  {}",
+            path.display(),
+            token.expose()
+        );
     }
     eprintln!("agent runtime listening on http://{addr}");
     service.serve(listener, shutdown_signal()).await

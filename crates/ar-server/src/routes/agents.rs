@@ -16,7 +16,10 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
     Ok(json(StatusCode::OK, &body))
 }
 
-pub async fn create(State(state): State<AppState>, ApiJson(agent): ApiJson<ar_wire::Agent>) -> ApiResult<Response> {
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(agent): ApiJson<ar_wire::Agent>,
+) -> ApiResult<Response> {
     if agent.app_id.trim().is_empty() {
         return Err(ApiError::bad_request("app_id is required"));
     }
@@ -24,7 +27,11 @@ pub async fn create(State(state): State<AppState>, ApiJson(agent): ApiJson<ar_wi
     Ok(json(StatusCode::CREATED, &agent_to_wire(&created)))
 }
 
-pub async fn get(State(state): State<AppState>, RunPath(agent_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn get(
+    State(state): State<AppState>,
+    RunPath(agent_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let agent = state
         .store
@@ -49,6 +56,10 @@ pub async fn upsert(
     }
     agent.id = agent_id;
     let (saved, created) = state.engine.upsert_agent(agent_from_wire(agent)).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok(json(status, &agent_to_wire(&saved)))
 }

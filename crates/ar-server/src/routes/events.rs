@@ -3,12 +3,12 @@
 
 use std::convert::Infallible;
 
+use ar_core::event::{kind, LiveEvent};
+use ar_events::sse;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use ar_core::event::{kind, LiveEvent};
-use ar_events::sse;
 use futures::StreamExt;
 
 use super::params::{Params, RunPath};
@@ -20,13 +20,27 @@ use crate::state::AppState;
 fn frame_for(event: &LiveEvent, v2: bool) -> String {
     match event {
         LiveEvent::Persisted(stored) => {
-            let envelope = if v2 { event_to_v2(stored) } else { event_to_v1(stored) };
+            let envelope = if v2 {
+                event_to_v2(stored)
+            } else {
+                event_to_v1(stored)
+            };
             let data = serde_json::to_string(&envelope).unwrap_or_default();
             sse::frame(Some(stored.sequence_no), &stored.event_type, &data)
         }
-        LiveEvent::Transient { app_id, run_id, host_run_id, event_type, data } => {
+        LiveEvent::Transient {
+            app_id,
+            run_id,
+            host_run_id,
+            event_type,
+            data,
+        } => {
             let body = transient_to_wire(app_id, run_id, host_run_id, event_type, data);
-            sse::frame(None, event_type, &serde_json::to_string(&body).unwrap_or_default())
+            sse::frame(
+                None,
+                event_type,
+                &serde_json::to_string(&body).unwrap_or_default(),
+            )
         }
     }
 }
@@ -41,18 +55,30 @@ pub async fn stream_v1(
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = load(&state, &app_id, &run_id).await?;
-    let last_event_id = headers.get("last-event-id").and_then(|value| value.to_str().ok());
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok());
     let cursor = sse::resume_cursor(last_event_id, params.get("after_sequence"));
     let v2 = state.is_v2_app(&app_id);
-    let events = ar_events::replay::stream_run_events(state.store.clone(), &state.bus, &app_id, &run.id, cursor);
+    let events = ar_events::replay::stream_run_events(
+        state.store.clone(),
+        &state.bus,
+        &app_id,
+        &run.id,
+        cursor,
+    );
     let frames = events.map(move |event| {
-        let terminal = matches!(&event, LiveEvent::Persisted(stored) if kind::is_terminal(&stored.event_type));
+        let terminal =
+            matches!(&event, LiveEvent::Persisted(stored) if kind::is_terminal(&stored.event_type));
         (frame_for(&event, v2), terminal)
     });
     let body_stream = async_stream(frames);
     let mut response = Response::new(Body::from_stream(body_stream));
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -63,7 +89,10 @@ pub async fn stream_v1(
 fn async_stream(
     frames: impl futures::Stream<Item = (String, bool)> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    let heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + sse::HEARTBEAT_INTERVAL, sse::HEARTBEAT_INTERVAL);
+    let heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + sse::HEARTBEAT_INTERVAL,
+        sse::HEARTBEAT_INTERVAL,
+    );
     let start = futures::stream::once(async { Ok(Bytes::from(sse::comment("connected"))) });
     let state = (Box::pin(frames), heartbeat, false);
     let rest = futures::stream::unfold(state, |(mut frames, mut heartbeat, done)| async move {
@@ -82,24 +111,43 @@ fn async_stream(
 }
 
 /// `GET /v1/runs/{id}/events/history`: every persisted event in sequence order.
-pub async fn history(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn history(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
-    let events = state.store.list_events_after(&app_id, &run_id, 0, None).await?;
-    Ok(json(StatusCode::OK, &events.iter().map(event_to_v1).collect::<Vec<_>>()))
+    let events = state
+        .store
+        .list_events_after(&app_id, &run_id, 0, None)
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &events.iter().map(event_to_v1).collect::<Vec<_>>(),
+    ))
 }
 
 async fn v2_gate(state: &AppState, params: &Params, run_id: &str) -> ApiResult<String> {
     let app_id = params.app_id()?;
     if !state.is_v2_app(&app_id) {
-        return Err(ApiError::not_found("v2 event protocol is not enabled for app"));
+        return Err(ApiError::not_found(
+            "v2 event protocol is not enabled for app",
+        ));
     }
     load(state, &app_id, run_id).await?;
     Ok(app_id)
 }
 
-async fn snapshot(state: &AppState, app_id: &str, run_id: &str) -> ApiResult<ar_wire::StreamStateSnapshot> {
-    let events = state.store.list_events_after(app_id, run_id, 0, None).await?;
+async fn snapshot(
+    state: &AppState,
+    app_id: &str,
+    run_id: &str,
+) -> ApiResult<ar_wire::StreamStateSnapshot> {
+    let events = state
+        .store
+        .list_events_after(app_id, run_id, 0, None)
+        .await?;
     let through = events.last().map(|event| event.sequence_no).unwrap_or(0);
     let envelopes: Vec<serde_json::Value> = events
         .iter()
@@ -116,7 +164,11 @@ async fn snapshot(state: &AppState, app_id: &str, run_id: &str) -> ApiResult<ar_
 }
 
 /// `GET /v2/runs/{id}/events?after_sequence=N[&page_size=K]`.
-pub async fn list_v2(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn list_v2(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = v2_gate(&state, &params, &run_id).await?;
     let after = params.int("after_sequence")?.unwrap_or(0);
     if after < 0 {
@@ -125,11 +177,19 @@ pub async fn list_v2(State(state): State<AppState>, RunPath(run_id): RunPath, pa
     let page_size = params.int("page_size")?;
     if let Some(size) = page_size {
         if !(1..=ar_wire::events::MAX_EVENT_PAGE_SIZE).contains(&size) {
-            return Err(ApiError::bad_request("page_size must be between 1 and 1000"));
+            return Err(ApiError::bad_request(
+                "page_size must be between 1 and 1000",
+            ));
         }
     }
-    let events = state.store.list_events_after(&app_id, &run_id, after, page_size).await?;
-    let next = events.last().map(|event| event.sequence_no).unwrap_or(after);
+    let events = state
+        .store
+        .list_events_after(&app_id, &run_id, after, page_size)
+        .await?;
+    let next = events
+        .last()
+        .map(|event| event.sequence_no)
+        .unwrap_or(after);
     let stream_state_snapshot = if page_size.is_none() && after == 0 {
         Some(snapshot(&state, &app_id, &run_id).await?)
     } else {
@@ -144,7 +204,14 @@ pub async fn list_v2(State(state): State<AppState>, RunPath(run_id): RunPath, pa
 }
 
 /// `GET /v2/runs/{id}/stream-state`.
-pub async fn stream_state(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn stream_state(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = v2_gate(&state, &params, &run_id).await?;
-    Ok(json(StatusCode::OK, &snapshot(&state, &app_id, &run_id).await?))
+    Ok(json(
+        StatusCode::OK,
+        &snapshot(&state, &app_id, &run_id).await?,
+    ))
 }

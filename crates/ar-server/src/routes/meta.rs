@@ -17,7 +17,10 @@ pub async fn healthz() -> Response {
 
 fn static_summary(state: &AppState, app_id: &str) -> ar_wire::AppSummary {
     let Some(app) = state.apps.apps.get(app_id) else {
-        return ar_wire::AppSummary { app_id: app_id.to_string(), ..Default::default() };
+        return ar_wire::AppSummary {
+            app_id: app_id.to_string(),
+            ..Default::default()
+        };
     };
     let components = app
         .components()
@@ -52,15 +55,28 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
     let app_filter = params.get("app_id").map(str::to_string);
     let apps: Vec<ar_wire::AppSummary> = match &app_filter {
         Some(app_id) => vec![static_summary(&state, app_id)],
-        None => state.apps.apps.keys().map(|app_id| static_summary(&state, app_id)).collect(),
+        None => state
+            .apps
+            .apps
+            .keys()
+            .map(|app_id| static_summary(&state, app_id))
+            .collect(),
     };
     let catalog_app = app_filter.clone().unwrap_or_default();
-    let tools = state.engine.catalog(&catalog_app).iter().map(|tool| tool_to_wire(tool, true)).collect();
+    let tools = state
+        .engine
+        .catalog(&catalog_app)
+        .iter()
+        .map(|tool| tool_to_wire(tool, true))
+        .collect();
     let facts = &state.facts;
     let body = ar_wire::Capabilities {
         runtime_kinds: facts.runtime_kinds.clone(),
         providers: facts.providers.clone(),
-        store: ar_wire::StoreInfo { driver: facts.store_driver.clone(), in_memory: facts.store_in_memory },
+        store: ar_wire::StoreInfo {
+            driver: facts.store_driver.clone(),
+            in_memory: facts.store_in_memory,
+        },
         durable: ar_wire::DurableInfo {
             enabled: facts.durable_enabled,
             temporal_address: facts.temporal_address.clone(),
@@ -82,21 +98,39 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
 /// Probes one component URL: any HTTP answer below 500 counts as reachable.
 async fn probe(state: &AppState, component: &mut ar_wire::AppComponent) {
     if component.url.is_empty() {
-        component.status = if component.configured { "ok".into() } else { "not_configured".into() };
+        component.status = if component.configured {
+            "ok".into()
+        } else {
+            "not_configured".into()
+        };
         return;
     }
-    match state.http.get(&component.url).timeout(Duration::from_secs(3)).send().await {
+    match state
+        .http
+        .get(&component.url)
+        .timeout(Duration::from_secs(3))
+        .send()
+        .await
+    {
         Ok(response) => {
             let status = response.status().as_u16();
             component.http_status = i64::from(status);
-            component.status = if status < 500 { "ok".into() } else { "error".into() };
+            component.status = if status < 500 {
+                "ok".into()
+            } else {
+                "error".into()
+            };
             if status >= 500 {
                 component.error = format!("component answered {status}");
             }
         }
         Err(error) => {
             component.status = "unreachable".into();
-            component.error = if error.is_timeout() { "timed out".into() } else { "connection failed".into() };
+            component.error = if error.is_timeout() {
+                "timed out".into()
+            } else {
+                "connection failed".into()
+            };
         }
     }
 }
@@ -104,7 +138,9 @@ async fn probe(state: &AppState, component: &mut ar_wire::AppComponent) {
 pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     if !state.apps.apps.contains_key(&app_id) && !state.apps.apps.is_empty() {
-        return Err(ApiError::bad_request(format!("app {app_id} is not configured")));
+        return Err(ApiError::bad_request(format!(
+            "app {app_id} is not configured"
+        )));
     }
     let mut summary = static_summary(&state, &app_id);
     let mut probes = Vec::new();
@@ -123,8 +159,15 @@ pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiRes
         kind: "store".into(),
         configured: true,
         transport: state.facts.store_driver.clone(),
-        status: if store_ok.is_ok() { "ok".into() } else { "error".into() },
-        error: store_ok.err().map(|_| "store ping failed".to_string()).unwrap_or_default(),
+        status: if store_ok.is_ok() {
+            "ok".into()
+        } else {
+            "error".into()
+        },
+        error: store_ok
+            .err()
+            .map(|_| "store ping failed".to_string())
+            .unwrap_or_default(),
         ..Default::default()
     });
     Ok(json(StatusCode::OK, &summary))

@@ -31,14 +31,29 @@ fn api_routes() -> Router<AppState> {
         .route("/runs/{run_id}/events", get(events::stream_v1))
         .route("/runs/{run_id}/events/history", get(events::history))
         .route("/runs/{run_id}/execution", get(runs::execution))
-        .route("/runs/{run_id}/messages", get(records::list_messages).post(records::append_message))
-        .route("/runs/{run_id}/artifacts", get(records::list_artifacts).post(records::append_artifact))
-        .route("/runs/{run_id}/interactions", get(records::list_interactions))
+        .route(
+            "/runs/{run_id}/messages",
+            get(records::list_messages).post(records::append_message),
+        )
+        .route(
+            "/runs/{run_id}/artifacts",
+            get(records::list_artifacts).post(records::append_artifact),
+        )
+        .route(
+            "/runs/{run_id}/interactions",
+            get(records::list_interactions),
+        )
         .route("/runs/{run_id}/tool-calls", get(records::list_tool_calls))
-        .route("/runs/{run_id}/tools", get(records::list_tools).post(records::call_tool))
+        .route(
+            "/runs/{run_id}/tools",
+            get(records::list_tools).post(records::call_tool),
+        )
         .route("/runs/{run_id}/resume", post(runs::resume))
         .route("/runs/{run_id}/approve", post(runs::approve))
-        .route("/runs/{run_id}/request-changes", post(runs::request_changes))
+        .route(
+            "/runs/{run_id}/request-changes",
+            post(runs::request_changes),
+        )
         .route("/runs/{run_id}/cancel", post(runs::cancel))
         .route("/runs/{run_id}/pause", post(runs::pause))
         .route(
@@ -49,8 +64,14 @@ fn api_routes() -> Router<AppState> {
             "/runs/{run_id}/model-credential",
             put(runs::update_model_credential).delete(runs::revoke_model_credential),
         )
-        .route("/runs/{run_id}/codex-auth/device-code/start", post(runs::codex_auth))
-        .route("/runs/{run_id}/codex-auth/device-code/cancel", post(runs::codex_auth))
+        .route(
+            "/runs/{run_id}/codex-auth/device-code/start",
+            post(runs::codex_auth),
+        )
+        .route(
+            "/runs/{run_id}/codex-auth/device-code/cancel",
+            post(runs::codex_auth),
+        )
 }
 
 fn v2_routes() -> Router<AppState> {
@@ -72,7 +93,9 @@ async fn json_method_not_allowed(response: Response<Body>) -> Response<Body> {
             "method not allowed",
         ));
         if let Some(allow) = parts.headers.get(axum::http::header::ALLOW) {
-            answer.headers_mut().insert(axum::http::header::ALLOW, allow.clone());
+            answer
+                .headers_mut()
+                .insert(axum::http::header::ALLOW, allow.clone());
         }
         return answer;
     }

@@ -23,12 +23,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
 
 impl Params {
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(|value| value.trim()).filter(|value| !value.is_empty())
+        self.0
+            .get(key)
+            .map(|value| value.trim())
+            .filter(|value| !value.is_empty())
     }
 
     /// `app_id` from the query; missing → `400 app_id is required`.
     pub fn app_id(&self) -> Result<String, ApiError> {
-        let app_id = self.get("app_id").ok_or_else(|| ApiError::bad_request("app_id is required"))?;
+        let app_id = self
+            .get("app_id")
+            .ok_or_else(|| ApiError::bad_request("app_id is required"))?;
         ar_core::ids::validate_external_id("app_id", app_id).map_err(ApiError::bad_request)?;
         Ok(app_id.to_string())
     }

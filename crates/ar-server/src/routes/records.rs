@@ -1,21 +1,30 @@
 //! Run records: messages, artifacts, interactions, tool calls, and the run tool gateway.
 
+use ar_engine::NewArtifact;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use ar_engine::NewArtifact;
 
 use super::params::{Params, RunPath};
 use super::runs::load;
-use crate::convert::{artifact_to_wire, interaction_to_wire, message_to_wire, tool_call_to_wire, tool_to_wire};
+use crate::convert::{
+    artifact_to_wire, interaction_to_wire, message_to_wire, tool_call_to_wire, tool_to_wire,
+};
 use crate::error::{json, ApiJson, ApiResult};
 use crate::state::AppState;
 
-pub async fn list_messages(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn list_messages(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
     let rows = state.store.list_messages(&app_id, &run_id).await?;
-    Ok(json(StatusCode::OK, &rows.iter().map(message_to_wire).collect::<Vec<_>>()))
+    Ok(json(
+        StatusCode::OK,
+        &rows.iter().map(message_to_wire).collect::<Vec<_>>(),
+    ))
 }
 
 pub async fn append_message(
@@ -27,16 +36,29 @@ pub async fn append_message(
     let app_id = params.app_id()?;
     let row = state
         .engine
-        .append_message(&app_id, &run_id, &body.role, &body.content, &body.external_actor_id)
+        .append_message(
+            &app_id,
+            &run_id,
+            &body.role,
+            &body.content,
+            &body.external_actor_id,
+        )
         .await?;
     Ok(json(StatusCode::CREATED, &message_to_wire(&row)))
 }
 
-pub async fn list_artifacts(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn list_artifacts(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
     let rows = state.store.list_artifacts(&app_id, &run_id).await?;
-    Ok(json(StatusCode::OK, &rows.iter().map(artifact_to_wire).collect::<Vec<_>>()))
+    Ok(json(
+        StatusCode::OK,
+        &rows.iter().map(artifact_to_wire).collect::<Vec<_>>(),
+    ))
 }
 
 pub async fn append_artifact(
@@ -63,24 +85,44 @@ pub async fn append_artifact(
     Ok(json(StatusCode::CREATED, &artifact_to_wire(&row)))
 }
 
-pub async fn list_interactions(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn list_interactions(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
     let rows = state.store.list_interactions(&app_id, &run_id).await?;
-    Ok(json(StatusCode::OK, &rows.iter().map(interaction_to_wire).collect::<Vec<_>>()))
+    Ok(json(
+        StatusCode::OK,
+        &rows.iter().map(interaction_to_wire).collect::<Vec<_>>(),
+    ))
 }
 
-pub async fn list_tool_calls(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn list_tool_calls(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
     let rows = state.store.list_tool_calls(&app_id, &run_id).await?;
-    Ok(json(StatusCode::OK, &rows.iter().map(tool_call_to_wire).collect::<Vec<_>>()))
+    Ok(json(
+        StatusCode::OK,
+        &rows.iter().map(tool_call_to_wire).collect::<Vec<_>>(),
+    ))
 }
 
-pub async fn list_tools(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn list_tools(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let tools = state.engine.run_tools(&app_id, &run_id).await?;
-    let body = ar_wire::ToolListResponse { tools: tools.iter().map(|tool| tool_to_wire(tool, false)).collect() };
+    let body = ar_wire::ToolListResponse {
+        tools: tools.iter().map(|tool| tool_to_wire(tool, false)).collect(),
+    };
     Ok(json(StatusCode::OK, &body))
 }
 
@@ -91,9 +133,15 @@ pub async fn call_tool(
     ApiJson(body): ApiJson<ar_wire::RunToolCallRequest>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    let result = state.engine.call_run_tool(&app_id, &run_id, &body.tool_name, body.input).await?;
+    let result = state
+        .engine
+        .call_run_tool(&app_id, &run_id, &body.tool_name, body.input)
+        .await?;
     let answer = ar_wire::ToolCallResult {
-        content: vec![ar_wire::ContentItem { item_type: "text".into(), text: result.output.content }],
+        content: vec![ar_wire::ContentItem {
+            item_type: "text".into(),
+            text: result.output.content,
+        }],
         structured_content: result.output.structured,
         is_error: result.output.is_error,
         approval_required: result.approval_required,

@@ -1,10 +1,10 @@
 //! `/v1/runs`: start, list, search, get, execution info, and the lifecycle actions.
 
+use ar_core::RunStatus;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use ar_core::RunStatus;
 
 use super::params::{Params, RunPath};
 use crate::convert::{credential_from_wire, resume_from_wire, run_to_wire, start_run_from_wire};
@@ -20,23 +20,31 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
 
 /// `POST /v1/runs`: strict body (unknown fields are a 400), 1 MiB limit, 202 on admission.
 pub async fn start(State(state): State<AppState>, request: Request) -> ApiResult<Response> {
-    let bytes = Bytes::from_request(request, &state).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is larger than 1 MiB")
-        } else {
-            ApiError::bad_request(format!("could not read request body: {rejection}"))
-        }
-    })?;
+    let bytes = Bytes::from_request(request, &state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body is larger than 1 MiB",
+                )
+            } else {
+                ApiError::bad_request(format!("could not read request body: {rejection}"))
+            }
+        })?;
     if bytes.len() > ar_wire::runs::MAX_START_RUN_BODY_BYTES {
-        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is larger than 1 MiB"));
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body is larger than 1 MiB",
+        ));
     }
     let request: ar_wire::StartRunRequest = {
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde::Deserialize::deserialize(&mut deserializer)
             .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))?;
-        deserializer
-            .end()
-            .map_err(|_| ApiError::bad_request("invalid request body: trailing data after the JSON value"))?;
+        deserializer.end().map_err(|_| {
+            ApiError::bad_request("invalid request body: trailing data after the JSON value")
+        })?;
         value
     };
     let run = state.engine.start_run(start_run_from_wire(request)).await?;
@@ -45,7 +53,9 @@ pub async fn start(State(state): State<AppState>, request: Request) -> ApiResult
 
 pub async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    let limit = params.int("limit")?.unwrap_or(ar_wire::runs::SEARCH_DEFAULT_LIMIT);
+    let limit = params
+        .int("limit")?
+        .unwrap_or(ar_wire::runs::SEARCH_DEFAULT_LIMIT);
     let offset = params.int("offset")?.unwrap_or(0);
     if limit < 0 {
         return Err(ApiError::bad_request("limit must not be negative"));
@@ -53,10 +63,16 @@ pub async fn search(State(state): State<AppState>, params: Params) -> ApiResult<
     if offset < 0 {
         return Err(ApiError::bad_request("offset must not be negative"));
     }
-    let limit = if limit == 0 { ar_wire::runs::SEARCH_DEFAULT_LIMIT } else { limit.min(ar_wire::runs::SEARCH_MAX_LIMIT) };
+    let limit = if limit == 0 {
+        ar_wire::runs::SEARCH_DEFAULT_LIMIT
+    } else {
+        limit.min(ar_wire::runs::SEARCH_MAX_LIMIT)
+    };
     let status = match params.get("status") {
         None => None,
-        Some(text) => Some(RunStatus::parse(text).map_err(|error| ApiError::bad_request(error.to_string()))?),
+        Some(text) => {
+            Some(RunStatus::parse(text).map_err(|error| ApiError::bad_request(error.to_string()))?)
+        }
     };
     let search = ar_core::store::RunSearch {
         app_id,
@@ -66,21 +82,38 @@ pub async fn search(State(state): State<AppState>, params: Params) -> ApiResult<
         offset,
     };
     let (runs, total) = state.store.search_runs(&search).await?;
-    let page = ar_wire::RunPage { items: runs.iter().map(run_to_wire).collect(), total, limit, offset };
+    let page = ar_wire::RunPage {
+        items: runs.iter().map(run_to_wire).collect(),
+        total,
+        limit,
+        offset,
+    };
     Ok(json(StatusCode::OK, &page))
 }
 
 pub(crate) async fn load(state: &AppState, app_id: &str, run_id: &str) -> ApiResult<ar_core::Run> {
-    state.store.get_run(app_id, run_id).await?.ok_or_else(|| ApiError::not_found("run not found"))
+    state
+        .store
+        .get_run(app_id, run_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run not found"))
 }
 
-pub async fn get(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn get(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = load(&state, &app_id, &run_id).await?;
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
-pub async fn execution(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn execution(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = load(&state, &app_id, &run_id).await?;
     let info = ar_wire::RunExecutionInfo {
@@ -95,7 +128,13 @@ pub async fn execution(State(state): State<AppState>, RunPath(run_id): RunPath, 
 
 /// Header aliases: `Idempotency-Key` → `resume_id`, `X-Agent-Runtime-Interaction-ID` → `interaction_id`.
 fn apply_resume_headers(headers: &HeaderMap, request: &mut ar_wire::ResumeRunRequest) {
-    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
     if request.resume_id.trim().is_empty() {
         if let Some(key) = header("idempotency-key") {
             request.resume_id = key.to_string();
@@ -117,7 +156,10 @@ pub async fn resume(
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     apply_resume_headers(&headers, &mut request);
-    let run = state.engine.resume(&app_id, &run_id, resume_from_wire(request)).await?;
+    let run = state
+        .engine
+        .resume(&app_id, &run_id, resume_from_wire(request))
+        .await?;
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
@@ -141,7 +183,10 @@ pub async fn approve(
         ..Default::default()
     };
     apply_resume_headers(&headers, &mut request);
-    let run = state.engine.resume(&app_id, &run_id, resume_from_wire(request)).await?;
+    let run = state
+        .engine
+        .resume(&app_id, &run_id, resume_from_wire(request))
+        .await?;
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
@@ -160,17 +205,28 @@ pub async fn request_changes(
         ..Default::default()
     };
     apply_resume_headers(&headers, &mut request);
-    let run = state.engine.resume(&app_id, &run_id, resume_from_wire(request)).await?;
+    let run = state
+        .engine
+        .resume(&app_id, &run_id, resume_from_wire(request))
+        .await?;
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
-pub async fn cancel(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn cancel(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.cancel(&app_id, &run_id).await?;
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
-pub async fn pause(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn pause(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.pause(&app_id, &run_id).await?;
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
@@ -187,7 +243,13 @@ pub async fn update_model_credential(
         .engine
         .update_model_credential(&app_id, &run_id, credential_from_wire(body.credential))
         .await?;
-    Ok(json(StatusCode::OK, &ar_wire::RunModelCredentialUpdate { run_id: run.id, expires_at }))
+    Ok(json(
+        StatusCode::OK,
+        &ar_wire::RunModelCredentialUpdate {
+            run_id: run.id,
+            expires_at,
+        },
+    ))
 }
 
 pub async fn revoke_model_credential(
@@ -197,8 +259,13 @@ pub async fn revoke_model_credential(
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
-    state.engine.revoke_model_credential(&app_id, &run_id).await?;
-    Ok(axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT))
+    state
+        .engine
+        .revoke_model_credential(&app_id, &run_id)
+        .await?;
+    Ok(axum::response::IntoResponse::into_response(
+        StatusCode::NO_CONTENT,
+    ))
 }
 
 /// Run-scoped MCP servers are not offered yet, so no run has a server to rotate.
@@ -213,12 +280,20 @@ pub async fn update_mcp_credential(
     if run.is_terminal() {
         return Err(ApiError::bad_request("run is terminal"));
     }
-    Err(ApiError::bad_request("mcp server is not attached to this run"))
+    Err(ApiError::bad_request(
+        "mcp server is not attached to this run",
+    ))
 }
 
 /// Legacy Codex device-code login: this runtime has no Codex auth manager.
-pub async fn codex_auth(State(state): State<AppState>, RunPath(run_id): RunPath, params: Params) -> ApiResult<Response> {
+pub async fn codex_auth(
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
+    params: Params,
+) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
-    Err(ApiError::bad_request("codex auth manager is not configured"))
+    Err(ApiError::bad_request(
+        "codex auth manager is not configured",
+    ))
 }

@@ -9,17 +9,35 @@ use crate::harness::*;
 async fn auth_is_required_and_compared_exactly() {
     let mock = MockProvider::start().await;
     let server = TestServer::start(&mock).await;
-    let health = server.client.get(server.url("/healthz")).send().await.unwrap();
+    let health = server
+        .client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
-    assert_eq!(health.json::<serde_json::Value>().await.unwrap()["status"], "ok");
-    for header in [None, Some("Bearer wrong"), Some("Basic abc"), Some("Bearer")] {
-        let mut request = server.client.get(server.url(&format!("/v1/agents?app_id={APP}")));
+    assert_eq!(
+        health.json::<serde_json::Value>().await.unwrap()["status"],
+        "ok"
+    );
+    for header in [
+        None,
+        Some("Bearer wrong"),
+        Some("Basic abc"),
+        Some("Bearer"),
+    ] {
+        let mut request = server
+            .client
+            .get(server.url(&format!("/v1/agents?app_id={APP}")));
         if let Some(value) = header {
             request = request.header("Authorization", value);
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 401, "{header:?}");
-        assert_eq!(response.json::<serde_json::Value>().await.unwrap()["error"], "unauthorized");
+        assert_eq!(
+            response.json::<serde_json::Value>().await.unwrap()["error"],
+            "unauthorized"
+        );
     }
     let ok = server
         .client
@@ -28,7 +46,11 @@ async fn auth_is_required_and_compared_exactly() {
         .send()
         .await
         .unwrap();
-    assert_eq!(ok.status(), 200, "scheme is case-insensitive and /internal aliases /v1");
+    assert_eq!(
+        ok.status(),
+        200,
+        "scheme is case-insensitive and /internal aliases /v1"
+    );
     server.stop().await;
 }
 
@@ -36,15 +58,27 @@ async fn auth_is_required_and_compared_exactly() {
 async fn agents_are_created_updated_and_scoped_by_app() {
     let mock = MockProvider::start().await;
     let server = TestServer::start(&mock).await;
-    let (status, created) = server.post("/v1/agents", json!({"app_id": APP, "name": "Writer", "approval_mode": "mutating_tools"})).await;
+    let (status, created) = server
+        .post(
+            "/v1/agents",
+            json!({"app_id": APP, "name": "Writer", "approval_mode": "mutating_tools"}),
+        )
+        .await;
     assert_eq!(status, 201, "{created}");
     assert!(created["id"].as_str().unwrap().starts_with("agt_"));
     assert_eq!(created["runtime_kind"], "native_sdk");
     assert_eq!(created["default_invocation_mode"], "autonomous");
     let id = created["id"].as_str().unwrap();
-    let (status, _) = server.get(&format!("/v1/agents/{id}?app_id=other_app")).await;
+    let (status, _) = server
+        .get(&format!("/v1/agents/{id}?app_id=other_app"))
+        .await;
     assert_eq!(status, 404, "another app's agent is not found");
-    let (status, updated) = server.put(&format!("/v1/agents/{id}?app_id={APP}"), json!({"name": "Writer 2"})).await;
+    let (status, updated) = server
+        .put(
+            &format!("/v1/agents/{id}?app_id={APP}"),
+            json!({"name": "Writer 2"}),
+        )
+        .await;
     assert_eq!(status, 200, "{updated}");
     assert_eq!(updated["name"], "Writer 2");
     assert_eq!(updated["created_at"], created["created_at"]);
@@ -60,7 +94,12 @@ async fn admission_checks_in_order_and_idempotent_start() {
     let mock = MockProvider::start().await;
     mock.set_fallback(Some(Reply::text("ok")));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("adm", json!({"allowed_tools": ["get_context"], "allowed_targets": ["ticket"]})).await;
+    let agent = server
+        .agent(
+            "adm",
+            json!({"allowed_tools": ["get_context"], "allowed_targets": ["ticket"]}),
+        )
+        .await;
     let base = |extra: serde_json::Value| {
         let mut body = json!({
             "app_id": APP, "agent_id": "adm", "target": {"type": "ticket", "id": "T"},
@@ -74,34 +113,80 @@ async fn admission_checks_in_order_and_idempotent_start() {
     };
     let cases = [
         (json!({"agent_id": "missing"}), 404, "agent not found"),
-        (json!({"target": {"type": "page", "id": "P"}}), 400, "target type"),
-        (json!({"allowed_tools": ["run_command"]}), 400, "may only narrow"),
-        (json!({"target": {"type": "ticket", "id": ""}}), 400, "target.id is required"),
-        (json!({"model_credential": {"type": "none"}}), 400, "does not match the endpoint auth_mode"),
-        (json!({"model": {"provider": "openai_compatible", "model": "m", "endpoint": {"id": "mock", "base_url": "https://evil.example/v1", "auth_mode": "api_key"}}}), 400, "approved model endpoint"),
-        (json!({"turn_policy": {"mode": "forever"}}), 400, "turn_policy.mode"),
+        (
+            json!({"target": {"type": "page", "id": "P"}}),
+            400,
+            "target type",
+        ),
+        (
+            json!({"allowed_tools": ["run_command"]}),
+            400,
+            "may only narrow",
+        ),
+        (
+            json!({"target": {"type": "ticket", "id": ""}}),
+            400,
+            "target.id is required",
+        ),
+        (
+            json!({"model_credential": {"type": "none"}}),
+            400,
+            "does not match the endpoint auth_mode",
+        ),
+        (
+            json!({"model": {"provider": "openai_compatible", "model": "m", "endpoint": {"id": "mock", "base_url": "https://evil.example/v1", "auth_mode": "api_key"}}}),
+            400,
+            "approved model endpoint",
+        ),
+        (
+            json!({"turn_policy": {"mode": "forever"}}),
+            400,
+            "turn_policy.mode",
+        ),
         (json!({"execution_mode": "durable"}), 400, "durable"),
         (json!({"surprise": true}), 400, "unknown field"),
-        (json!({"model": {"provider": "openai_compatible", "model": "m", "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key"}, "controls": {"reasoning_effort": "high"}}}), 400, "reasoning_effort"),
+        (
+            json!({"model": {"provider": "openai_compatible", "model": "m", "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key"}, "controls": {"reasoning_effort": "high"}}}),
+            400,
+            "reasoning_effort",
+        ),
     ];
     for (extra, status, needle) in cases {
         let (got, body) = server.post("/v1/runs", base(extra.clone())).await;
         assert_eq!(got, status, "{extra}: {body}");
-        assert!(body["error"].as_str().unwrap_or_default().contains(needle), "{extra}: {body}");
+        assert!(
+            body["error"].as_str().unwrap_or_default().contains(needle),
+            "{extra}: {body}"
+        );
     }
     let (_, runs) = server.get(&format!("/v1/runs?app_id={APP}")).await;
-    assert_eq!(runs.as_array().unwrap().len(), 0, "rejected admissions change nothing");
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        0,
+        "rejected admissions change nothing"
+    );
 
-    let (first_status, first) = server.post("/v1/runs", base(json!({"host_run_id": "same"}))).await;
-    let (second_status, second) = server.post("/v1/runs", base(json!({"host_run_id": "same"}))).await;
+    let (first_status, first) = server
+        .post("/v1/runs", base(json!({"host_run_id": "same"})))
+        .await;
+    let (second_status, second) = server
+        .post("/v1/runs", base(json!({"host_run_id": "same"})))
+        .await;
     assert_eq!((first_status, second_status), (202, 202));
     assert_eq!(first["id"], second["id"], "idempotent by host_run_id");
     let _ = agent;
-    let (_, page) = server.get(&format!("/v1/runs/search?app_id={APP}&q=same&limit=5")).await;
+    let (_, page) = server
+        .get(&format!("/v1/runs/search?app_id={APP}&q=same&limit=5"))
+        .await;
     assert_eq!(page["total"], 1);
     assert_eq!(page["limit"], 5);
     assert_eq!(page["items"][0]["host_run_id"], "same");
-    let (status, _) = server.get(&format!("/v1/runs/{}?app_id=other_app", first["id"].as_str().unwrap())).await;
+    let (status, _) = server
+        .get(&format!(
+            "/v1/runs/{}?app_id=other_app",
+            first["id"].as_str().unwrap()
+        ))
+        .await;
     assert_eq!(status, 404);
     server.stop().await;
 }
@@ -112,14 +197,26 @@ async fn capabilities_and_app_health_describe_the_runtime() {
     let server = TestServer::start(&mock).await;
     let (status, caps) = server.get(&format!("/v1/capabilities?app_id={APP}")).await;
     assert_eq!(status, 200, "{caps}");
-    assert!(caps["runtime_kinds"].as_array().unwrap().iter().any(|k| k == "native_sdk"));
+    assert!(caps["runtime_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == "native_sdk"));
     assert_eq!(caps["store"]["driver"], "sqlite");
     assert_eq!(caps["service_auth_enabled"], true);
     assert_eq!(caps["apps"][0]["app_id"], APP);
     assert_eq!(caps["apps"][0]["model_endpoints"][0]["id"], "mock");
-    assert!(caps["tools"].as_array().unwrap().iter().any(|t| t["name"] == "get_context"));
+    assert!(caps["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "get_context"));
     let (status, health) = server.get(&format!("/v1/app-health?app_id={APP}")).await;
     assert_eq!(status, 200, "{health}");
-    assert!(health["components"].as_array().unwrap().iter().any(|c| c["name"] == "store" && c["status"] == "ok"));
+    assert!(health["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "store" && c["status"] == "ok"));
     server.stop().await;
 }

@@ -65,19 +65,35 @@ async fn bad_requests_get_clear_4xx_and_change_nothing() {
         (Method::GET, format!("/v2/runs/{run_id}/events?app_id=host_app"), None, 404),
     ];
     for (method, path, body, expected) in raw {
-        let mut request = server.client.request(method.clone(), server.url(&path)).bearer_auth(TOKEN);
+        let mut request = server
+            .client
+            .request(method.clone(), server.url(&path))
+            .bearer_auth(TOKEN);
         if let Some(body) = body.clone() {
-            request = request.header("content-type", "application/json").body(body);
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
         }
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
-        let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap_or_default().to_string());
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or_default().to_string());
         let text = response.text().await.unwrap_or_default();
         assert_eq!(status, expected, "{method} {path}: {text}");
-        assert_eq!(content_type.as_deref(), Some("application/json"), "{method} {path}");
-        let parsed: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"));
+        assert_eq!(
+            content_type.as_deref(),
+            Some("application/json"),
+            "{method} {path}"
+        );
+        let parsed: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"));
         let message = parsed["error"].as_str().unwrap_or_default();
-        assert!(!message.is_empty(), "{method} {path}: no error message: {text}");
+        assert!(
+            !message.is_empty(),
+            "{method} {path}: no error message: {text}"
+        );
         assert!(!message.contains("panicked"), "{method} {path}: {message}");
     }
     let after = snapshot(&server, &run_id).await;

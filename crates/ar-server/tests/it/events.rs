@@ -30,7 +30,11 @@ async fn read_frames(response: reqwest::Response) -> Vec<(Option<i64>, String, V
                 }
             }
             if !event.is_empty() {
-                frames.push((id, event, serde_json::from_str(&data).unwrap_or(Value::Null)));
+                frames.push((
+                    id,
+                    event,
+                    serde_json::from_str(&data).unwrap_or(Value::Null),
+                ));
             }
         }
     }
@@ -42,7 +46,9 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
     let mock = MockProvider::start().await;
     mock.auto(AutoScript::five_step("get_context"));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("streamed", json!({"allowed_tools": ["get_context"]})).await;
+    let agent = server
+        .agent("streamed", json!({"allowed_tools": ["get_context"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap().to_string();
 
@@ -56,10 +62,19 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let frames = read_frames(response).await;
-    let persisted: Vec<&(Option<i64>, String, Value)> = frames.iter().filter(|f| f.0.is_some()).collect();
+    let persisted: Vec<&(Option<i64>, String, Value)> =
+        frames.iter().filter(|f| f.0.is_some()).collect();
     let ids: Vec<i64> = persisted.iter().map(|f| f.0.unwrap()).collect();
-    assert_eq!(ids, (1..=ids.len() as i64).collect::<Vec<_>>(), "every persisted event once, in order");
-    assert_eq!(persisted.last().unwrap().1, "run.completed", "the stream ends after the terminal event");
+    assert_eq!(
+        ids,
+        (1..=ids.len() as i64).collect::<Vec<_>>(),
+        "every persisted event once, in order"
+    );
+    assert_eq!(
+        persisted.last().unwrap().1,
+        "run.completed",
+        "the stream ends after the terminal event"
+    );
     for (id, _, data) in &persisted {
         assert_eq!(data["sequence_no"].as_i64(), *id);
     }
@@ -76,16 +91,27 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
         .send()
         .await
         .unwrap();
-    let rest: Vec<i64> = read_frames(response).await.iter().filter_map(|f| f.0).collect();
+    let rest: Vec<i64> = read_frames(response)
+        .await
+        .iter()
+        .filter_map(|f| f.0)
+        .collect();
     assert_eq!(rest, ((middle + 1)..=ids.len() as i64).collect::<Vec<_>>());
     let response = server
         .client
-        .get(server.url(&format!("/v1/runs/{run_id}/events?app_id={APP}&after_sequence={}", ids.len() - 1)))
+        .get(server.url(&format!(
+            "/v1/runs/{run_id}/events?app_id={APP}&after_sequence={}",
+            ids.len() - 1
+        )))
         .bearer_auth(TOKEN)
         .send()
         .await
         .unwrap();
-    let last: Vec<i64> = read_frames(response).await.iter().filter_map(|f| f.0).collect();
+    let last: Vec<i64> = read_frames(response)
+        .await
+        .iter()
+        .filter_map(|f| f.0)
+        .collect();
     assert_eq!(last, vec![ids.len() as i64]);
     server.stop().await;
 }
@@ -93,7 +119,11 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
 #[tokio::test]
 async fn live_subscriber_sees_deltas_and_every_persisted_event_once() {
     let mock = MockProvider::start().await;
-    mock.push(Reply::text_deltas(["Hel", "lo ", "world"]).delay(Duration::from_millis(300)));
+    mock.push(
+        Reply::text_deltas(["Hel", "lo ", "world"])
+            .delay(Duration::from_millis(300))
+            .chunk_delay(Duration::from_millis(30)),
+    );
     let server = TestServer::start(&mock).await;
     let agent = server.agent("live", json!({})).await;
     let run = server.start_run(&mock, &agent, json!({})).await;
@@ -114,8 +144,14 @@ async fn live_subscriber_sees_deltas_and_every_persisted_event_once() {
     assert_eq!(deltas.concat(), "Hello world", "{frames:?}");
     let ids: Vec<i64> = frames.iter().filter_map(|f| f.0).collect();
     assert_eq!(ids, (1..=ids.len() as i64).collect::<Vec<_>>());
-    let started = frames.iter().position(|f| f.1 == "assistant_message_started").unwrap();
-    let first_delta = frames.iter().position(|f| f.1 == "assistant_message_delta").unwrap();
+    let started = frames
+        .iter()
+        .position(|f| f.1 == "assistant_message_started")
+        .unwrap();
+    let first_delta = frames
+        .iter()
+        .position(|f| f.1 == "assistant_message_delta")
+        .unwrap();
     assert!(started < first_delta, "started precedes deltas");
     server.stop().await;
 }
@@ -126,7 +162,10 @@ async fn v2_protocol_pages_and_snapshots() {
     mock.push(Reply::text("v2 answer"));
     let server = TestServer::start(&mock).await;
     let (status, _) = server
-        .put("/v1/agents/v2agent?app_id=v2_app", json!({"app_id": "v2_app", "name": "v2"}))
+        .put(
+            "/v1/agents/v2agent?app_id=v2_app",
+            json!({"app_id": "v2_app", "name": "v2"}),
+        )
         .await;
     assert_eq!(status, 201);
     let body = json!({
@@ -138,12 +177,21 @@ async fn v2_protocol_pages_and_snapshots() {
     assert_eq!(status, 202, "{run}");
     let run_id = run["id"].as_str().unwrap();
     for _ in 0..500 {
-        if server.get(&format!("/v1/runs/{run_id}?app_id=v2_app")).await.1["status"] == "completed" {
+        if server
+            .get(&format!("/v1/runs/{run_id}?app_id=v2_app"))
+            .await
+            .1["status"]
+            == "completed"
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let (status, page) = server.get(&format!("/v2/runs/{run_id}/events?app_id=v2_app&after_sequence=1&page_size=2")).await;
+    let (status, page) = server
+        .get(&format!(
+            "/v2/runs/{run_id}/events?app_id=v2_app&after_sequence=1&page_size=2"
+        ))
+        .await;
     assert_eq!(status, 200, "{page}");
     let events = page["events"].as_array().unwrap();
     assert_eq!(events.len(), 2);
@@ -152,17 +200,33 @@ async fn v2_protocol_pages_and_snapshots() {
     assert_eq!(events[0]["revision"], 2);
     assert_eq!(page["next_sequence_no"], 3);
     assert!(page.get("stream_state_snapshot").is_none());
-    let (_, all) = server.get(&format!("/v2/runs/{run_id}/events?app_id=v2_app")).await;
+    let (_, all) = server
+        .get(&format!("/v2/runs/{run_id}/events?app_id=v2_app"))
+        .await;
     assert!(all["stream_state_snapshot"]["state"]["events"].is_array());
-    let completed = all["events"].as_array().unwrap().iter().find(|e| e["type"] == "assistant_message_completed").unwrap().clone();
+    let completed = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "assistant_message_completed")
+        .unwrap()
+        .clone();
     assert_eq!(completed["segment_id"], completed["data"]["message_id"]);
-    let (status, snapshot) = server.get(&format!("/v2/runs/{run_id}/stream-state?app_id=v2_app")).await;
+    let (status, snapshot) = server
+        .get(&format!("/v2/runs/{run_id}/stream-state?app_id=v2_app"))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(snapshot["through_sequence"], all["next_sequence_no"]);
-    let (status, body) = server.get(&format!("/v2/runs/{run_id}/events?app_id=v2_app&page_size=0")).await;
+    let (status, body) = server
+        .get(&format!(
+            "/v2/runs/{run_id}/events?app_id=v2_app&page_size=0"
+        ))
+        .await;
     assert_eq!(status, 400, "{body}");
     // A v1 app does not get the v2 API.
-    let (status, body) = server.get(&format!("/v2/runs/{run_id}/events?app_id={APP}")).await;
+    let (status, body) = server
+        .get(&format!("/v2/runs/{run_id}/events?app_id={APP}"))
+        .await;
     assert_eq!(status, 404);
     assert_eq!(body["error"], "v2 event protocol is not enabled for app");
     server.stop().await;

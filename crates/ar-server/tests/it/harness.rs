@@ -35,11 +35,26 @@ pub fn env_for(mock: &MockProvider, store_dsn: &str) -> HashMap<String, String> 
     });
     HashMap::from([
         ("AGENT_RUNTIME_SERVICE_TOKEN".to_string(), TOKEN.to_string()),
-        ("AGENT_RUNTIME_STORE_DRIVER".to_string(), "sqlite".to_string()),
-        ("AGENT_RUNTIME_SQLITE_DSN".to_string(), store_dsn.to_string()),
-        ("AGENT_RUNTIME_APP_CONFIG".to_string(), app_config.to_string()),
-        ("AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY".to_string(), "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_string()),
-        ("AGENT_RUNTIME_INSTANCE_ID".to_string(), "inst_test".to_string()),
+        (
+            "AGENT_RUNTIME_STORE_DRIVER".to_string(),
+            "sqlite".to_string(),
+        ),
+        (
+            "AGENT_RUNTIME_SQLITE_DSN".to_string(),
+            store_dsn.to_string(),
+        ),
+        (
+            "AGENT_RUNTIME_APP_CONFIG".to_string(),
+            app_config.to_string(),
+        ),
+        (
+            "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY".to_string(),
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_string(),
+        ),
+        (
+            "AGENT_RUNTIME_INSTANCE_ID".to_string(),
+            "inst_test".to_string(),
+        ),
     ])
 }
 
@@ -47,15 +62,25 @@ impl TestServer {
     pub async fn start_with(env: HashMap<String, String>) -> TestServer {
         let settings = ServiceSettings::from_env(|name| env.get(name).cloned())
             .unwrap_or_else(|diagnostics| panic!("settings: {diagnostics:?}"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let mut service = ar_server::Service::build(settings, addr).await.expect("build service");
+        let mut service = ar_server::Service::build(settings, addr)
+            .await
+            .expect("build service");
         service.shutdown_grace = Duration::from_millis(300);
         let task = tokio::spawn(service.serve(listener, async move {
             let _ = stopped.await;
         }));
-        TestServer { addr, client: reqwest::Client::new(), stop: Some(stop), task: Some(task), _dir: None }
+        TestServer {
+            addr,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            task: Some(task),
+            _dir: None,
+        }
     }
 
     /// A service on a fresh SQLite file, pointed at `mock`.
@@ -80,8 +105,16 @@ impl TestServer {
         format!("http://{}{}", self.addr, path)
     }
 
-    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self.client.request(method, self.url(path)).bearer_auth(TOKEN);
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .client
+            .request(method, self.url(path))
+            .bearer_auth(TOKEN);
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -106,14 +139,20 @@ impl TestServer {
 
     /// Creates a native agent in `APP` and returns its id.
     pub async fn agent(&self, id: &str, extra: Value) -> String {
-        let mut body = json!({"app_id": APP, "name": format!("agent {id}"), "system_prompt": "You help."});
+        let mut body =
+            json!({"app_id": APP, "name": format!("agent {id}"), "system_prompt": "You help."});
         if let (Some(target), Some(source)) = (body.as_object_mut(), extra.as_object()) {
             for (key, value) in source {
                 target.insert(key.clone(), value.clone());
             }
         }
-        let (status, agent) = self.put(&format!("/v1/agents/{id}?app_id={APP}"), body).await;
-        assert!(status == 201 || status == 200, "agent upsert: {status} {agent}");
+        let (status, agent) = self
+            .put(&format!("/v1/agents/{id}?app_id={APP}"), body)
+            .await;
+        assert!(
+            status == 201 || status == 200,
+            "agent upsert: {status} {agent}"
+        );
         agent["id"].as_str().expect("agent id").to_string()
     }
 
@@ -153,29 +192,43 @@ impl TestServer {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("run {run_id} never reached {statuses:?}: {}", self.run(run_id).await);
+        panic!(
+            "run {run_id} never reached {statuses:?}: {}",
+            self.run(run_id).await
+        );
     }
 
     pub async fn events(&self, run_id: &str) -> Vec<Value> {
-        let (status, events) = self.get(&format!("/v1/runs/{run_id}/events/history?app_id={APP}")).await;
+        let (status, events) = self
+            .get(&format!("/v1/runs/{run_id}/events/history?app_id={APP}"))
+            .await;
         assert_eq!(status, 200, "history: {events}");
         events.as_array().cloned().unwrap_or_default()
     }
 
     pub async fn list(&self, run_id: &str, what: &str) -> Vec<Value> {
-        let (status, rows) = self.get(&format!("/v1/runs/{run_id}/{what}?app_id={APP}")).await;
+        let (status, rows) = self
+            .get(&format!("/v1/runs/{run_id}/{what}?app_id={APP}"))
+            .await;
         assert_eq!(status, 200, "{what}: {rows}");
         rows.as_array().cloned().unwrap_or_default()
     }
 }
 
 pub fn event_types(events: &[Value]) -> Vec<String> {
-    events.iter().map(|event| event["type"].as_str().unwrap_or_default().to_string()).collect()
+    events
+        .iter()
+        .map(|event| event["type"].as_str().unwrap_or_default().to_string())
+        .collect()
 }
 
 /// Asserts sequence numbers are exactly 1..=n.
 pub fn assert_contiguous(events: &[Value]) {
     for (index, event) in events.iter().enumerate() {
-        assert_eq!(event["sequence_no"].as_i64(), Some(index as i64 + 1), "sequence gap at {index}: {events:?}");
+        assert_eq!(
+            event["sequence_no"].as_i64(),
+            Some(index as i64 + 1),
+            "sequence gap at {index}: {events:?}"
+        );
     }
 }

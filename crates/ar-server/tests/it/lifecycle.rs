@@ -10,10 +10,15 @@ use crate::harness::*;
 #[tokio::test]
 async fn request_approval_pauses_and_approve_continues_once() {
     let mock = MockProvider::start().await;
-    mock.push(Reply::tool_call("request_approval", json!({"title": "Ship it?"}).to_string()));
+    mock.push(Reply::tool_call(
+        "request_approval",
+        json!({"title": "Ship it?"}).to_string(),
+    ));
     mock.push(Reply::text("shipped"));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("approver", json!({"allowed_tools": ["request_approval"]})).await;
+    let agent = server
+        .agent("approver", json!({"allowed_tools": ["request_approval"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     let paused = server.wait_status(run_id, &["paused"]).await;
@@ -24,7 +29,12 @@ async fn request_approval_pauses_and_approve_continues_once() {
     assert_eq!(interactions[0]["interaction_kind"], "approval_request");
     assert_eq!(interactions[0]["title"], "Ship it?");
 
-    let (status, approved) = server.post(&format!("/v1/runs/{run_id}/approve?app_id={APP}"), json!({})).await;
+    let (status, approved) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
     assert_eq!(status, 200, "{approved}");
     assert_eq!(approved["approval_state"], "approved");
     let done = server.wait_status(run_id, &["completed"]).await;
@@ -33,11 +43,18 @@ async fn request_approval_pauses_and_approve_continues_once() {
     assert_eq!(interactions[0]["status"], "resolved");
     assert_eq!(interactions[0]["response_payload"]["intent"], "approve");
     let events = event_types(&server.events(run_id).await);
-    assert!(events.contains(&"run.paused".to_string()) && events.contains(&"run.resumed".to_string()));
+    assert!(
+        events.contains(&"run.paused".to_string()) && events.contains(&"run.resumed".to_string())
+    );
 
     // A second approval of an ended run changes nothing.
     let before = server.events(run_id).await.len();
-    let (status, body) = server.post(&format!("/v1/runs/{run_id}/approve?app_id={APP}"), json!({})).await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
     assert_eq!(status, 400);
     assert_eq!(body["error"], "run is terminal");
     assert_eq!(server.events(run_id).await.len(), before);
@@ -51,24 +68,49 @@ async fn request_user_input_reply_reaches_the_model_and_resume_is_idempotent() {
     mock.push(Reply::tool_call("request_user_input", question.to_string()));
     mock.push(Reply::text("blue it is").delay(Duration::from_millis(200)));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("asker", json!({"allowed_tools": ["request_user_input"]})).await;
+    let agent = server
+        .agent("asker", json!({"allowed_tools": ["request_user_input"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     let paused = server.wait_status(run_id, &["paused"]).await;
     assert_eq!(paused["pause_reason"], "human_input");
     let resume = json!({"intent": "reply", "content": "blue", "resume_id": "r-1", "external_actor_id": "user-9", "message_provenance": "human"});
-    let (status, resumed) = server.post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), resume.clone()).await;
+    let (status, resumed) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            resume.clone(),
+        )
+        .await;
     assert_eq!(status, 200, "{resumed}");
     // The same resume again (same resume_id) is answered without a second turn.
-    let (status, again) = server.post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), resume).await;
+    let (status, again) = server
+        .post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), resume)
+        .await;
     assert_eq!(status, 200, "{again}");
     server.wait_status(run_id, &["completed"]).await;
     let second = &mock.model_requests()[1].body;
-    let answered = second["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool" && m["content"] == "blue");
+    let answered = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["role"] == "tool" && m["content"] == "blue");
     assert!(answered, "the reply is the tool result: {second}");
     let messages = server.list(run_id, "messages").await;
-    assert_eq!(messages.iter().filter(|m| m["content"] == "blue" && m["role"] == "user").count(), 1);
-    assert_eq!(event_types(&server.events(run_id).await).iter().filter(|t| *t == "run.resumed").count(), 1);
+    assert_eq!(
+        messages
+            .iter()
+            .filter(|m| m["content"] == "blue" && m["role"] == "user")
+            .count(),
+        1
+    );
+    assert_eq!(
+        event_types(&server.events(run_id).await)
+            .iter()
+            .filter(|t| *t == "run.resumed")
+            .count(),
+        1
+    );
     let interaction = &server.list(run_id, "interactions").await[0];
     assert_eq!(interaction["resolved_by_external_id"], "user-9");
     server.stop().await;
@@ -77,22 +119,34 @@ async fn request_user_input_reply_reaches_the_model_and_resume_is_idempotent() {
 #[tokio::test]
 async fn request_changes_answers_the_parked_call_as_rejected() {
     let mock = MockProvider::start().await;
-    mock.push(Reply::tool_call("request_approval", json!({"title": "Deploy?"}).to_string()));
+    mock.push(Reply::tool_call(
+        "request_approval",
+        json!({"title": "Deploy?"}).to_string(),
+    ));
     mock.push(Reply::text("ok, not deploying"));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("rejecter", json!({"allowed_tools": ["request_approval"]})).await;
+    let agent = server
+        .agent("rejecter", json!({"allowed_tools": ["request_approval"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     server.wait_status(run_id, &["paused"]).await;
     let (status, body) = server
-        .post(&format!("/v1/runs/{run_id}/request-changes?app_id={APP}"), json!({"content": "not on Fridays"}))
+        .post(
+            &format!("/v1/runs/{run_id}/request-changes?app_id={APP}"),
+            json!({"content": "not on Fridays"}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["approval_state"], "rejected");
     server.wait_status(run_id, &["completed"]).await;
     let second = &mock.model_requests()[1].body;
     let rejected = second["messages"].as_array().unwrap().iter().any(|m| {
-        m["role"] == "tool" && m["content"].as_str().unwrap_or_default().contains("not on Fridays")
+        m["role"] == "tool"
+            && m["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("not on Fridays")
     });
     assert!(rejected, "{second}");
     server.stop().await;
@@ -104,7 +158,9 @@ async fn cancel_aborts_the_in_flight_model_request_and_is_idempotent() {
     mock.push(Reply::hang());
     let server = TestServer::start(&mock).await;
     let agent = server.agent("slow", json!({})).await;
-    let run = server.start_run(&mock, &agent, json!({"host_run_id": "cancel-me"})).await;
+    let run = server
+        .start_run(&mock, &agent, json!({"host_run_id": "cancel-me"}))
+        .await;
     let run_id = run["id"].as_str().unwrap();
     server.wait_status(run_id, &["running"]).await;
     for _ in 0..500 {
@@ -115,7 +171,12 @@ async fn cancel_aborts_the_in_flight_model_request_and_is_idempotent() {
     }
     assert_eq!(mock.active_streams(), 1, "the model request is in flight");
     // Cancel by the host's id.
-    let (status, cancelled) = server.post(&format!("/v1/runs/cancel-me/cancel?app_id={APP}"), json!({})).await;
+    let (status, cancelled) = server
+        .post(
+            &format!("/v1/runs/cancel-me/cancel?app_id={APP}"),
+            json!({}),
+        )
+        .await;
     assert_eq!(status, 200, "{cancelled}");
     assert_eq!(cancelled["status"], "cancelled");
     for _ in 0..500 {
@@ -124,8 +185,14 @@ async fn cancel_aborts_the_in_flight_model_request_and_is_idempotent() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(mock.active_streams(), 0, "the in-flight request was aborted");
-    let (status, again) = server.post(&format!("/v1/runs/{run_id}/cancel?app_id={APP}"), json!({})).await;
+    assert_eq!(
+        mock.active_streams(),
+        0,
+        "the in-flight request was aborted"
+    );
+    let (status, again) = server
+        .post(&format!("/v1/runs/{run_id}/cancel?app_id={APP}"), json!({}))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(again["status"], "cancelled");
     let events = event_types(&server.events(run_id).await);
@@ -140,16 +207,29 @@ async fn pause_stops_at_the_next_safe_point_and_continue_resumes() {
     mock.push(Reply::tool_call("get_context", "{}").delay(Duration::from_millis(300)));
     mock.push(Reply::text("finished"));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("pausable", json!({"allowed_tools": ["get_context"]})).await;
+    let agent = server
+        .agent("pausable", json!({"allowed_tools": ["get_context"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     server.wait_status(run_id, &["running"]).await;
-    let (status, body) = server.post(&format!("/v1/runs/{run_id}/pause?app_id={APP}"), json!({})).await;
+    let (status, body) = server
+        .post(&format!("/v1/runs/{run_id}/pause?app_id={APP}"), json!({}))
+        .await;
     assert_eq!(status, 200, "{body}");
     let paused = server.wait_status(run_id, &["paused"]).await;
     assert_eq!(paused["pause_reason"], "manual");
-    assert_eq!(mock.model_requests().len(), 1, "paused before the next model call");
-    let (status, body) = server.post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), json!({"intent": "continue"})).await;
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "paused before the next model call"
+    );
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "continue"}),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     server.wait_status(run_id, &["completed"]).await;
     server.stop().await;
@@ -162,12 +242,18 @@ async fn chat_turns_pause_after_each_answer_and_idle_timeout_completes() {
     mock.push(Reply::text("second answer"));
     let server = TestServer::start(&mock).await;
     let agent = server.agent("chat", json!({})).await;
-    let policy = json!({"turn_policy": {"mode": "pause_after_assistant", "idle_timeout_seconds": 1}});
+    let policy =
+        json!({"turn_policy": {"mode": "pause_after_assistant", "idle_timeout_seconds": 1}});
     let run = server.start_run(&mock, &agent, policy).await;
     let run_id = run["id"].as_str().unwrap();
     let paused = server.wait_status(run_id, &["paused"]).await;
     assert_eq!(paused["pause_reason"], "awaiting_user_message");
-    let (status, body) = server.post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), json!({"intent": "reply", "content": "again"})).await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "again"}),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     for _ in 0..500 {
         if mock.model_requests().len() == 2 && server.run(run_id).await["status"] == "paused" {
@@ -176,11 +262,21 @@ async fn chat_turns_pause_after_each_answer_and_idle_timeout_completes() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let second = &mock.model_requests()[1].body;
-    let last = second["messages"].as_array().unwrap().last().unwrap().clone();
+    let last = second["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["role"], "user");
     assert_eq!(last["content"], "again");
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    let (status, body) = server.post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), json!({"intent": "reply", "content": "late"})).await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "late"}),
+        )
+        .await;
     assert_eq!(status, 400);
     assert_eq!(body["error"], "run idle timeout expired");
     let run = server.run(run_id).await;
@@ -194,7 +290,10 @@ async fn chat_turns_pause_after_each_answer_and_idle_timeout_completes() {
 async fn explicit_completion_corrects_then_fails_when_exhausted() {
     let mock = MockProvider::start().await;
     mock.push(Reply::text("I think I'm done"));
-    mock.push(Reply::tool_call("finish_turn", json!({"outcome": "completed", "summary": "did it"}).to_string()));
+    mock.push(Reply::tool_call(
+        "finish_turn",
+        json!({"outcome": "completed", "summary": "did it"}).to_string(),
+    ));
     let server = TestServer::start(&mock).await;
     let agent = server.agent("explicit", json!({})).await;
     let policy = json!({"turn_policy": {"completion_mode": "explicit"}});
@@ -204,14 +303,28 @@ async fn explicit_completion_corrects_then_fails_when_exhausted() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["output_summary"]["finish_turn"]["summary"], "did it");
     let second = &mock.model_requests()[1].body;
-    let correction = second["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
-    assert!(correction.starts_with("Runtime completion correction 1/2"), "{correction}");
+    let correction = second["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        correction.starts_with("Runtime completion correction 1/2"),
+        "{correction}"
+    );
 
     mock.push_all([Reply::text("a"), Reply::text("b"), Reply::text("c")]);
     let run = server.start_run(&mock, &agent, policy).await;
-    let failed = server.wait_status(run["id"].as_str().unwrap(), &["failed", "completed"]).await;
+    let failed = server
+        .wait_status(run["id"].as_str().unwrap(), &["failed", "completed"])
+        .await;
     assert_eq!(failed["status"], "failed");
-    assert!(failed["error_message"].as_str().unwrap().starts_with("turn_completion_guard_exhausted"), "{failed}");
+    assert!(
+        failed["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("turn_completion_guard_exhausted"),
+        "{failed}"
+    );
     server.stop().await;
 }
 
@@ -227,14 +340,25 @@ async fn model_authentication_failure_pauses_until_a_new_credential() {
     let paused = server.wait_status(run_id, &["paused"]).await;
     assert_eq!(paused["pause_reason"], "authentication");
     let (status, body) = server
-        .put(&format!("/v1/runs/{run_id}/model-credential?app_id={APP}"), json!({"credential": {"type": "api_key", "api_key": "sk-new"}}))
+        .put(
+            &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
+            json!({"credential": {"type": "api_key", "api_key": "sk-new"}}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["run_id"], run_id);
     assert!(!body.to_string().contains("sk-new"));
-    let (status, body) = server.post(&format!("/v1/runs/{run_id}/resume?app_id={APP}"), json!({"intent": "auth_completed"})).await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "auth_completed"}),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     server.wait_status(run_id, &["completed"]).await;
-    assert_eq!(mock.model_requests()[1].header("authorization"), Some("Bearer sk-new"));
+    assert_eq!(
+        mock.model_requests()[1].header("authorization"),
+        Some("Bearer sk-new")
+    );
     server.stop().await;
 }

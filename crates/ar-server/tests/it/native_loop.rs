@@ -10,11 +10,18 @@ async fn five_step_run_completes_with_contiguous_events_and_records() {
     let mock = MockProvider::start().await;
     mock.auto(AutoScript::five_step("get_context"));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("five", json!({"allowed_tools": ["get_context"]})).await;
-    let run = server.start_run(&mock, &agent, json!({"host_run_id": "host-5"})).await;
+    let agent = server
+        .agent("five", json!({"allowed_tools": ["get_context"]}))
+        .await;
+    let run = server
+        .start_run(&mock, &agent, json!({"host_run_id": "host-5"}))
+        .await;
     assert_eq!(run["status"], "queued");
     assert_eq!(run["host_run_id"], "host-5");
-    assert!(run.get("model_credential").is_none(), "credentials are never returned");
+    assert!(
+        run.get("model_credential").is_none(),
+        "credentials are never returned"
+    );
     let run_id = run["id"].as_str().unwrap().to_string();
     let done = server.wait_status(&run_id, &["completed", "failed"]).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -29,11 +36,23 @@ async fn five_step_run_completes_with_contiguous_events_and_records() {
     assert_eq!(types.first().map(String::as_str), Some("run.queued"));
     assert_eq!(types.get(1).map(String::as_str), Some("run.started"));
     assert_eq!(types.last().map(String::as_str), Some("run.completed"));
-    assert_eq!(types.iter().filter(|t| *t == "tool_call_started").count(), 4);
-    assert_eq!(types.iter().filter(|t| *t == "tool_call_finished").count(), 4);
-    assert!(types.iter().all(|t| !t.ends_with("_delta")), "deltas are never persisted: {types:?}");
+    assert_eq!(
+        types.iter().filter(|t| *t == "tool_call_started").count(),
+        4
+    );
+    assert_eq!(
+        types.iter().filter(|t| *t == "tool_call_finished").count(),
+        4
+    );
+    assert!(
+        types.iter().all(|t| !t.ends_with("_delta")),
+        "deltas are never persisted: {types:?}"
+    );
     for event in &events {
-        assert_eq!(event["data"]["host_run_id"], "host-5", "host_run_id added to {event}");
+        assert_eq!(
+            event["data"]["host_run_id"], "host-5",
+            "host_run_id added to {event}"
+        );
         assert_eq!(event["app_id"], APP);
     }
     let completed = events.last().unwrap();
@@ -41,16 +60,26 @@ async fn five_step_run_completes_with_contiguous_events_and_records() {
 
     let calls = server.list(&run_id, "tool-calls").await;
     assert_eq!(calls.len(), 4);
-    assert!(calls.iter().all(|call| call["tool_name"] == "get_context" && call["mutating"] == false));
+    assert!(calls
+        .iter()
+        .all(|call| call["tool_name"] == "get_context" && call["mutating"] == false));
     let messages = server.list(&run_id, "messages").await;
-    let sequence: Vec<i64> = messages.iter().map(|m| m["sequence_no"].as_i64().unwrap()).collect();
+    let sequence: Vec<i64> = messages
+        .iter()
+        .map(|m| m["sequence_no"].as_i64().unwrap())
+        .collect();
     assert_eq!(sequence, (1..=sequence.len() as i64).collect::<Vec<_>>());
-    assert!(messages.iter().any(|m| m["role"] == "assistant" && m["content"] == "All steps done."));
+    assert!(messages
+        .iter()
+        .any(|m| m["role"] == "assistant" && m["content"] == "All steps done."));
 
     // The run credential reached the model endpoint and nothing else.
     let requests = mock.model_requests();
     assert_eq!(requests.len(), 5);
-    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-test-secret"));
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-test-secret")
+    );
     let body = serde_json::to_string(&server.run(&run_id).await).unwrap();
     assert!(!body.contains("sk-test-secret"));
     let history = serde_json::to_string(&events).unwrap();
@@ -61,10 +90,16 @@ async fn five_step_run_completes_with_contiguous_events_and_records() {
 #[tokio::test]
 async fn update_plan_writes_an_artifact_and_event() {
     let mock = MockProvider::start().await;
-    mock.push(Reply::tool_call("update_plan", json!({"plan": [{"step": "look", "status": "in_progress"}], "explanation": "first"}).to_string()));
+    mock.push(Reply::tool_call(
+        "update_plan",
+        json!({"plan": [{"step": "look", "status": "in_progress"}], "explanation": "first"})
+            .to_string(),
+    ));
     mock.push(Reply::text("done").usage(Usage::new(10, 2)));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("planner", json!({"allowed_tools": ["update_plan"]})).await;
+    let agent = server
+        .agent("planner", json!({"allowed_tools": ["update_plan"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     server.wait_status(run_id, &["completed"]).await;
@@ -72,7 +107,10 @@ async fn update_plan_writes_an_artifact_and_event() {
     assert_eq!(artifacts.len(), 1);
     assert_eq!(artifacts[0]["artifact_type"], "run_plan");
     let events = server.events(run_id).await;
-    let plan = events.iter().find(|e| e["type"] == "plan_updated").expect("plan_updated");
+    let plan = events
+        .iter()
+        .find(|e| e["type"] == "plan_updated")
+        .expect("plan_updated");
     assert_eq!(plan["data"]["plan"][0]["step"], "look");
     server.stop().await;
 }
@@ -83,13 +121,26 @@ async fn tools_outside_the_allowlist_are_refused_to_the_model() {
     mock.push(Reply::tool_call("delete_everything", "{}"));
     mock.push(Reply::text("ok"));
     let server = TestServer::start(&mock).await;
-    let agent = server.agent("narrow", json!({"allowed_tools": ["get_context"]})).await;
+    let agent = server
+        .agent("narrow", json!({"allowed_tools": ["get_context"]}))
+        .await;
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     server.wait_status(run_id, &["completed"]).await;
     let second = &mock.model_requests()[1].body;
-    let tool_message = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("tool result");
-    assert!(tool_message["content"].as_str().unwrap().contains("not available"), "{tool_message}");
+    let tool_message = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool result");
+    assert!(
+        tool_message["content"]
+            .as_str()
+            .unwrap()
+            .contains("not available"),
+        "{tool_message}"
+    );
     server.stop().await;
 }
 
@@ -100,8 +151,13 @@ async fn provider_errors_fail_the_run_with_the_reason() {
     let server = TestServer::start(&mock).await;
     let agent = server.agent("fails", json!({})).await;
     let run = server.start_run(&mock, &agent, json!({})).await;
-    let done = server.wait_status(run["id"].as_str().unwrap(), &["failed"]).await;
-    assert!(done["error_message"].as_str().unwrap().contains("400"), "{done}");
+    let done = server
+        .wait_status(run["id"].as_str().unwrap(), &["failed"])
+        .await;
+    assert!(
+        done["error_message"].as_str().unwrap().contains("400"),
+        "{done}"
+    );
     let events = server.events(done["id"].as_str().unwrap()).await;
     assert_eq!(events.last().unwrap()["type"], "run.failed");
     server.stop().await;

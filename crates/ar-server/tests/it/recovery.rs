@@ -17,7 +17,9 @@ async fn a_restarted_service_continues_a_run_from_its_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let dsn = dir.path().join("runtime.db").display().to_string();
     let first = TestServer::start_with(env_for(&mock, &dsn)).await;
-    let agent = first.agent("durable-ish", json!({"allowed_tools": ["get_context"]})).await;
+    let agent = first
+        .agent("durable-ish", json!({"allowed_tools": ["get_context"]}))
+        .await;
     let run = first.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap().to_string();
     for _ in 0..1000 {
@@ -40,8 +42,17 @@ async fn a_restarted_service_continues_a_run_from_its_checkpoint() {
     assert!(events.len() > events_before);
     // The continuation replayed the checkpointed transcript, including the first tool result.
     let last = mock.model_requests().last().unwrap().body.clone();
-    let tool_results = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+    let tool_results = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count();
     assert_eq!(tool_results, 1, "{last}");
-    assert_eq!(second.list(&run_id, "tool-calls").await.len(), 1, "the finished tool call is not repeated");
+    assert_eq!(
+        second.list(&run_id, "tool-calls").await.len(),
+        1,
+        "the finished tool call is not repeated"
+    );
     second.stop().await;
 }

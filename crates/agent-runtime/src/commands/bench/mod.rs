@@ -23,7 +23,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10_000)]
     pub paused: usize,
     /// PostgreSQL URL for `--store postgres`.
-    #[arg(long, env = "DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/test")]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
     pub postgres_url: String,
 }
 

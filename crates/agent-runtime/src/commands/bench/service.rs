@@ -27,7 +27,11 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-async fn start_server(store: &str, postgres_url: &str, mock: &MockProvider) -> anyhow::Result<Server> {
+async fn start_server(
+    store: &str,
+    postgres_url: &str,
+    mock: &MockProvider,
+) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
     let exe = std::env::current_exe().context("locating the agent-runtime binary")?;
@@ -39,32 +43,62 @@ async fn start_server(store: &str, postgres_url: &str, mock: &MockProvider) -> a
         .with("AGENT_RUNTIME_SERVICE_TOKEN", TOKEN)
         .with("AGENT_RUNTIME_APP_CONFIG", app_config.to_string())
         .with("AGENT_RUNTIME_LOG", "warn")
-        .with("AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+        .with(
+            "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY",
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+        );
     env = match store {
         "postgres" => {
             // A fresh database per benchmark run, so the figures start from empty tables.
             let database = format!("ar_bench_{}", std::process::id());
             let create = ar_process::run_plain(
                 "psql",
-                &[postgres_url, "-q", "-c", &format!("DROP DATABASE IF EXISTS {database}"), "-c", &format!("CREATE DATABASE {database}")],
+                &[
+                    postgres_url,
+                    "-q",
+                    "-c",
+                    &format!("DROP DATABASE IF EXISTS {database}"),
+                    "-c",
+                    &format!("CREATE DATABASE {database}"),
+                ],
             )
             .await
             .context("creating the benchmark database with psql")?;
             anyhow::ensure!(create.success(), "psql could not create {database}");
-            let base = postgres_url.rsplit_once('/').map(|(base, _)| base).unwrap_or(postgres_url);
-            env.with("AGENT_RUNTIME_STORE_DRIVER", "postgres").with("DATABASE_URL", format!("{base}/{database}"))
+            let base = postgres_url
+                .rsplit_once('/')
+                .map(|(base, _)| base)
+                .unwrap_or(postgres_url);
+            env.with("AGENT_RUNTIME_STORE_DRIVER", "postgres")
+                .with("DATABASE_URL", format!("{base}/{database}"))
         }
-        _ => env
-            .with("AGENT_RUNTIME_STORE_DRIVER", "sqlite")
-            .with("AGENT_RUNTIME_SQLITE_DSN", dir.path().join("bench.db").display().to_string()),
+        _ => env.with("AGENT_RUNTIME_STORE_DRIVER", "sqlite").with(
+            "AGENT_RUNTIME_SQLITE_DSN",
+            dir.path().join("bench.db").display().to_string(),
+        ),
     };
-    let spec = ProcessSpec::new(exe.display().to_string(), dir.path()).args(["serve"]).env(env);
+    let spec = ProcessSpec::new(exe.display().to_string(), dir.path())
+        .args(["serve"])
+        .env(env);
     let process = ar_process::spawn(&spec).context("starting the server")?;
     let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()?;
     for _ in 0..500 {
-        if client.get(format!("{base}/healthz")).send().await.map(|r| r.status().is_success()).unwrap_or(false) {
-            return Ok(Server { process, base, client, _dir: dir });
+        if client
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .map(|r| r.status().is_success())
+            .unwrap_or(false)
+        {
+            return Ok(Server {
+                process,
+                base,
+                client,
+                _dir: dir,
+            });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -73,7 +107,13 @@ async fn start_server(store: &str, postgres_url: &str, mock: &MockProvider) -> a
 
 impl Server {
     async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let response = self.client.post(format!("{}{path}", self.base)).bearer_auth(TOKEN).json(&body).send().await?;
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await?;
         let status = response.status();
         let value: Value = response.json().await?;
         anyhow::ensure!(status.is_success(), "{path}: {status} {value}");
@@ -101,7 +141,10 @@ impl Server {
         let started = Instant::now();
         let response = self
             .client
-            .get(format!("{}/v1/runs/{run_id}/events?app_id={APP}", self.base))
+            .get(format!(
+                "{}/v1/runs/{run_id}/events?app_id={APP}",
+                self.base
+            ))
             .bearer_auth(TOKEN)
             .send()
             .await?;
@@ -115,7 +158,10 @@ impl Server {
                 first = Some(started.elapsed());
             }
         }
-        Ok((first.unwrap_or_default(), text.contains("event: run.completed")))
+        Ok((
+            first.unwrap_or_default(),
+            text.contains("event: run.completed"),
+        ))
     }
 
     fn cpu(&self) -> f64 {
@@ -145,7 +191,11 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
         .json(&json!({"app_id": APP, "name": "bench", "allowed_tools": ["get_context", "request_user_input"]}))
         .send()
         .await?;
-    anyhow::ensure!(response.status().is_success(), "agent: {}", response.status());
+    anyhow::ensure!(
+        response.status().is_success(),
+        "agent: {}",
+        response.status()
+    );
 
     // Warm-up.
     for _ in 0..20 {
@@ -195,7 +245,10 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
 
     // Memory of paused runs.
     mock.clear_responder();
-    mock.set_fallback(Some(Reply::tool_call("request_user_input", r#"{"questions":[{"id":"q","question":"?"}]}"#)));
+    mock.set_fallback(Some(Reply::tool_call(
+        "request_user_input",
+        r#"{"questions":[{"id":"q","question":"?"}]}"#,
+    )));
     let rss_before_paused = rss_mib(pid).unwrap_or(0.0);
     futures::stream::iter(0..args.paused)
         .map(|_| server.start_run(&mock))
@@ -207,7 +260,10 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
     // Wait until every run has parked.
     for _ in 0..600 {
         let page: Value = client
-            .get(format!("{}/v1/runs/search?app_id={APP}&status=paused&limit=1", server.base))
+            .get(format!(
+                "{}/v1/runs/search?app_id={APP}&status=paused&limit=1",
+                server.base
+            ))
             .bearer_auth(TOKEN)
             .send()
             .await?
@@ -222,20 +278,45 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
 
     println!("store: {store}");
     println!("  sequential runs: {sequential}");
-    println!("    p50 per run:               {:.2} ms", percentile(&latencies, 0.5));
-    println!("    p99 per run:               {:.2} ms", percentile(&latencies, 0.99));
-    println!("    p50 time to first SSE event: {:.2} ms", percentile(&first_events, 0.5));
-    println!("    overhead per step (p50/5, mock model ~0 ms): {:.2} ms", percentile(&latencies, 0.5) / 5.0);
+    println!(
+        "    p50 per run:               {:.2} ms",
+        percentile(&latencies, 0.5)
+    );
+    println!(
+        "    p99 per run:               {:.2} ms",
+        percentile(&latencies, 0.99)
+    );
+    println!(
+        "    p50 time to first SSE event: {:.2} ms",
+        percentile(&first_events, 0.5)
+    );
+    println!(
+        "    overhead per step (p50/5, mock model ~0 ms): {:.2} ms",
+        percentile(&latencies, 0.5) / 5.0
+    );
     println!("    server CPU per run:        {cpu_per_run:.2} ms");
     println!("  concurrent: {total} runs, {concurrency} at a time");
-    println!("    throughput:                {:.0} runs/s", total as f64 / elapsed);
-    println!("    p50 per run:               {:.2} ms", percentile(&concurrent_latencies, 0.5));
-    println!("    p99 per run:               {:.2} ms", percentile(&concurrent_latencies, 0.99));
+    println!(
+        "    throughput:                {:.0} runs/s",
+        total as f64 / elapsed
+    );
+    println!(
+        "    p50 per run:               {:.2} ms",
+        percentile(&concurrent_latencies, 0.5)
+    );
+    println!(
+        "    p99 per run:               {:.2} ms",
+        percentile(&concurrent_latencies, 0.99)
+    );
     println!("    server CPU per run:        {concurrent_cpu:.2} ms");
     println!("  memory");
     println!("    idle RSS:                  {idle_rss:.1} MiB");
     println!("    peak RSS (throughput):     {peak:.1} MiB");
-    println!("    {} paused runs:         {:.1} MiB above the level before them", args.paused, rss_paused - rss_before_paused);
+    println!(
+        "    {} paused runs:         {:.1} MiB above the level before them",
+        args.paused,
+        rss_paused - rss_before_paused
+    );
     server.process.kill_group();
     Ok(())
 }
