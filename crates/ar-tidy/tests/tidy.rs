@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
 }
 
 /// Internal crates each crate may depend on (normal dependencies), from ARCHITECTURE.md.
@@ -19,20 +22,53 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-store", &["ar-core"][..]),
         ("ar-events", &["ar-core"][..]),
         ("ar-llm", &["ar-core"][..]),
-        ("ar-tools", &["ar-core", "ar-config", "ar-process"][..]),
+        ("ar-tools", &["ar-core", "ar-config", "ar-process", "ar-wire"][..]),
         ("ar-dispatch", &["ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
         (
             "ar-server",
-            &["ar-core", "ar-wire", "ar-config", "ar-store", "ar-events", "ar-llm", "ar-tools", "ar-engine", "ar-dispatch", "ar-studio"][..],
+            &[
+                "ar-core",
+                "ar-wire",
+                "ar-config",
+                "ar-store",
+                "ar-events",
+                "ar-llm",
+                "ar-tools",
+                "ar-engine",
+                "ar-dispatch",
+                "ar-studio",
+            ][..],
         ),
         (
             "agent-runtime",
-            &["ar-core", "ar-wire", "ar-config", "ar-server", "ar-dispatch", "ar-studio", "ar-store", "ar-test-support"][..],
+            &[
+                "ar-core",
+                "ar-wire",
+                "ar-config",
+                "ar-server",
+                "ar-dispatch",
+                "ar-studio",
+                "ar-store",
+                "ar-test-support",
+            ][..],
         ),
         (
             "ar-test-support",
-            &["ar-core", "ar-wire", "ar-config", "ar-store", "ar-events", "ar-llm", "ar-tools", "ar-engine", "ar-server", "ar-process", "ar-dispatch", "ar-studio"][..],
+            &[
+                "ar-core",
+                "ar-wire",
+                "ar-config",
+                "ar-store",
+                "ar-events",
+                "ar-llm",
+                "ar-tools",
+                "ar-engine",
+                "ar-server",
+                "ar-process",
+                "ar-dispatch",
+                "ar-studio",
+            ][..],
         ),
     ])
 }
@@ -40,19 +76,35 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
 /// Third-party crates a crate must never depend on (I/O kept out of the core and engine).
 fn banned_external() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([
-        ("ar-core", &["tokio", "sqlx", "reqwest", "axum", "async-nats", "hyper"][..]),
+        (
+            "ar-core",
+            &["tokio", "sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
+        ),
         ("ar-wire", &["tokio", "sqlx", "reqwest", "axum"][..]),
-        ("ar-engine", &["sqlx", "reqwest", "axum", "async-nats", "hyper"][..]),
+        (
+            "ar-engine",
+            &["sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
+        ),
     ])
 }
 
 fn metadata() -> serde_json::Value {
     let output = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(workspace_root())
         .output()
         .expect("cargo metadata runs");
-    assert!(output.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("cargo metadata is JSON")
 }
 
@@ -65,7 +117,9 @@ fn dependency_direction_follows_architecture() {
     for package in metadata["packages"].as_array().expect("packages") {
         let name = package["name"].as_str().unwrap_or_default();
         let Some(edges) = allowed.get(name) else {
-            problems.push(format!("crate {name} is not listed in the tidy rules (add it to ARCHITECTURE.md and here)"));
+            problems.push(format!(
+                "crate {name} is not listed in the tidy rules (add it to ARCHITECTURE.md and here)"
+            ));
             continue;
         };
         for dependency in package["dependencies"].as_array().into_iter().flatten() {
@@ -73,18 +127,31 @@ fn dependency_direction_follows_architecture() {
             let is_dev = dependency["kind"].as_str() == Some("dev");
             let internal = dep.starts_with("ar-") || dep == "agent-runtime";
             if internal && !is_dev && !edges.contains(&dep) {
-                problems.push(format!("{name} -> {dep} goes against the dependency direction"));
+                problems.push(format!(
+                    "{name} -> {dep} goes against the dependency direction"
+                ));
             }
-            if !is_dev && banned.get(name).map(|list| list.contains(&dep)).unwrap_or(false) {
+            if !is_dev
+                && banned
+                    .get(name)
+                    .map(|list| list.contains(&dep))
+                    .unwrap_or(false)
+            {
                 problems.push(format!("{name} must not depend on {dep}"));
             }
         }
     }
-    assert!(problems.is_empty(), "dependency rules broken:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "dependency rules broken:\n{}",
+        problems.join("\n")
+    );
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -103,7 +170,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_rust_file_starts_with_a_module_doc() {
     let mut files = Vec::new();
     rust_files(&workspace_root().join("crates"), &mut files);
-    assert!(files.len() > 20, "found too few Rust files: {}", files.len());
+    assert!(
+        files.len() > 20,
+        "found too few Rust files: {}",
+        files.len()
+    );
     let missing: Vec<String> = files
         .iter()
         .filter(|path| {
@@ -112,7 +183,11 @@ fn every_rust_file_starts_with_a_module_doc() {
         })
         .map(|path| path.display().to_string())
         .collect();
-    assert!(missing.is_empty(), "files without a leading //! doc:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "files without a leading //! doc:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
@@ -124,7 +199,9 @@ fn only_ar_process_spawns_processes() {
         .filter(|path| {
             let text = path.to_string_lossy();
             // Test code and the process crate itself may spawn.
-            !text.contains("/ar-process/") && !text.contains("/tests/") && !text.contains("/ar-test-support/")
+            !text.contains("/ar-process/")
+                && !text.contains("/tests/")
+                && !text.contains("/ar-test-support/")
         })
         .filter(|path| {
             let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -137,5 +214,9 @@ fn only_ar_process_spawns_processes() {
         })
         .map(|path| path.display().to_string())
         .collect();
-    assert!(offenders.is_empty(), "process spawning outside ar-process:\n{}", offenders.join("\n"));
+    assert!(
+        offenders.is_empty(),
+        "process spawning outside ar-process:\n{}",
+        offenders.join("\n")
+    );
 }
