@@ -50,6 +50,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-dispatch",
                 "ar-studio",
                 "ar-store",
+                "ar-process",
                 "ar-test-support",
             ][..],
         ),
