@@ -1,0 +1,122 @@
+//! `agent-runtime config validate`: exit 0 on a good configuration (inline, `@file`, or from
+//! `AGENT_RUNTIME_APP_CONFIG`), non-zero with every diagnostic on a bad one; `serve` refuses a
+//! bad configuration the same way before it listens.
+
+use crate::harness::*;
+
+const GOOD: &str = r#"
+apps:
+  - app_id: host_app
+    event_protocol: v2
+    event_callbacks:
+      - url: "http://127.0.0.1:9/hooks"
+        token: cb-token
+        event_types: [run.completed, run.failed]
+    model_endpoints:
+      - {id: local, base_url: "http://127.0.0.1:11434/v1", auth_mode: none, allow_http: true}
+  - app_id: second_app
+"#;
+
+/// A configuration with six independent problems; each (path, fragment) must be reported.
+const BAD: &str = r#"
+apps:
+  - app_id: "bad id"
+    event_protocol: v3
+    evnt_callbacks: []
+    event_callbacks:
+      - url: relative/path
+      - token: no-url
+    model_endpoints:
+      - {id: remote, base_url: "http://models.example.com/v1", auth_mode: api_key}
+"#;
+
+const BAD_DIAGNOSTICS: &[(&str, &str)] = &[
+    ("apps[0].app_id", "not allowed"),
+    ("apps[0].event_protocol", "invalid event_protocol"),
+    ("apps[0].evnt_callbacks", "did you mean `event_callbacks`"),
+    ("apps[0].event_callbacks[0].url", "not a valid absolute URL"),
+    ("apps[0].event_callbacks[1].url", "is required"),
+    ("apps[0].model_endpoints[0].base_url", "allow_http"),
+];
+
+fn assert_every_diagnostic(output: &str) {
+    for (path, fragment) in BAD_DIAGNOSTICS {
+        assert!(
+            output
+                .lines()
+                .any(|line| line.contains(&format!("{path}:")) && line.contains(fragment)),
+            "missing diagnostic {path}: …{fragment}… in:\n{output}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_validate_accepts_a_good_configuration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = base_env(dir.path());
+    let (status, stdout, stderr) = run_command(&["config", "validate", GOOD], &env).await;
+    assert!(status.success(), "inline: {status}\n{stderr}");
+    assert_eq!(stdout.trim(), "ok: 2 app(s)");
+
+    let file = dir.path().join("apps.yaml");
+    std::fs::write(&file, GOOD).expect("write config");
+    let source = format!("@{}", file.display());
+    let (status, stdout, stderr) = run_command(&["config", "validate", &source], &env).await;
+    assert!(status.success(), "@file: {status}\n{stderr}");
+    assert_eq!(stdout.trim(), "ok: 2 app(s)");
+
+    let mut from_env = env.clone();
+    from_env.insert("AGENT_RUNTIME_APP_CONFIG".into(), source);
+    let (status, stdout, stderr) = run_command(&["config", "validate"], &from_env).await;
+    assert!(status.success(), "from the environment: {status}\n{stderr}");
+    assert_eq!(stdout.trim(), "ok: 2 app(s)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_validate_reports_every_problem_of_a_bad_configuration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = base_env(dir.path());
+    let (status, stdout, stderr) = run_command(&["config", "validate", BAD], &env).await;
+    assert!(
+        !status.success(),
+        "a bad configuration validated:\n{stdout}"
+    );
+    assert_eq!(status.code(), Some(1));
+    assert!(!stdout.contains("ok:"), "{stdout}");
+    assert_every_diagnostic(&stderr);
+    let reported = stderr
+        .lines()
+        .filter(|line| line.trim_start().starts_with("apps"))
+        .count();
+    assert!(
+        stderr.contains(&format!("{reported} problem(s)")),
+        "the count matches the list:\n{stderr}"
+    );
+
+    // Nothing to validate, and a missing file, are errors too.
+    let (status, _, stderr) = run_command(&["config", "validate"], &env).await;
+    assert!(!status.success());
+    assert!(stderr.contains("no configuration given"), "{stderr}");
+    let missing = format!("@{}", dir.path().join("missing.yaml").display());
+    let (status, _, stderr) = run_command(&["config", "validate", &missing], &env).await;
+    assert!(!status.success());
+    assert!(stderr.contains("AGENT_RUNTIME_APP_CONFIG"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_a_bad_configuration_with_every_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = base_env(dir.path());
+    env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), BAD.into());
+    env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "nosuchdb".into());
+    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    assert!(!status.success());
+    assert!(stderr.contains("invalid configuration"), "{stderr}");
+    assert_every_diagnostic(&stderr);
+    assert!(
+        stderr.contains("AGENT_RUNTIME_STORE_DRIVER"),
+        "environment problems are reported with the app config's:\n{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}

@@ -1,0 +1,189 @@
+//! Process death and restart: SIGTERM lets the in-flight step reach its checkpoint and exits 0,
+//! leaving the run `running` with whole steps only; SIGKILL mid-step loses the step in flight;
+//! either way a restarted binary on the same SQLite file completes the run, with events
+//! contiguous and nothing done twice.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ar_core::store::Store as _;
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use serde_json::json;
+
+use crate::harness::*;
+
+/// What a stopped process left in the database, read through the store after it exited.
+struct OnDisk {
+    status: String,
+    checkpoint_step: Option<i64>,
+    event_sequence: Vec<i64>,
+    event_types: Vec<String>,
+    tool_calls: usize,
+}
+
+async fn on_disk(dsn: &Path, run_id: &str) -> OnDisk {
+    let store = ar_store::SqliteStore::connect(dsn.to_str().expect("utf-8 path"))
+        .await
+        .expect("open the database the binary left");
+    let run = store
+        .get_run(APP, run_id)
+        .await
+        .expect("read run")
+        .expect("run exists");
+    let events = store
+        .list_events_after(APP, run_id, 0, None)
+        .await
+        .expect("read events");
+    let checkpoint = store.latest_checkpoint(run_id).await.expect("checkpoint");
+    let tool_calls = store
+        .list_tool_calls(APP, run_id)
+        .await
+        .expect("tool calls")
+        .len();
+    store.close().await;
+    OnDisk {
+        status: run.status.to_string(),
+        checkpoint_step: checkpoint.map(|c| c.step),
+        event_sequence: events.iter().map(|e| e.sequence_no).collect(),
+        event_types: events.iter().map(|e| e.event_type.clone()).collect(),
+        tool_calls,
+    }
+}
+
+/// Counts the tool results in the transcript of a model request.
+fn tool_results(body: &serde_json::Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map(|messages| messages.iter().filter(|m| m["role"] == "tool").count())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_step_reach_its_checkpoint_and_a_restart_completes_the_run() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("get_context", "{}"));
+    // The second round is slow: SIGTERM arrives while its model request is in flight.
+    mock.push(
+        Reply::tool_call("get_context", json!({"part": 2}).to_string())
+            .delay(Duration::from_secs(2)),
+    );
+    mock.push(Reply::text("finished after the restart"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = sqlite_env(dir.path(), &mock);
+    let dsn = dir.path().join("data").join("runtime.db");
+
+    let mut first = Server::start(&env).await;
+    let agent = first.create_agent("durable", &["get_context"]).await;
+    let run = first
+        .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
+        .await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    wait_model_requests(&mock, 2).await;
+    first.process.terminate();
+    let status = first.process.wait_exit(WAIT).await;
+    assert!(
+        status.success(),
+        "SIGTERM must exit 0, got {status}; stderr:\n{}",
+        first.process.stderr()
+    );
+    assert!(first.process.stderr().contains("shutdown requested"));
+    drop(first);
+
+    // The slow step finished and was checkpointed; the run waits, running, for an owner.
+    let left = on_disk(&dsn, &run_id).await;
+    assert_eq!(left.status, "running", "{:?}", left.event_types);
+    assert_eq!(
+        left.checkpoint_step,
+        Some(2),
+        "both rounds are checkpointed"
+    );
+    assert_eq!(left.tool_calls, 2);
+    assert_eq!(
+        left.event_sequence,
+        (1..=left.event_sequence.len() as i64).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        left.event_types.last().map(String::as_str),
+        Some("tool_call_finished"),
+        "the log ends on a whole step: {:?}",
+        left.event_types
+    );
+    assert_eq!(mock.model_requests().len(), 2);
+
+    let second = Server::start(&env).await;
+    let done = second.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = second.events(&run_id).await;
+    assert_contiguous(&events);
+    assert_eq!(
+        &event_types(&events)[..left.event_types.len()],
+        &left.event_types[..],
+        "the restart appended to the log, it did not rewrite it"
+    );
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 3, "no round was asked twice");
+    assert_eq!(tool_results(&requests[2].body), 2, "the transcript resumed");
+    assert_eq!(second.list(&run_id, "tool-calls").await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_the_restarted_binary_takes_the_run_over_at_once() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("get_context", "{}"));
+    // The second model call starts streaming and never finishes: the process dies mid-step.
+    mock.push(Reply::hang());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = sqlite_env(dir.path(), &mock);
+    let dsn = dir.path().join("data").join("runtime.db");
+
+    let mut first = Server::start(&env).await;
+    let agent = first.create_agent("crashy", &["get_context"]).await;
+    let run = first
+        .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
+        .await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    wait_model_requests(&mock, 2).await;
+    first.process.kill_hard();
+    drop(first);
+
+    let left = on_disk(&dsn, &run_id).await;
+    assert_eq!(left.status, "running");
+    assert_eq!(left.checkpoint_step, Some(1));
+    assert_eq!(left.tool_calls, 1);
+    mock.push(Reply::text("recovered"));
+
+    // Same data directory → same persisted instance id → the lease is this process's own, so
+    // the run is adopted at start. A takeover that waited for the 30 s lease to expire (plus
+    // the 10 s sweep) could not finish within this bound.
+    let second = Server::start(&env).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let done = loop {
+        let run = second.run(&run_id).await;
+        if run["status"] != "running" && run["status"] != "queued" {
+            break run;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run was not taken over at start: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = second.events(&run_id).await;
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(&types[..left.event_types.len()], &left.event_types[..]);
+    assert_eq!(
+        types.iter().filter(|t| *t == "run.completed").count(),
+        1,
+        "{types:?}"
+    );
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        tool_results(&requests[2].body),
+        1,
+        "the finished round was kept"
+    );
+    assert_eq!(second.list(&run_id, "tool-calls").await.len(), 1);
+}

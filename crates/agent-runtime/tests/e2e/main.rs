@@ -1,0 +1,14 @@
+//! End-to-end tests of the real `agent-runtime` binary: each test starts it as a child process
+//! (loopback only, a private data directory, nothing inherited from the caller's environment)
+//! and drives it over HTTP with the Go SDK's request and response shapes, against the mock model
+//! provider running in the test process.
+
+mod harness;
+mod shapes;
+
+mod callbacks;
+mod config_cli;
+mod durability;
+mod embedded;
+mod postgres;
+mod sdk_flow;
