@@ -100,6 +100,21 @@ pub const INSTANCE_ID: EnvVar = EnvVar::new(
     "Identity of this process as owner of run leases (generated when unset).",
 );
 
+/// How long a run's lease lasts without a heartbeat.
+pub const LEASE_TTL_SECONDS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_LEASE_TTL_SECONDS",
+    Some("30"),
+    "Seconds a run's ownership lease lasts without a heartbeat; another replica takes the run over after it expires.",
+);
+/// How often orphaned runs are looked for.
+pub const SWEEP_INTERVAL_SECONDS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_SWEEP_INTERVAL_SECONDS",
+    Some("10"),
+    "Seconds between looks for runs whose owner died.",
+);
+
 // --- store ----------------------------------------------------------------------------------
 
 /// Which database holds durable state.
@@ -373,6 +388,8 @@ pub const ALL: &[EnvVar] = &[
     ALLOW_ANONYMOUS,
     APP_CONFIG,
     INSTANCE_ID,
+    LEASE_TTL_SECONDS,
+    SWEEP_INTERVAL_SECONDS,
     STORE_DRIVER,
     SQLITE_DSN,
     DATABASE_URL,
@@ -538,6 +555,25 @@ impl Reader<'_> {
 
     fn report(&mut self, var: &EnvVar, message: impl Into<String>) {
         self.diagnostics.push(Diagnostic::new(var.name, message));
+    }
+
+    /// A whole number of seconds in `1..=max`, or the declared default.
+    fn seconds(&mut self, var: &EnvVar, max: u64) -> std::time::Duration {
+        let default = var.default.and_then(|d| d.parse().ok()).unwrap_or(1);
+        let value = match self.get(var) {
+            None => default,
+            Some(text) => match text.trim().parse::<u64>() {
+                Ok(n) if (1..=max).contains(&n) => n,
+                _ => {
+                    self.report(
+                        var,
+                        format!("must be a whole number of seconds between 1 and {max}"),
+                    );
+                    default
+                }
+            },
+        };
+        std::time::Duration::from_secs(value)
     }
 
     fn flag(&mut self, var: &EnvVar) -> bool {
@@ -781,6 +817,10 @@ pub struct ServiceSettings {
     pub service_token: Option<Secret>,
     pub allow_anonymous: bool,
     pub instance_id: Option<String>,
+    /// Lifetime of a run ownership lease without a heartbeat.
+    pub lease_ttl: std::time::Duration,
+    /// Interval of the orphaned-run sweep.
+    pub sweep_interval: std::time::Duration,
     /// Parsed `AGENT_RUNTIME_APP_CONFIG` (empty when unset).
     pub app_config: AppConfig,
     pub store: StoreSettings,
@@ -809,6 +849,8 @@ impl ServiceSettings {
         let service_token = r.secret(&SERVICE_TOKEN);
         let allow_anonymous = r.flag(&ALLOW_ANONYMOUS);
         let instance_id = r.get(&INSTANCE_ID);
+        let lease_ttl = r.seconds(&LEASE_TTL_SECONDS, 3600);
+        let sweep_interval = r.seconds(&SWEEP_INTERVAL_SECONDS, 3600);
         if let Some(id) = &instance_id {
             if let Err(message) = ar_core::ids::validate_external_id("instance id", id) {
                 r.report(&INSTANCE_ID, message);
@@ -857,6 +899,8 @@ impl ServiceSettings {
                 service_token,
                 allow_anonymous,
                 instance_id,
+                lease_ttl,
+                sweep_interval,
                 app_config,
                 store,
                 models,

@@ -186,11 +186,27 @@ impl Engine {
         self.inner.tasks.close();
         if tokio::time::timeout(deadline, self.inner.tasks.wait())
             .await
+            .is_ok()
+        {
+            return;
+        }
+        // Steps that could not reach a checkpoint in time are abandoned where they are: the
+        // run stays `running` at its last checkpoint, its lease is released, and the next
+        // owner (this instance restarted, or another replica) continues it.
+        tracing::warn!(
+            remaining = self.inner.owners.len(),
+            "shutdown deadline passed; abandoning in-flight steps"
+        );
+        for owner in self.inner.owners.iter() {
+            owner.cancel.cancel();
+        }
+        if tokio::time::timeout(std::time::Duration::from_secs(5), self.inner.tasks.wait())
+            .await
             .is_err()
         {
             tracing::warn!(
                 remaining = self.inner.owners.len(),
-                "shutdown deadline passed with runs still executing"
+                "runs still executing at exit"
             );
         }
     }

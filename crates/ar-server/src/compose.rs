@@ -292,6 +292,8 @@ impl Service {
         );
         let config = EngineConfig {
             instance_id,
+            lease_ttl: settings.lease_ttl,
+            sweep_interval: settings.sweep_interval,
             apps: app_policies(&apps),
             providers: provider_defaults,
             served_providers: SERVED_PROVIDERS

@@ -60,6 +60,13 @@ pub fn env_for(mock: &MockProvider, store_dsn: &str) -> HashMap<String, String> 
 
 impl TestServer {
     pub async fn start_with(env: HashMap<String, String>) -> TestServer {
+        // Logs help when a test fails; `AR_TEST_LOG=debug` turns them on.
+        if let Ok(filter) = std::env::var("AR_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_test_writer()
+                .try_init();
+        }
         let settings = ServiceSettings::from_env(|name| env.get(name).cloned())
             .unwrap_or_else(|diagnostics| panic!("settings: {diagnostics:?}"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

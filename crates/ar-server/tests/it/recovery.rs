@@ -56,3 +56,45 @@ async fn a_restarted_service_continues_a_run_from_its_checkpoint() {
     );
     second.stop().await;
 }
+
+#[tokio::test]
+async fn another_replica_takes_over_a_run_whose_owner_went_away() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::hang());
+    let dir = tempfile::tempdir().unwrap();
+    let dsn = dir.path().join("shared.db").display().to_string();
+    let mut env_a = env_for(&mock, &dsn);
+    env_a.insert("AGENT_RUNTIME_INSTANCE_ID".into(), "replica_a".into());
+    let mut env_b = env_for(&mock, &dsn);
+    env_b.insert("AGENT_RUNTIME_INSTANCE_ID".into(), "replica_b".into());
+    env_b.insert("AGENT_RUNTIME_SWEEP_INTERVAL_SECONDS".into(), "1".into());
+    env_b.insert("AGENT_RUNTIME_LEASE_TTL_SECONDS".into(), "2".into());
+    let replica_a = TestServer::start_with(env_a).await;
+    let replica_b = TestServer::start_with(env_b).await;
+    let agent = replica_a.agent("shared", json!({})).await;
+    let run = replica_a.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    for _ in 0..500 {
+        if mock.active_streams() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Replica B sees the run but does not steal it while A holds a live lease.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(replica_b.run(&run_id).await["status"], "running");
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "only the owner called the model"
+    );
+    mock.push(Reply::text("finished by b"));
+    replica_a.stop().await;
+    let done = replica_b
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = replica_b.events(&run_id).await;
+    assert_contiguous(&events);
+    replica_b.stop().await;
+}
