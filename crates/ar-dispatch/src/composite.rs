@@ -121,7 +121,7 @@ type CostFn = Arc<dyn Fn(&RunSpec) -> u64 + Send + Sync>;
 /// Adds a per-flow spend cap, a tracer hook and agent failover to another runtime.
 ///
 /// - The flow of a spec is `flow_of(spec)` (default: the part of `RunID` before the first
-///   `/`, or the whole id). Each dispatch costs `cost_of(spec)` units (default 1); a
+///   `:`, or the whole id). Each dispatch costs `cost_of(spec)` units (default 1); a
 ///   dispatch that would take the flow's spend past the cap fails with
 ///   [`DispatchError::BudgetExceeded`] and starts nothing. Refused dispatches cost nothing.
 /// - Failover: when dispatching agent A fails and `failover(A, B)` was set, B is tried
@@ -145,7 +145,7 @@ impl Gateway {
             spent: Mutex::new(HashMap::new()),
             flow_of: Arc::new(|s: &RunSpec| {
                 s.run_id
-                    .split_once('/')
+                    .split_once(':')
                     .map(|(f, _)| f.to_string())
                     .unwrap_or_else(|| s.run_id.clone())
             }),

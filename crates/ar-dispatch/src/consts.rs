@@ -46,6 +46,9 @@ pub const ERROR_PROVIDER_FAILED: &str = "provider_failed";
 /// `ErrorProviderResultUnknown`.
 pub const ERROR_PROVIDER_RESULT_UNKNOWN: &str = "provider_result_unknown";
 
+/// Set as `error_code` on the `exited` event of a cancelled run, so remote clients see why it ended.
+pub const EXIT_CODE_CANCELED: &str = "canceled";
+
 /// ChatGPT plans the subscription policy accepts.
 pub const KNOWN_ACCOUNT_PLANS: &[&str] = &[
     "free",

@@ -253,6 +253,13 @@ impl RunEvent {
         e
     }
 
+    /// The `exited` event of a cancelled run (`error_code` = `canceled`).
+    pub fn exited_canceled(run_id: impl Into<String>, code: i32) -> Self {
+        let mut e = Self::exited(run_id, code);
+        e.error_code = EXIT_CODE_CANCELED.to_string();
+        e
+    }
+
     /// An `error` event with an optional code.
     pub fn error(run_id: impl Into<String>, message: impl Into<String>, code: &str) -> Self {
         let mut e = Self::new(run_id, EventType::Error, message);

@@ -178,8 +178,12 @@ impl Runtime for FakeRuntime {
             } else {
                 Status::ended(State::Failed, code, format!("exit status {code}"))
             };
-            sink.finish(status, vec![RunEvent::exited(&run_id, code)])
-                .await;
+            let exited = if canceled {
+                RunEvent::exited_canceled(&run_id, code)
+            } else {
+                RunEvent::exited(&run_id, code)
+            };
+            sink.finish(status, vec![exited]).await;
         });
         Ok(Run::new(parts, control))
     }

@@ -328,6 +328,10 @@ async fn drive(
             -1,
         ),
     };
-    sink.finish(status, vec![RunEvent::exited(&run_id, code)])
-        .await;
+    let exited = if status.state == State::Canceled {
+        RunEvent::exited_canceled(&run_id, code)
+    } else {
+        RunEvent::exited(&run_id, code)
+    };
+    sink.finish(status, vec![exited]).await;
 }

@@ -182,8 +182,9 @@ pub fn classify_codex(line: &str) -> Vec<Classified> {
                     str_at(&item, &["prompt"]),
                     str_at(&item, &["tool"]),
                 )],
+                // Error items are warnings codex carries on after (e.g. missing model metadata).
                 "error" => vec![Classified::new(
-                    EventType::Error,
+                    EventType::Stderr,
                     str_at(&item, &["message"]),
                 )],
                 _ => vec![Classified::new(EventType::Stdout, line)],
@@ -193,7 +194,9 @@ pub fn classify_codex(line: &str) -> Vec<Classified> {
             EventType::Error,
             str_at(&v, &["error", "message"]),
         )],
-        "error" => vec![Classified::new(EventType::Error, str_at(&v, &["message"]))],
+        // Top-level errors are retry notices ("Reconnecting... 1/5"); a real failure ends
+        // with `turn.failed` and a non-zero exit.
+        "error" => vec![Classified::new(EventType::Stderr, str_at(&v, &["message"]))],
         _ => vec![Classified::new(EventType::Stdout, line)],
     }
 }

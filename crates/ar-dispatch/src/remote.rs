@@ -145,7 +145,7 @@ async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken)
     let run_id = sink.id().to_string();
     let mut body = resp.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
-    let mut exited: Option<i32> = None;
+    let mut exited: Option<RunEvent> = None;
     let mut last_error: Option<String> = None;
     let mut broken: Option<String> = None;
     'read: while let Some(chunk) = body.next().await {
@@ -166,7 +166,7 @@ async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken)
             match serde_json::from_slice::<RunEvent>(line) {
                 Ok(ev) => {
                     match ev.kind {
-                        EventType::Exited => exited = Some(ev.code),
+                        EventType::Exited => exited = Some(ev.clone()),
                         EventType::Error => last_error = Some(ev.data.clone()),
                         _ => {}
                     }
@@ -189,7 +189,9 @@ async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken)
     }
     let canceled = token.is_cancelled();
     match exited {
-        Some(code) => {
+        Some(ev) => {
+            let code = ev.code;
+            let canceled = canceled || ev.error_code == crate::consts::EXIT_CODE_CANCELED;
             let status = if canceled {
                 Status::ended(State::Canceled, code, "canceled")
             } else if code == 0 && last_error.is_none() {
@@ -201,8 +203,7 @@ async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken)
                     last_error.unwrap_or_else(|| format!("exit status {code}")),
                 )
             };
-            sink.finish(status, vec![RunEvent::exited(&run_id, code)])
-                .await;
+            sink.finish(status, vec![ev]).await;
         }
         None if last_error.is_some() && broken.is_none() => {
             // The node ended the stream with an `error` event (terminal on the wire).

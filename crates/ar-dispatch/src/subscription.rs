@@ -193,15 +193,11 @@ fn pinned_overrides(developer_instructions: &str) -> Vec<String> {
             toml_string(REASONING_EFFORT_MEDIUM)
         ),
         "web_search=\"disabled\"".to_string(),
-        "include_plan_tool=false".to_string(),
-        "include_apply_patch_tool=false".to_string(),
-        "tools.view_image=false".to_string(),
+        "tools.web_search=false".to_string(),
         "include_permissions_instructions=false".to_string(),
         "include_environment_context=false".to_string(),
         "include_apps_instructions=false".to_string(),
         "include_collaboration_mode_instructions=false".to_string(),
-        "include_skill_instructions=false".to_string(),
-        "include_request_user_input_tool=false".to_string(),
     ]
 }
 
@@ -695,7 +691,7 @@ async fn drive(
         ),
         Outcome::Canceled => (
             Status::ended(State::Canceled, code, "canceled"),
-            vec![RunEvent::exited(&run_id, code)],
+            vec![RunEvent::exited_canceled(&run_id, code)],
         ),
     };
     sink.finish(status, events).await;

@@ -1,1 +1,10 @@
-//! Integration tests of ar-dispatch.
+//! Integration tests of ar-dispatch: wire formats, local runtimes, composites, node and remote, subscription lane, real CLIs.
+
+mod cli;
+mod composite;
+mod contracts;
+mod local;
+mod node;
+mod subscription;
+mod support;
+mod wire;
