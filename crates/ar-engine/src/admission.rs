@@ -41,6 +41,8 @@ pub struct StartRun {
     pub mcp_server_count: usize,
     pub model: Option<RunModel>,
     pub model_credential: Option<RunCredential>,
+    /// A studio-started run: its chosen id and starting transcript (see `studio`).
+    pub seed: Option<crate::studio::RunSeed>,
 }
 
 /// Validates and normalizes a turn policy for a runtime kind.
@@ -248,7 +250,10 @@ impl Engine {
         }
 
         // 6. Target context.
-        let run_id = new_id(prefix::RUN);
+        let run_id = match &request.seed {
+            Some(seed) if !seed.run_id.is_empty() => seed.run_id.clone(),
+            _ => new_id(prefix::RUN),
+        };
         let context = self
             .deps()
             .context
@@ -313,6 +318,14 @@ impl Engine {
             queued["host_run_id"] = json!(run.host_run_id);
         }
         change.events.push(event(kind::RUN_QUEUED, queued));
+        if let Some(seed) = &request.seed {
+            change.checkpoint = Some(ar_core::store::Checkpoint {
+                run_id: run.id.clone(),
+                step: seed.state.step,
+                state: seed.state.to_json(),
+                created_at: now,
+            });
+        }
         if let Some(credential) = &request.model_credential {
             let sealer =
                 self.deps().sealer.as_ref().ok_or_else(|| {

@@ -11,6 +11,7 @@
 mod admission;
 mod agents;
 pub mod config;
+mod context;
 mod engine;
 pub mod error;
 mod gate;
@@ -20,6 +21,8 @@ mod native;
 mod owner;
 mod records;
 pub mod sealer;
+pub mod studio;
+pub mod studio_replay;
 pub mod transcript;
 
 pub use admission::{StartRun, MAX_MCP_SERVERS};
@@ -30,6 +33,9 @@ pub use error::{EngineError, EngineResult};
 pub use gate::GatewayResult;
 pub use lifecycle::{NewArtifact, ResumeRun};
 pub use model_route::RunCredential;
+pub use studio::{
+    RunSeed, StudioDecision, StudioPolicy, StudioRunError, StudioRunSpec, TranscriptEdit,
+};
 
 /// Names of the tools the engine executes itself.
 pub mod control_tools {

@@ -49,6 +49,8 @@ enum Plan {
     Run { tool: ToolDefinition, input: Value },
     /// Update the plan (artifact + event), answered at once.
     Replan { input: Value },
+    /// Answered with a recorded result (studio replay); the handler does not run.
+    Substitute(String),
     /// Park for a person.
     Park {
         kind: &'static str,
@@ -141,6 +143,10 @@ impl Engine {
         };
         let Some(agent) = self.deps().store.get_agent(app_id, &run.agent_id).await? else {
             self.fail_run(app_id, run_id, "agent not found").await;
+            return Ok(());
+        };
+        let agent = Self::studio_agent(agent, &run);
+        let Some(run) = self.refresh_context(run).await? else {
             return Ok(());
         };
         match run.runtime_kind {
@@ -282,10 +288,11 @@ impl Engine {
                 }
                 continue;
             }
+            state.queued_user_messages.extend(handle.take_steers());
             state.flush_queued_messages();
-            if state.turn_steps >= self.inner.config.max_tool_steps {
+            let limit = self.step_limit(&run);
+            if state.turn_steps >= limit {
                 let usage = state.usage;
-                let limit = self.inner.config.max_tool_steps;
                 self.commit_step(&mut run, |run, change| {
                     mark_failed(
                         run,
@@ -359,6 +366,9 @@ impl Engine {
     }
 
     async fn route_for(&self, run: &Run) -> Result<ModelRoute, RouteProblem> {
+        if crate::studio_replay::is_scripted(run) {
+            return Ok(crate::studio_replay::scripted_route(run));
+        }
         let Some(model) = run.input.model.as_ref() else {
             return Err(RouteProblem::Other("run has no model route".to_string()));
         };
@@ -439,6 +449,9 @@ impl Engine {
         handle: &Arc<OwnerHandle>,
         marks: &mut StreamMarks,
     ) -> EngineResult<Option<Result<ModelResponse, ModelError>>> {
+        if let Some(answer) = self.scripted_answer(run, request).await? {
+            return Ok(Some(answer));
+        }
         let (sender, mut receiver) = mpsc::unbounded_channel::<StreamDelta>();
         let models = self.deps().models.clone();
         let call = async move {
@@ -578,6 +591,7 @@ impl Engine {
         agent: &Agent,
         tools: &[ToolDefinition],
         calls: &[ModelToolCall],
+        studio: Option<(&crate::studio_replay::StudioGate, &[ChatMessage])>,
     ) -> Vec<Plan> {
         calls
             .iter()
@@ -629,16 +643,33 @@ impl Engine {
                             record: false,
                         }
                     }
-                    _ if needs_approval(agent.approval_mode, run, tool) => Plan::Park {
-                        kind: interaction_kind::APPROVAL_REQUEST,
-                        title: "Approve tool call".into(),
-                        reason: PauseReason::HumanApproval,
-                        payload: approval_payload(tool, &input),
-                        record: true,
-                    },
-                    _ => Plan::Run {
-                        tool: tool.clone(),
-                        input,
+                    _ => match studio.and_then(|(gate, seen)| gate.intercept(tool, call, seen)) {
+                        Some(crate::studio_replay::Intercept::Substitute(content)) => {
+                            Plan::Substitute(content)
+                        }
+                        Some(crate::studio_replay::Intercept::Park { why }) => {
+                            let mut payload = approval_payload(tool, &input);
+                            payload["studio"] = json!(why);
+                            payload["tool_call_id"] = json!(call.id);
+                            Plan::Park {
+                                kind: interaction_kind::APPROVAL_REQUEST,
+                                title: format!("Approve {name} ({why})"),
+                                reason: PauseReason::HumanApproval,
+                                payload,
+                                record: true,
+                            }
+                        }
+                        None if needs_approval(agent.approval_mode, run, tool) => Plan::Park {
+                            kind: interaction_kind::APPROVAL_REQUEST,
+                            title: "Approve tool call".into(),
+                            reason: PauseReason::HumanApproval,
+                            payload: approval_payload(tool, &input),
+                            record: true,
+                        },
+                        None => Plan::Run {
+                            tool: tool.clone(),
+                            input,
+                        },
                     },
                 }
             })
@@ -885,7 +916,9 @@ impl Engine {
         }
 
         // A tool round.
-        let plans = self.plan_calls(run, agent, tools, &response.tool_calls);
+        let gate = self.studio_gate(run).await?;
+        let studio = gate.as_ref().map(|g| (g, state.transcript.as_slice()));
+        let plans = self.plan_calls(run, agent, tools, &response.tool_calls, studio);
         let now = self.now();
         let mut interactions: Vec<Interaction> = Vec::new();
         let mut gated_records: Vec<ToolCallRecord> = Vec::new();
@@ -897,6 +930,9 @@ impl Engine {
             match plan {
                 Plan::Reject(reason) => {
                     answered.push((call.clone(), ToolOutput::error(reason), None, 0))
+                }
+                Plan::Substitute(content) => {
+                    answered.push((call.clone(), ToolOutput::text(content), None, 0))
                 }
                 Plan::Replan { input } => {
                     plan_events.push((call.id.clone(), input.clone()));

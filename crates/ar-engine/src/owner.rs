@@ -17,9 +17,15 @@ pub(crate) struct OwnerHandle {
     pub(crate) cancel: CancellationToken,
     /// Set by `pause`; the owner stops at its next safe point.
     pub(crate) pause: AtomicBool,
+    /// Steer messages for the loop's next safe boundary (studio runs).
+    pub(crate) steers: parking_lot::Mutex<Vec<String>>,
 }
 
 impl OwnerHandle {
+    pub(crate) fn take_steers(&self) -> Vec<String> {
+        std::mem::take(&mut *self.steers.lock())
+    }
+
     pub(crate) fn pause_requested(&self) -> bool {
         self.pause.load(Ordering::Acquire)
     }

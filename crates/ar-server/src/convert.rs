@@ -221,6 +221,7 @@ pub fn start_run_from_wire(request: ar_wire::StartRunRequest) -> StartRun {
         mcp_server_count: request.mcp_servers.len(),
         model: request.model.map(model_from_wire),
         model_credential: request.model_credential.map(credential_from_wire),
+        seed: None,
     }
 }
 

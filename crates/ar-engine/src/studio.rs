@@ -1,0 +1,838 @@
+//! Studio-started runs: the run policy a studio command sets (engine, side effects,
+//! breakpoints, narrowed limits), forks of a recorded run from step N with transcript edits,
+//! decisions on parked calls, and steering.
+//!
+//! Steps are counted from 0 as the studio counts them: step `k` is the run's `k`-th model
+//! response. A fork from step `N` keeps steps `0..N` of the source (tool results included) and
+//! runs step `N` fresh; the input record is context, not a step.
+
+use ar_core::model::{ChatMessage, ChatRole};
+use ar_core::tool::{canonical_tool_name, ToolDefinition};
+use ar_core::{Agent, InteractionStatus, JsonMap, Run, RunModel, RunStatus, TargetRef};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::admission::StartRun;
+use crate::engine::{Decide, Engine};
+use crate::error::EngineError;
+use crate::lifecycle::ResumeRun;
+use crate::transcript::{Decision, LoopState};
+
+/// The run metadata key holding a studio-started run's [`StudioPolicy`].
+pub const STUDIO_METADATA_KEY: &str = "studio";
+
+/// How a studio command shapes the run it starts (kept in the run's metadata).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StudioPolicy {
+    pub command_id: String,
+    /// The recorded run this one re-runs (empty: a fresh run).
+    pub source_run_id: String,
+    pub from_step: i64,
+    /// `live` or `scripted`.
+    pub engine: String,
+    /// `substitute`, `park` or `allow`.
+    pub side_effects: String,
+    /// Tools whose calls park for a person (the runtime's breakpoints plus the command's).
+    pub park_on: Vec<String>,
+    /// Mutating tools opted in to run for real under `allow`.
+    pub allow: Vec<String>,
+    /// The instructions (system prompt) override; empty keeps the agent's.
+    pub instructions: String,
+    /// A narrowed step limit; 0 keeps the runtime's.
+    pub max_steps: i64,
+    pub experiment_id: String,
+    pub actor: String,
+}
+
+impl StudioPolicy {
+    /// The policy of a studio-started run; `None` for the app's own runs.
+    pub fn of(run: &Run) -> Option<StudioPolicy> {
+        run.metadata_value(STUDIO_METADATA_KEY)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    pub fn scripted(&self) -> bool {
+        self.engine == "scripted"
+    }
+}
+
+/// A run created with a chosen id and a starting transcript (a fork's kept prefix).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSeed {
+    pub run_id: String,
+    pub state: LoopState,
+}
+
+/// An edit of the kept prefix (the studio's `TranscriptEdit`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TranscriptEdit {
+    /// `tool_result`, `reply`, `user`, `tool_args` or `insert`; empty: the fields decide.
+    pub kind: String,
+    pub step: i64,
+    pub tool_result: String,
+    pub call_id: String,
+    pub content: String,
+    pub args: Option<Value>,
+}
+
+/// A studio command's run, as the runtime understands it.
+#[derive(Debug, Clone, Default)]
+pub struct StudioRunSpec {
+    pub app_id: String,
+    pub agent_id: String,
+    /// The id the run will have (minted before the command is acked).
+    pub run_id: String,
+    pub input: Option<String>,
+    /// `(source run id, from_step)`.
+    pub source: Option<(String, i64)>,
+    pub edits: Vec<TranscriptEdit>,
+    /// Tools narrowed to (empty: the agent's).
+    pub only_tools: Vec<String>,
+    /// A model override (same provider as the agent's).
+    pub model: String,
+    pub policy: StudioPolicy,
+}
+
+/// Why a studio command cannot run; each maps to the studio's error codes.
+#[derive(Debug, thiserror::Error)]
+pub enum StudioRunError {
+    /// 400: malformed or contradictory.
+    #[error("{0}")]
+    Invalid(String),
+    /// 403: widens a limit or a side-effect rule.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: unknown agent, run or call.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the state moved on (a second decision, a finished run).
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<ar_core::store::StoreError> for StudioRunError {
+    fn from(error: ar_core::store::StoreError) -> Self {
+        StudioRunError::Engine(EngineError::Store(error))
+    }
+}
+
+impl StudioRunError {
+    fn invalid(message: impl Into<String>) -> Self {
+        StudioRunError::Invalid(message.into())
+    }
+}
+
+/// A person's decision on a parked call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StudioDecision {
+    /// Run the handler.
+    Approve,
+    /// Skip the handler; the model sees the reason.
+    Deny { reason: String },
+    /// Skip the handler; `content` is the call's result.
+    Resolve { content: String },
+}
+
+/// Positions of assistant messages in a transcript.
+fn assistant_positions(transcript: &[ChatMessage]) -> Vec<usize> {
+    transcript
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == ChatRole::Assistant)
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// Checks `args` against a JSON schema's `required` keys and top-level property types.
+fn check_args(schema: &Value, args: &Value) -> Result<(), String> {
+    let Some(object) = args.as_object() else {
+        return Err("args must be a JSON object".to_string());
+    };
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for key in required.iter().filter_map(Value::as_str) {
+            if !object.contains_key(key) {
+                return Err(format!("args miss the required field {key}"));
+            }
+        }
+    }
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (key, value) in object {
+        let Some(expected) = properties
+            .and_then(|p| p.get(key))
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str)
+        else {
+            if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+                return Err(format!("args field {key} is not in the tool's schema"));
+            }
+            continue;
+        };
+        let fits = match expected {
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !fits {
+            return Err(format!("args field {key} must be of type {expected}"));
+        }
+    }
+    Ok(())
+}
+
+/// Applies `edits` to the kept prefix of `steps` steps, with the reference's rules.
+pub fn apply_edits(
+    transcript: &mut Vec<ChatMessage>,
+    steps: i64,
+    edits: &[TranscriptEdit],
+    tools: &[ToolDefinition],
+) -> Result<(), StudioRunError> {
+    for (i, edit) in edits.iter().enumerate() {
+        let at = |what: String| StudioRunError::Invalid(format!("transcript_edits[{i}]: {what}"));
+        let kind = match edit.kind.as_str() {
+            "" if !edit.tool_result.is_empty() => "tool_result",
+            "" if edit.args.is_some() => "tool_args",
+            "" => "reply",
+            other => other,
+        };
+        if edit.step < 0 {
+            return Err(at("negative step".into()));
+        }
+        let inside = if kind == "insert" {
+            edit.step <= steps
+        } else {
+            edit.step < steps
+        };
+        if !inside {
+            return Err(at(format!(
+                "step {} is outside the kept prefix (steps before {steps})",
+                edit.step
+            )));
+        }
+        let positions = assistant_positions(transcript);
+        let step = edit.step as usize;
+        match kind {
+            "insert" => {
+                if edit.content.trim().is_empty() {
+                    return Err(at("insert needs content".into()));
+                }
+                let where_ = positions.get(step).copied().unwrap_or(transcript.len());
+                transcript.insert(where_, ChatMessage::user(edit.content.clone()));
+            }
+            "reply" => {
+                let pos = positions[step];
+                // A rewrite keeps the step's calls: only the text changes.
+                transcript[pos].content = edit.content.clone();
+            }
+            "user" => {
+                let start = if step == 0 { 0 } else { positions[step - 1] };
+                let pos = (start..positions[step])
+                    .rev()
+                    .find(|&p| transcript[p].role == ChatRole::User)
+                    .ok_or_else(|| at(format!("step {step} has no user message to edit")))?;
+                transcript[pos].content = edit.content.clone();
+            }
+            "tool_result" | "tool_args" => {
+                if edit.call_id.is_empty() {
+                    return Err(at("call_id is required".into()));
+                }
+                let pos = positions[step];
+                let Some(call) = transcript[pos]
+                    .tool_calls
+                    .iter_mut()
+                    .find(|c| c.id == edit.call_id)
+                else {
+                    return Err(at(format!(
+                        "call {} is not a call of step {step}",
+                        edit.call_id
+                    )));
+                };
+                if kind == "tool_args" {
+                    let args = edit.args.clone().unwrap_or(Value::Null);
+                    let name = canonical_tool_name(&call.name);
+                    if let Some(tool) = tools.iter().find(|t| t.name == name) {
+                        check_args(&tool.input_schema, &args)
+                            .map_err(|e| at(format!("{name}: {e}")))?;
+                    } else if !args.is_object() {
+                        return Err(at("args must be a JSON object".into()));
+                    }
+                    call.arguments = args.to_string();
+                } else {
+                    let content = if edit.tool_result.is_empty() {
+                        edit.content.clone()
+                    } else {
+                        edit.tool_result.clone()
+                    };
+                    let id = edit.call_id.clone();
+                    let result = transcript
+                        .iter_mut()
+                        .find(|m| {
+                            m.role == ChatRole::Tool && m.tool_call_id.as_deref() == Some(&id)
+                        })
+                        .ok_or_else(|| at(format!("call {id} has no result to edit")))?;
+                    result.content = content;
+                }
+            }
+            other => return Err(at(format!("unknown kind {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+/// The kept prefix of `source` before step `from_step`, checked to end at a step boundary
+/// with every call answered.
+pub fn kept_prefix(source: &LoopState, from_step: i64) -> Result<Vec<ChatMessage>, StudioRunError> {
+    let positions = assistant_positions(&source.transcript);
+    if from_step < 0 {
+        return Err(StudioRunError::invalid(
+            "source.from_step must be 0 or more",
+        ));
+    }
+    if from_step as usize > positions.len() {
+        return Err(StudioRunError::invalid(format!(
+            "source.from_step {from_step} is past the source run's {} steps",
+            positions.len()
+        )));
+    }
+    let cut = positions
+        .get(from_step as usize)
+        .copied()
+        .unwrap_or(source.transcript.len());
+    let prefix = source.transcript[..cut].to_vec();
+    for message in prefix.iter().filter(|m| m.role == ChatRole::Assistant) {
+        for call in &message.tool_calls {
+            let answered = prefix
+                .iter()
+                .any(|m| m.role == ChatRole::Tool && m.tool_call_id.as_deref() == Some(&call.id));
+            if !answered {
+                return Err(StudioRunError::invalid(format!(
+                    "the kept prefix does not end at a step boundary: call {} has no result",
+                    call.id
+                )));
+            }
+        }
+    }
+    Ok(prefix)
+}
+
+impl Engine {
+    /// The step limit of a run (a studio run may narrow it).
+    pub(crate) fn step_limit(&self, run: &Run) -> i64 {
+        let own = self.inner.config.max_tool_steps;
+        match StudioPolicy::of(run) {
+            Some(policy) if policy.max_steps > 0 => policy.max_steps.min(own),
+            _ => own,
+        }
+    }
+
+    /// The agent as a studio run sees it (an instructions override replaces the prompt).
+    pub(crate) fn studio_agent(agent: Agent, run: &Run) -> Agent {
+        match StudioPolicy::of(run) {
+            Some(policy) if !policy.instructions.is_empty() => Agent {
+                system_prompt: policy.instructions,
+                ..agent
+            },
+            _ => agent,
+        }
+    }
+
+    /// The tools a studio run of `agent` would be offered.
+    fn studio_tools(&self, app_id: &str, agent: &Agent, only: &[String]) -> Vec<ToolDefinition> {
+        self.deps()
+            .tools
+            .catalog(app_id)
+            .into_iter()
+            .filter(|t| agent.allowed_tools.contains(&t.name))
+            .filter(|t| only.is_empty() || only.contains(&t.name))
+            .collect()
+    }
+
+    /// Checks a studio command (the runtime side of the studio's validation) and builds the
+    /// run to start: policy in metadata, the fork's kept and edited prefix as its seed.
+    pub async fn prepare_studio_run(
+        &self,
+        spec: StudioRunSpec,
+    ) -> Result<StartRun, StudioRunError> {
+        let store = &self.deps().store;
+        let agent = store
+            .get_agent(&spec.app_id, &spec.agent_id)
+            .await?
+            .ok_or_else(|| StudioRunError::NotFound(format!("unknown agent {}", spec.agent_id)))?;
+        let mut policy = spec.policy.clone();
+        if policy.engine.is_empty() {
+            policy.engine = "live".to_string();
+        }
+        if policy.side_effects.is_empty() {
+            policy.side_effects = "substitute".to_string();
+        }
+        if !matches!(policy.engine.as_str(), "live" | "scripted") {
+            return Err(StudioRunError::invalid(format!(
+                "unsupported engine {:?}",
+                policy.engine
+            )));
+        }
+        if !matches!(
+            policy.side_effects.as_str(),
+            "substitute" | "park" | "allow"
+        ) {
+            return Err(StudioRunError::invalid(format!(
+                "unsupported side_effects {:?}",
+                policy.side_effects
+            )));
+        }
+        let from_step = spec.source.as_ref().map(|(_, n)| *n).unwrap_or(0);
+        if spec.input.is_some() && from_step > 0 {
+            return Err(StudioRunError::invalid(
+                "input re-runs the whole turn: it cannot be combined with from_step > 0",
+            ));
+        }
+        if spec.source.is_none() && !spec.edits.is_empty() {
+            return Err(StudioRunError::invalid(
+                "transcript_edits need a source run",
+            ));
+        }
+        if policy.scripted() {
+            if spec.source.is_none() {
+                return Err(StudioRunError::invalid(
+                    "the scripted engine replays a source run: source is required",
+                ));
+            }
+            if !policy.instructions.is_empty() || !spec.model.is_empty() {
+                return Err(StudioRunError::invalid(
+                    "the scripted engine replays recorded turns: an instructions or model override would be ignored",
+                ));
+            }
+        }
+        for name in spec.only_tools.iter().chain(&policy.park_on) {
+            if !agent.allowed_tools.contains(name) {
+                return Err(StudioRunError::invalid(format!("unknown tool {name}")));
+            }
+        }
+        let own = self.inner.config.max_tool_steps;
+        if policy.max_steps < 0 {
+            return Err(StudioRunError::invalid(
+                "options.max_steps must be at least 1",
+            ));
+        }
+        if policy.max_steps > own {
+            return Err(StudioRunError::Forbidden(format!(
+                "options.max_steps {} raises the runtime's limit {own}: overrides may only narrow",
+                policy.max_steps
+            )));
+        }
+        let tools = self.studio_tools(&spec.app_id, &agent, &spec.only_tools);
+        if policy.side_effects == "allow" {
+            for tool in tools.iter().filter(|t| t.mutating) {
+                if !policy.allow.contains(&tool.name) {
+                    return Err(StudioRunError::Forbidden(format!(
+                        "side_effects allow: tool {} is neither opted in nor replay-safe",
+                        tool.name
+                    )));
+                }
+            }
+        }
+
+        let mut target = TargetRef {
+            target_type: agent
+                .allowed_targets
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "studio".to_string()),
+            id: if policy.command_id.is_empty() {
+                spec.run_id.clone()
+            } else {
+                policy.command_id.clone()
+            },
+            ..TargetRef::default()
+        };
+        let mut model: Option<RunModel> = None;
+        let mut seed_state: Option<LoopState> = None;
+        let mut instructions = spec.input.clone().unwrap_or_default();
+        if let Some((source_id, from_step)) = &spec.source {
+            let source = store
+                .get_run(&spec.app_id, source_id)
+                .await?
+                .ok_or_else(|| {
+                    StudioRunError::NotFound(format!("unknown source run {source_id}"))
+                })?;
+            if source.agent_id != agent.id {
+                return Err(StudioRunError::invalid(format!(
+                    "source run {source_id} belongs to agent {}, not {}",
+                    source.agent_id, agent.id
+                )));
+            }
+            target = source.target.clone();
+            if spec.input.is_none() {
+                instructions = source.input.instructions.clone();
+            }
+            model = source
+                .input
+                .model
+                .clone()
+                .filter(|m| m.endpoint.is_none())
+                .map(|m| RunModel {
+                    controls: None,
+                    ..m
+                });
+            let recorded = self.recorded_state(source_id).await?;
+            if recorded.transcript.is_empty() && *from_step > 0 {
+                return Err(StudioRunError::invalid(format!(
+                    "source run {source_id} has no recorded steps"
+                )));
+            }
+            if !recorded.transcript.is_empty() {
+                let mut prefix = kept_prefix(&recorded, *from_step)?;
+                if let (Some(input), Some(first)) = (
+                    spec.input.as_ref(),
+                    prefix.iter_mut().find(|m| m.role == ChatRole::User),
+                ) {
+                    first.content = input.clone();
+                }
+                apply_edits(&mut prefix, *from_step, &spec.edits, &tools)?;
+                if !policy.instructions.is_empty() {
+                    let old = source_agent_prompt(&agent);
+                    if let Some(system) = prefix.iter_mut().find(|m| m.role == ChatRole::System) {
+                        let tail = system
+                            .content
+                            .strip_prefix(old.as_str())
+                            .unwrap_or("")
+                            .to_string();
+                        system.content = format!("{}{tail}", policy.instructions.trim());
+                    }
+                }
+                seed_state = Some(LoopState {
+                    step: *from_step,
+                    transcript: prefix,
+                    ..LoopState::default()
+                });
+            } else if !spec.edits.is_empty() {
+                return Err(StudioRunError::invalid(
+                    "transcript_edits: the source run has no recorded transcript",
+                ));
+            }
+        }
+        if policy.scripted() {
+            // Never called: a scripted run answers from the recording. Any known provider.
+            let name = model.as_ref().map(|m| m.model.clone()).unwrap_or_default();
+            model = Some(RunModel {
+                provider: "openai".to_string(),
+                model: if name.is_empty() {
+                    "scripted".to_string()
+                } else {
+                    name
+                },
+                endpoint: None,
+                controls: None,
+            });
+        } else if !spec.model.is_empty() {
+            let provider = match (&model, agent.provider.is_empty()) {
+                (Some(m), _) => m.provider.clone(),
+                (None, false) => agent.provider.clone(),
+                (None, true) => self.inner.config.default_provider.clone(),
+            };
+            model = Some(RunModel {
+                provider,
+                model: spec.model.clone(),
+                endpoint: None,
+                controls: None,
+            });
+        } else if model
+            .as_ref()
+            .is_some_and(|m| !self.inner.config.providers.contains_key(&m.provider))
+        {
+            model = None;
+        }
+        let mut metadata = JsonMap::new();
+        metadata.insert(
+            STUDIO_METADATA_KEY.to_string(),
+            serde_json::to_value(&policy).unwrap_or(Value::Null),
+        );
+        if let Some((source_id, _)) = &spec.source {
+            metadata.insert("forked_from".to_string(), json!(source_id));
+        }
+        Ok(StartRun {
+            app_id: spec.app_id.clone(),
+            agent_id: agent.id.clone(),
+            target,
+            instructions,
+            allowed_tools: spec.only_tools.clone(),
+            external_actor_id: policy.actor.clone(),
+            metadata: Some(metadata),
+            model,
+            seed: Some(RunSeed {
+                run_id: spec.run_id.clone(),
+                state: seed_state.unwrap_or_default(),
+            }),
+            ..StartRun::default()
+        })
+    }
+
+    /// Decides one parked call of a studio run. The run resumes once, when every parked call
+    /// has a decision; a second decision on the same call is a conflict.
+    pub async fn studio_decide(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        call_id: &str,
+        decision: StudioDecision,
+        actor: &str,
+    ) -> Result<Run, StudioRunError> {
+        let run = self.load_run(app_id, run_id).await?;
+        if run.is_terminal() {
+            return Err(StudioRunError::Conflict(format!(
+                "run {run_id} has finished"
+            )));
+        }
+        let state = self.recorded_state(run_id).await?;
+        let Some(pending) = state.pending.iter().find(|p| p.call.id == call_id) else {
+            return Err(StudioRunError::NotFound(format!(
+                "run {run_id} has no parked call {call_id}"
+            )));
+        };
+        if pending.decision.is_some() || pending.started {
+            return Err(StudioRunError::Conflict(format!(
+                "call {call_id} already has a decision"
+            )));
+        }
+        let Some(interaction_id) = pending.interaction_id.clone() else {
+            return Err(StudioRunError::Conflict(format!(
+                "call {call_id} is not parked"
+            )));
+        };
+        if run.status != RunStatus::Paused {
+            return Err(StudioRunError::Conflict(format!(
+                "run {run_id} is not parked (it is {})",
+                run.status
+            )));
+        }
+        let others_wait = state
+            .pending
+            .iter()
+            .any(|p| p.call.id != call_id && p.decision.is_none() && !p.started);
+        let (intent, content, engine_decision) = match &decision {
+            StudioDecision::Approve => ("approve", String::new(), Decision::Approved),
+            StudioDecision::Deny { reason } => (
+                "request_changes",
+                reason.clone(),
+                Decision::Rejected {
+                    reason: reason.clone(),
+                },
+            ),
+            StudioDecision::Resolve { content } => (
+                "reply",
+                content.clone(),
+                Decision::Answered {
+                    content: content.clone(),
+                },
+            ),
+        };
+        if !others_wait {
+            let resumed = self
+                .resume(
+                    app_id,
+                    run_id,
+                    ResumeRun {
+                        intent: intent.to_string(),
+                        content,
+                        interaction_id,
+                        external_actor_id: actor.to_string(),
+                        ..ResumeRun::default()
+                    },
+                )
+                .await?;
+            return Ok(resumed);
+        }
+        // Other calls still wait: record this decision without resuming.
+        let interactions = self.deps().store.list_interactions(app_id, run_id).await?;
+        let Some(interaction) = interactions.into_iter().find(|i| i.id == interaction_id) else {
+            return Err(StudioRunError::NotFound(format!(
+                "interaction {interaction_id} not found"
+            )));
+        };
+        if interaction.status != InteractionStatus::Pending {
+            return Err(StudioRunError::Conflict(format!(
+                "call {call_id} already has a decision"
+            )));
+        }
+        let mut next = state.clone();
+        for p in next.pending.iter_mut().filter(|p| p.call.id == call_id) {
+            p.decision = Some(engine_decision.clone());
+        }
+        let now = self.now();
+        let checkpoint = ar_core::store::Checkpoint {
+            run_id: run_id.to_string(),
+            step: next.step,
+            state: next.to_json(),
+            created_at: now,
+        };
+        let payload =
+            json!({"intent": intent, "content": engine_content(&decision), "call_id": call_id});
+        let (run, _, ()) = self
+            .transact(app_id, run_id, Some(run), |run, change| {
+                if run.status != RunStatus::Paused {
+                    return Err(EngineError::invalid("run is not paused"));
+                }
+                let mut resolved = interaction.clone();
+                resolved.status = InteractionStatus::Resolved;
+                resolved.resolved_by_external_id = actor.to_string();
+                resolved.resolved_at = Some(now);
+                resolved.updated_at = now;
+                resolved.response_payload = Some(payload.clone());
+                change.interactions.push(resolved);
+                change.checkpoint = Some(checkpoint.clone());
+                Ok(Decide::Commit(()))
+            })
+            .await?;
+        Ok(run)
+    }
+
+    /// Adds a user message to a run at its next safe boundary (never between a tool call
+    /// and its result). Best effort: a run that finishes first never sees it.
+    pub async fn studio_steer(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        message: &str,
+    ) -> Result<(), StudioRunError> {
+        let message = message.trim();
+        if message.is_empty() {
+            return Err(StudioRunError::invalid("message is required"));
+        }
+        let run = self.load_run(app_id, run_id).await?;
+        if run.is_terminal() {
+            return Err(StudioRunError::Conflict(format!(
+                "run {run_id} has finished"
+            )));
+        }
+        let owner = self.inner.owners.get(run_id).map(|h| h.value().clone());
+        if let Some(handle) = owner {
+            handle.steers.lock().push(message.to_string());
+        } else if run.status == RunStatus::Paused {
+            let mut state = self.recorded_state(run_id).await?;
+            state.queued_user_messages.push(message.to_string());
+            let checkpoint = ar_core::store::Checkpoint {
+                run_id: run_id.to_string(),
+                step: state.step,
+                state: state.to_json(),
+                created_at: self.now(),
+            };
+            self.transact(app_id, run_id, Some(run), |run, change| {
+                if run.status != RunStatus::Paused {
+                    return Err(EngineError::invalid("run is no longer paused; steer again"));
+                }
+                change.checkpoint = Some(checkpoint.clone());
+                Ok(Decide::Commit(()))
+            })
+            .await?;
+        } else {
+            return Err(StudioRunError::Conflict(format!(
+                "run {run_id} is not executing in this process"
+            )));
+        }
+        self.append_message(app_id, run_id, "user", message, "")
+            .await?;
+        Ok(())
+    }
+
+    /// The run's latest checkpointed loop state (transcript, pending calls, usage).
+    pub async fn loop_state(&self, app_id: &str, run_id: &str) -> Result<LoopState, EngineError> {
+        self.load_run(app_id, run_id).await?;
+        self.recorded_state(run_id).await
+    }
+}
+
+fn engine_content(decision: &StudioDecision) -> String {
+    match decision {
+        StudioDecision::Approve => String::new(),
+        StudioDecision::Deny { reason } => reason.clone(),
+        StudioDecision::Resolve { content } => content.clone(),
+    }
+}
+
+/// The agent's own prompt as the native loop starts its system message.
+fn source_agent_prompt(agent: &Agent) -> String {
+    let prompt = agent.system_prompt.trim().to_string();
+    if prompt.is_empty() {
+        "You are an agent working for a host application.".to_string()
+    } else {
+        prompt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ar_core::model::ModelToolCall;
+
+    fn recorded() -> LoopState {
+        let call = ModelToolCall {
+            id: "c1".into(),
+            name: "lookup".into(),
+            arguments: r#"{"q":"a"}"#.into(),
+        };
+        LoopState {
+            step: 2,
+            transcript: vec![
+                ChatMessage::system("sys"),
+                ChatMessage::user("task"),
+                ChatMessage::assistant("looking".to_string(), vec![call]),
+                ChatMessage::tool_result("c1".to_string(), "found".to_string()),
+                ChatMessage::assistant("done".to_string(), vec![]),
+            ],
+            ..LoopState::default()
+        }
+    }
+
+    #[test]
+    fn prefix_keeps_steps_before_n() {
+        let state = recorded();
+        assert_eq!(kept_prefix(&state, 0).unwrap().len(), 2);
+        assert_eq!(kept_prefix(&state, 1).unwrap().len(), 4);
+        assert_eq!(kept_prefix(&state, 2).unwrap().len(), 5);
+        assert!(kept_prefix(&state, 3).is_err());
+        let mut open = state.clone();
+        open.transcript.truncate(3);
+        assert!(
+            kept_prefix(&open, 1).is_err(),
+            "unanswered call at the boundary"
+        );
+    }
+
+    #[test]
+    fn edits_stay_inside_the_prefix() {
+        let state = recorded();
+        let mut prefix = kept_prefix(&state, 1).unwrap();
+        let edit = |kind: &str, step: i64| TranscriptEdit {
+            kind: kind.into(),
+            step,
+            call_id: "c1".into(),
+            content: "edited".into(),
+            ..TranscriptEdit::default()
+        };
+        assert!(apply_edits(&mut prefix, 1, &[edit("tool_result", 1)], &[]).is_err());
+        apply_edits(&mut prefix, 1, &[edit("tool_result", 0)], &[]).unwrap();
+        assert_eq!(prefix[3].content, "edited");
+        apply_edits(&mut prefix, 1, &[edit("insert", 1)], &[]).unwrap();
+        assert_eq!(prefix.last().unwrap().content, "edited");
+        let bad_call = TranscriptEdit {
+            call_id: "nope".into(),
+            ..edit("tool_result", 0)
+        };
+        assert!(apply_edits(&mut prefix, 1, &[bad_call], &[]).is_err());
+    }
+
+    #[test]
+    fn args_follow_the_schema() {
+        let schema = json!({"type":"object","required":["q"],"properties":{"q":{"type":"string"}}});
+        assert!(check_args(&schema, &json!({"q": "x"})).is_ok());
+        assert!(check_args(&schema, &json!({})).is_err());
+        assert!(check_args(&schema, &json!({"q": 1})).is_err());
+    }
+}
