@@ -11,7 +11,6 @@
 mod admission;
 mod agents;
 pub mod config;
-mod context;
 mod engine;
 pub mod error;
 mod gate;
