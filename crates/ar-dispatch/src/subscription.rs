@@ -388,10 +388,7 @@ impl Runtime for SubscriptionRuntime {
             agent: AGENT_CODEX_SUBSCRIPTION.to_string(),
         });
         let deadline = self.config.deadline;
-        tokio::spawn(async move {
-            drive(process, sink, policy, observed, deadline).await;
-            let _ = std::fs::remove_dir_all(&dir);
-        });
+        tokio::spawn(drive(process, sink, policy, observed, deadline, dir));
         Ok(Run::new(parts, control))
     }
 }
@@ -587,6 +584,7 @@ async fn drive(
     policy: crate::spec::TextOnlyPolicy,
     observed: Observed,
     deadline: Duration,
+    dir: PathBuf,
 ) {
     let run_id = sink.id().to_string();
     let token = sink.cancel_token().clone();
@@ -631,6 +629,9 @@ async fn drive(
     };
     let code = exit.map(|e| e.code_or_minus_one()).unwrap_or(-1);
     let tail = process.stderr_tail().snapshot();
+    // The per-target directory is gone before anyone can observe the end of the run.
+    drop(process);
+    let _ = std::fs::remove_dir_all(&dir);
     if matches!(outcome, Outcome::Ok) {
         if token.is_cancelled() {
             outcome = Outcome::Canceled;

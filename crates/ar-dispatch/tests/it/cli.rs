@@ -12,6 +12,7 @@ use ar_test_support::mock_provider::{MockProvider, Reply, ToolCall, Usage};
 use crate::support::{collect, data_of, find_process, group_gone, pgid_of, require_cli};
 
 fn isolated_env(home: &Path) -> Vec<String> {
+    std::fs::create_dir_all(home).unwrap();
     let h = home.display();
     vec![
         format!("HOME={h}"),
