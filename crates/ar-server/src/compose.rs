@@ -336,6 +336,7 @@ impl Service {
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()?,
+            draining: CancellationToken::new(),
         };
         let background = CancellationToken::new();
         start_callbacks(&apps, store, bus, &background);
@@ -358,6 +359,7 @@ impl Service {
         self.engine.start_background();
         let router = crate::router(self.state.clone());
         let engine = self.engine.clone();
+        let draining = self.state.draining.clone();
         let grace = self.shutdown_grace;
         let stop = CancellationToken::new();
         let stop_signal = stop.clone();
@@ -378,6 +380,8 @@ impl Service {
                 stopped.cancelled().await;
                 // Stop intake first so no new run starts while we drain.
                 engine.shutdown(grace).await;
+                // Runs are at their checkpoints and their events sent; end the open streams.
+                draining.cancel();
             })
             .await
             .context("http server")?;

@@ -7,6 +7,7 @@ use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::Engine;
 use ar_events::Bus;
+use tokio_util::sync::CancellationToken;
 
 /// What the runtime reports about itself in capabilities.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +33,9 @@ pub struct AppState {
     pub service_token: Option<Secret>,
     pub facts: Arc<RuntimeFacts>,
     pub http: reqwest::Client,
+    /// Cancelled once the server drains at shutdown: open event streams end (clients resume
+    /// elsewhere with `Last-Event-ID`) so they cannot hold the graceful shutdown open forever.
+    pub draining: CancellationToken,
 }
 
 impl AppState {

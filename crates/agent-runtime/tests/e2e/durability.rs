@@ -187,3 +187,47 @@ async fn after_kill_9_the_restarted_binary_takes_the_run_over_at_once() {
     );
     assert_eq!(second.list(&run_id, "tool-calls").await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_an_open_event_stream_still_exits() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_approval",
+        json!({"title": "Go?"}).to_string(),
+    ));
+    mock.push(Reply::text("went"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = sqlite_env(dir.path(), &mock);
+    let mut first = Server::start(&env).await;
+    let agent = first.create_agent("waiter", &["request_approval"]).await;
+    let run = first
+        .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
+        .await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    first.wait_status(&run_id, &["paused"]).await;
+    // A client follows the paused run's stream; the stream has no end of its own.
+    let stream = first.open_stream(&run_id, None).await;
+    let reader = tokio::spawn(read_frames(stream));
+    first.process.terminate();
+    let status = first.process.wait_exit(WAIT).await;
+    assert!(status.success(), "{status}");
+    let frames = reader.await.expect("reader");
+    assert!(
+        frames.iter().any(|frame| frame.event == "run.paused"),
+        "{frames:?}"
+    );
+    drop(first);
+
+    // The paused run survives the restart and can be approved there.
+    let second = Server::start(&env).await;
+    let (status, body) = second
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let done = second.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_contiguous(&second.events(&run_id).await);
+}

@@ -72,7 +72,7 @@ pub async fn stream_v1(
             matches!(&event, LiveEvent::Persisted(stored) if kind::is_terminal(&stored.event_type));
         (frame_for(&event, v2), terminal)
     });
-    let body_stream = async_stream(frames);
+    let body_stream = async_stream(frames, state.draining.clone());
     let mut response = Response::new(Body::from_stream(body_stream));
     let headers = response.headers_mut();
     headers.insert(
@@ -85,9 +85,11 @@ pub async fn stream_v1(
     Ok(response)
 }
 
-/// Interleaves frames with heartbeats; ends after the terminal frame (or when events end).
+/// Interleaves frames with heartbeats; ends after the terminal frame, when events end, or when
+/// the server drains.
 fn async_stream(
     frames: impl futures::Stream<Item = (String, bool)> + Send + 'static,
+    draining: tokio_util::sync::CancellationToken,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let heartbeat = tokio::time::interval_at(
         tokio::time::Instant::now() + sse::HEARTBEAT_INTERVAL,
@@ -95,16 +97,22 @@ fn async_stream(
     );
     let start = futures::stream::once(async { Ok(Bytes::from(sse::comment("connected"))) });
     let state = (Box::pin(frames), heartbeat, false);
-    let rest = futures::stream::unfold(state, |(mut frames, mut heartbeat, done)| async move {
-        if done {
-            return None;
-        }
-        tokio::select! {
-            next = frames.next() => match next {
-                Some((frame, terminal)) => Some((Ok(Bytes::from(frame)), (frames, heartbeat, terminal))),
-                None => None,
-            },
-            _ = heartbeat.tick() => Some((Ok(Bytes::from(sse::comment("ping"))), (frames, heartbeat, false))),
+    let rest = futures::stream::unfold(state, move |(mut frames, mut heartbeat, done)| {
+        let draining = draining.clone();
+        async move {
+            if done {
+                return None;
+            }
+            tokio::select! {
+                // Frames already published go out before a drain closes the stream.
+                biased;
+                next = frames.next() => match next {
+                    Some((frame, terminal)) => Some((Ok(Bytes::from(frame)), (frames, heartbeat, terminal))),
+                    None => None,
+                },
+                _ = heartbeat.tick() => Some((Ok(Bytes::from(sse::comment("ping"))), (frames, heartbeat, false))),
+                _ = draining.cancelled() => None,
+            }
         }
     });
     start.chain(rest)
