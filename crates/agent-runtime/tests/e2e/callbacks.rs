@@ -211,3 +211,44 @@ async fn callbacks_survive_a_failing_receiver_and_a_crash_without_losing_events(
     }
     receiver_task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_started_right_after_startup_is_delivered() {
+    // A newly configured callback starts at the end of the log; events committed while its
+    // worker is still starting must not fall before that starting point.
+    let mock = MockProvider::start().await;
+    let receiver = Arc::new(Receiver::default());
+    receiver.healthy.store(true, Ordering::SeqCst);
+    let (url, receiver_task) = start_receiver(receiver.clone()).await;
+    for attempt in 0..3 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = Server::start(&callback_env(dir.path(), &mock, &url)).await;
+        mock.push(Reply::text("quick"));
+        let agent = server.create_agent("quick", &[]).await;
+        let run = server
+            .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
+            .await;
+        let run_id = run["id"].as_str().expect("run id").to_string();
+        server.wait_status(&run_id, &["completed"]).await;
+        let expected: BTreeSet<String> = server
+            .events(&run_id)
+            .await
+            .iter()
+            .filter(|e| ACCEPTED.contains(&e["type"].as_str().unwrap_or_default()))
+            .filter_map(|e| e["event_id"].as_str().map(str::to_string))
+            .collect();
+        wait_for(
+            &format!("attempt {attempt}: the first run's events"),
+            WAIT,
+            || async {
+                let delivered = receiver.delivered_ids();
+                expected
+                    .iter()
+                    .all(|id| delivered.contains(id))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    receiver_task.abort();
+}

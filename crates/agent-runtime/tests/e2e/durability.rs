@@ -142,9 +142,14 @@ async fn after_kill_9_the_restarted_binary_takes_the_run_over_at_once() {
         .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
         .await;
     let run_id = run["id"].as_str().expect("run id").to_string();
+    let stream = first.open_stream(&run_id, None).await;
+    let reader = tokio::spawn(read_frames_until_cut(stream));
     wait_model_requests(&mock, 2).await;
     first.process.kill_hard();
     drop(first);
+    let (before_kill, _) = reader.await.expect("reader");
+    let seen: Vec<i64> = before_kill.iter().filter_map(|frame| frame.id).collect();
+    assert_eq!(seen, (1..=seen.len() as i64).collect::<Vec<_>>());
 
     let left = on_disk(&dsn, &run_id).await;
     assert_eq!(left.status, "running");
@@ -173,6 +178,15 @@ async fn after_kill_9_the_restarted_binary_takes_the_run_over_at_once() {
     assert_contiguous(&events);
     let types = event_types(&events);
     assert_eq!(&types[..left.event_types.len()], &left.event_types[..]);
+    // A client that lost its stream with the process resumes from its last id: exactly the rest.
+    let last_seen = seen.last().copied().unwrap_or(0);
+    let resumed = read_frames(second.open_stream(&run_id, Some(last_seen)).await).await;
+    let rest: Vec<i64> = resumed.iter().filter_map(|frame| frame.id).collect();
+    assert_eq!(
+        rest,
+        ((last_seen + 1)..=events.len() as i64).collect::<Vec<_>>(),
+        "resume after the crash: no gap, no duplicate"
+    );
     assert_eq!(
         types.iter().filter(|t| *t == "run.completed").count(),
         1,

@@ -161,3 +161,15 @@ async fn anonymous_access_is_served_on_loopback_without_a_token() {
     );
     assert!(!dir.path().join("db").join("service-token").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_in_use_is_a_clear_startup_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let mut env = embedded_env(dir.path());
+    env.insert("AGENT_RUNTIME_ADDR".into(), addr.clone());
+    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("binding {addr}")), "{stderr}");
+}

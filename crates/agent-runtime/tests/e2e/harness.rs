@@ -167,7 +167,9 @@ impl ChildGuard {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let text = self.stderr();
-            if let Some(line) = text.lines().find(|line| line.contains(needle)) {
+            // Only whole lines: one eprintln! can reach the pipe in several writes.
+            let complete = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+            if let Some(line) = complete.lines().find(|line| line.contains(needle)) {
                 return line.to_string();
             }
             if let Some(status) = self.try_status() {
@@ -469,15 +471,26 @@ impl Server {
 
 /// Reads an SSE response until the server closes it (bounded by `WAIT`; panics on timeout).
 pub async fn read_frames(response: reqwest::Response) -> Vec<Frame> {
+    read_frames_until_cut(response).await.0
+}
+
+/// Reads an SSE response until it ends; also says whether it ended by a broken connection
+/// (the server died) rather than a clean close. Partial frames of a broken connection are dropped.
+pub async fn read_frames_until_cut(response: reqwest::Response) -> (Vec<Frame>, bool) {
     let mut frames = Vec::new();
     let mut buffer = String::new();
     let mut body = response.bytes_stream();
     let deadline = tokio::time::Instant::now() + WAIT;
+    let mut cut = false;
     loop {
         let chunk = match tokio::time::timeout_at(deadline, body.next()).await {
             Err(_) => panic!("the SSE stream did not end within {WAIT:?}; got {frames:?}"),
             Ok(None) => break,
-            Ok(Some(chunk)) => chunk.expect("SSE chunk"),
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(Some(Err(_))) => {
+                cut = true;
+                break;
+            }
         };
         buffer.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = buffer.find("\n\n") {
@@ -498,7 +511,7 @@ pub async fn read_frames(response: reqwest::Response) -> Vec<Frame> {
             }
         }
     }
-    frames
+    (frames, cut)
 }
 
 /// The `type` of each event.

@@ -106,10 +106,9 @@ fn async_stream(
             tokio::select! {
                 // Frames already published go out before a drain closes the stream.
                 biased;
-                next = frames.next() => match next {
-                    Some((frame, terminal)) => Some((Ok(Bytes::from(frame)), (frames, heartbeat, terminal))),
-                    None => None,
-                },
+                next = frames.next() => next.map(|(frame, terminal)| {
+                    (Ok(Bytes::from(frame)), (frames, heartbeat, terminal))
+                }),
                 _ = heartbeat.tick() => Some((Ok(Bytes::from(sse::comment("ping"))), (frames, heartbeat, false))),
                 _ = draining.cancelled() => None,
             }
