@@ -45,6 +45,24 @@ pub const DEFAULT_NODE_ADDR: &str = "127.0.0.1:8091";
 /// Largest RunSpec body accepted.
 pub const MAX_SPEC_BYTES: usize = 4 * 1024 * 1024;
 
+/// The listen address for `agent-runtime node`: the `--addr` flag, else
+/// `AGENT_RUNTIME_NODE_ADDR`, else `127.0.0.1:8091`.
+pub fn node_addr(flag: Option<&str>) -> String {
+    match flag {
+        Some(a) if !a.trim().is_empty() => a.trim().to_string(),
+        _ => std::env::var(NODE_ADDR_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_NODE_ADDR.to_string()),
+    }
+}
+
+/// The node token from `AGENT_RUNTIME_NODE_TOKEN` (`None` when unset or empty: every route
+/// then answers 403).
+pub fn node_token_from_env() -> Option<String> {
+    std::env::var(NODE_TOKEN_ENV).ok().filter(|t| !t.is_empty())
+}
+
 /// Errors of the node server.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {

@@ -245,3 +245,17 @@ async fn bench_small_run_reports_no_loss() {
     assert_eq!(report.runs_failed, 0);
     assert!(report.to_string().contains("added p50"));
 }
+
+/// The full benchmark of the issue; run with
+/// `cargo test --release -p ar-dispatch --test it bench_full -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn bench_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report =
+        ar_dispatch::bench::run_bench(ar_dispatch::bench::BenchConfig::standard(tmp.path()))
+            .await
+            .unwrap();
+    println!("{report}");
+    assert_eq!(report.lines_lost, 0);
+}

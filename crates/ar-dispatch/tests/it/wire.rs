@@ -215,7 +215,8 @@ pub fn metadata() -> ResponseMetadata {
 #[test]
 fn response_metadata_rules() {
     metadata().validate().unwrap();
-    let breakers: Vec<(fn(&mut ResponseMetadata), &str)> = vec![
+    type Breaker = (fn(&mut ResponseMetadata), &'static str);
+    let breakers: Vec<Breaker> = vec![
         (|m| m.resolved_model = "gpt-5.5".into(), "resolved_model"),
         (
             |m| m.observed_codex_version = "w".into(),
