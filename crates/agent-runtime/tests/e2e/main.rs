@@ -11,4 +11,5 @@ mod config_cli;
 mod durability;
 mod embedded;
 mod postgres;
+mod replicas;
 mod sdk_flow;

@@ -80,19 +80,41 @@ async fn drop_database(name: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sdk_flow_on_postgres() {
-    let Some((database_url, name)) = create_database("sdk_flow_on_postgres").await else {
+/// Runs `case` with the URL of a fresh database, dropping it afterwards even when it panics.
+async fn on_fresh_database<F, Fut>(case: &str, body: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Some((database_url, name)) = create_database(case).await else {
         return;
     };
-    let outcome = AssertUnwindSafe(async {
+    let outcome = AssertUnwindSafe(body(database_url)).catch_unwind().await;
+    drop_database(&name).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The service environment on PostgreSQL at `database_url`.
+fn postgres_env(
+    dir: &std::path::Path,
+    mock: &MockProvider,
+    database_url: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = sqlite_env(dir, mock);
+    env.remove("AGENT_RUNTIME_SQLITE_DSN");
+    env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "postgres".into());
+    env.insert("DATABASE_URL".into(), database_url.to_string());
+    env
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_flow_on_postgres() {
+    on_fresh_database("sdk_flow_on_postgres", |database_url| async move {
         let mock = MockProvider::start().await;
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut env = sqlite_env(dir.path(), &mock);
-        env.remove("AGENT_RUNTIME_SQLITE_DSN");
-        env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "postgres".into());
-        env.insert("DATABASE_URL".into(), database_url.clone());
-        let mut server = Server::start(&env).await;
+        let mut server = Server::start(&postgres_env(dir.path(), &mock, &database_url)).await;
         crate::sdk_flow::sdk_flow(&server, &mock).await;
         let (status, capabilities) = server.get("/v1/capabilities").await;
         assert_eq!(status, 200);
@@ -103,10 +125,16 @@ async fn sdk_flow_on_postgres() {
         server.process.terminate();
         assert!(server.process.wait_exit(WAIT).await.success());
     })
-    .catch_unwind()
     .await;
-    drop_database(&name).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_on_postgres_takes_over_a_dead_owners_run() {
+    on_fresh_database("replica_takeover_on_postgres", |database_url| async move {
+        let mock = MockProvider::start().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = postgres_env(dir.path(), &mock, &database_url);
+        crate::replicas::takeover_scenario(&env, &mock).await;
+    })
+    .await;
 }
