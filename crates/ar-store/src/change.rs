@@ -191,10 +191,6 @@ impl SecretPlan {
         }
         plan
     }
-
-    pub fn is_empty(&self) -> bool {
-        !self.delete_all && self.deletes.is_empty() && self.puts.is_empty()
-    }
 }
 
 /// A whole change, normalized.

@@ -8,7 +8,7 @@
 //! CTE so nothing is written when it matched no row. One statement is one transaction and one
 //! round trip, and its text never varies, so it stays prepared on each connection.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
 use ar_core::agent::Agent;
@@ -30,6 +30,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 
 /// Connections per store.
 const MAX_CONNECTIONS: u32 = 10;
+/// A pooled connection idle longer than this is pinged before it is handed out.
+const IDLE_PING_AFTER: Duration = Duration::from_secs(30);
 
 /// Run columns with JSONB read back as text.
 macro_rules! pg_run_columns {
@@ -100,9 +102,23 @@ impl PostgresStore {
             source,
         };
 
+        // The commit statements are prepared once per connection and their plans kept:
+        // custom plans would re-plan the large statement on every execution.
+        let options = options.options([("plan_cache_mode", "force_generic_plan")]);
         let mut pool_options = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(Duration::from_secs(30));
+            .acquire_timeout(Duration::from_secs(30))
+            // Pinging on every checkout doubles the round trips; only a connection that sat
+            // idle for a while is checked before use.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for > IDLE_PING_AFTER {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            });
         if let Some(schema) = &schema {
             let mut conn = PgConnection::connect_with(&options)
                 .await
@@ -237,8 +253,11 @@ const RUN_MUTABLE: [(&str, &str); 19] = [
 const RUN_RETURNING: &str =
     "RETURNING id, app_id, host_run_id, version, event_seq, message_seq, artifact_seq";
 
-const COMMIT_RECORDS: &str = "
-e AS (
+/// The record CTEs, each written only when the change has such records (a statement that
+/// names fewer tables opens and locks fewer relations). Bit `n` of a part mask selects
+/// `RECORD_PARTS[n]`.
+const RECORD_PARTS: [&str; 8] = [
+    r#"e AS (
   INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, event_type, data,
                       created_at)
   SELECT r.id, r.app_id, r.host_run_id, r.event_seq - $47 + t.ord, t.event_id, t.event_type,
@@ -247,8 +266,8 @@ e AS (
        AS t(event_id, event_type, data, ord)
   ORDER BY t.ord
   RETURNING position, sequence_no
-),
-m AS (
+)"#,
+    r#"m AS (
   INSERT INTO messages (run_id, sequence_no, id, app_id, runtime_message_id, role, content,
                         message_type, content_blocks, tool_invocations, created_at)
   SELECT r.id, r.message_seq - $48 + t.ord, t.id, r.app_id, t.runtime_message_id, t.role,
@@ -258,8 +277,8 @@ m AS (
                  $11::text[], $12::timestamptz[]) WITH ORDINALITY
        AS t(id, runtime_message_id, role, content, message_type, content_blocks,
             tool_invocations, created_at, ord)
-),
-a AS (
+)"#,
+    r#"a AS (
   INSERT INTO artifacts (run_id, sequence_no, id, app_id, artifact_type, format, storage_mode,
                          inline_content, metadata, created_at)
   SELECT r.id, r.artifact_seq - $49 + t.ord, t.id, r.app_id, t.artifact_type, t.format,
@@ -267,8 +286,8 @@ a AS (
   FROM r, UNNEST($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
                  $19::timestamptz[]) WITH ORDINALITY
        AS t(id, artifact_type, format, storage_mode, inline_content, metadata, created_at, ord)
-),
-i AS (
+)"#,
+    r#"i AS (
   INSERT INTO interactions (run_id, id, app_id, runtime_kind, interaction_kind, status, title,
                             summary, request_payload, response_payload,
                             resolved_by_external_id, resolved_at, created_at, updated_at)
@@ -287,8 +306,8 @@ i AS (
     resolved_by_external_id = excluded.resolved_by_external_id,
     resolved_at = excluded.resolved_at, created_at = excluded.created_at,
     updated_at = excluded.updated_at
-),
-tc AS (
+)"#,
+    r#"tc AS (
   INSERT INTO tool_calls (run_id, id, app_id, tool_name, input, output, error, mutating,
                           approval_required, created_at)
   SELECT r.id, t.id, r.app_id, t.tool_name, t.input::jsonb, t.output::jsonb, t.error,
@@ -300,27 +319,33 @@ tc AS (
     tool_name = excluded.tool_name, input = excluded.input, output = excluded.output,
     error = excluded.error, mutating = excluded.mutating,
     approval_required = excluded.approval_required, created_at = excluded.created_at
-),
-c AS (
+)"#,
+    r#"c AS (
   INSERT INTO checkpoints (run_id, step, state, created_at)
   SELECT r.id, $40::bigint, $41::jsonb, $42::timestamptz FROM r WHERE $40::bigint IS NOT NULL
   ON CONFLICT (run_id, step) DO UPDATE SET state = excluded.state,
     created_at = excluded.created_at
-),
-sd AS (
+)"#,
+    r#"sd AS (
   DELETE FROM run_secrets s USING r
   WHERE s.run_id = r.id AND ($43::boolean OR s.kind = ANY($44::text[]))
     AND NOT (s.kind = ANY($45::text[]))
-),
-sp AS (
+)"#,
+    r#"sp AS (
   INSERT INTO run_secrets (run_id, kind, ciphertext)
   SELECT r.id, t.kind, t.ciphertext FROM r, UNNEST($45::text[], $46::bytea[]) AS t(kind, ciphertext)
   ON CONFLICT (run_id, kind) DO UPDATE SET ciphertext = excluded.ciphertext
-)
-SELECT r.version, r.event_seq, r.message_seq, r.artifact_seq, r.host_run_id,
-       COALESCE((SELECT array_agg(e.position ORDER BY e.sequence_no) FROM e), '{}'::bigint[])
-         AS positions
-FROM r";
+)"#,
+];
+
+const EVENTS_PART: u8 = 1 << 0;
+const MESSAGES_PART: u8 = 1 << 1;
+const ARTIFACTS_PART: u8 = 1 << 2;
+const INTERACTIONS_PART: u8 = 1 << 3;
+const TOOL_CALLS_PART: u8 = 1 << 4;
+const CHECKPOINT_PART: u8 = 1 << 5;
+const SECRET_DELETES_PART: u8 = 1 << 6;
+const SECRET_PUTS_PART: u8 = 1 << 7;
 
 fn mutable_assignments(first: usize) -> String {
     RUN_MUTABLE
@@ -331,41 +356,92 @@ fn mutable_assignments(first: usize) -> String {
         .join(", ")
 }
 
-/// Update the run row under its version guard ($52..$70 mutable columns, $71 version).
-static COMMIT_UPDATE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH r AS (UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $47, \
-         message_seq = message_seq + $48, artifact_seq = artifact_seq + $49 \
-         WHERE id = $50 AND app_id = $51 AND version = $71 {RUN_RETURNING}),{COMMIT_RECORDS}",
-        mutable_assignments(52)
-    )
-});
+/// The run CTE of each statement kind.
+#[derive(Clone, Copy)]
+enum Head {
+    /// Update the run row under its version guard ($52..$70 mutable columns, $71 version).
+    Update = 0,
+    /// Lock the run row and bump its counters only.
+    Touch = 1,
+    /// Insert the run row ($52..$70 mutable columns, $71 host run id, $72 created_at).
+    Create = 2,
+}
 
-/// Lock the run row and bump its counters only.
-static COMMIT_TOUCH: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH r AS (UPDATE runs SET event_seq = event_seq + $47, \
-         message_seq = message_seq + $48, artifact_seq = artifact_seq + $49 \
-         WHERE id = $50 AND app_id = $51 {RUN_RETURNING}),{COMMIT_RECORDS}"
-    )
-});
-
-/// Insert the run row ($52..$70 mutable columns, $71 host run id, $72 created_at).
-static COMMIT_CREATE: LazyLock<String> = LazyLock::new(|| {
+static HEADS: LazyLock<[String; 3]> = LazyLock::new(|| {
     let columns: Vec<&str> = RUN_MUTABLE.iter().map(|(column, _)| *column).collect();
     let values: Vec<String> = RUN_MUTABLE
         .iter()
         .enumerate()
         .map(|(index, (_, cast))| format!("${}{cast}", 52 + index))
         .collect();
-    format!(
-        "WITH r AS (INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, \
-         message_seq, artifact_seq, {}) VALUES ($50, $51, $71, $72, 1, $47, $48, $49, {}) \
-         ON CONFLICT DO NOTHING {RUN_RETURNING}),{COMMIT_RECORDS}",
-        columns.join(", "),
-        values.join(", ")
-    )
+    [
+        format!(
+            "UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $47, \
+             message_seq = message_seq + $48, artifact_seq = artifact_seq + $49 \
+             WHERE id = $50 AND app_id = $51 AND version = $71 {RUN_RETURNING}",
+            mutable_assignments(52)
+        ),
+        format!(
+            "UPDATE runs SET event_seq = event_seq + $47, message_seq = message_seq + $48, \
+             artifact_seq = artifact_seq + $49 WHERE id = $50 AND app_id = $51 {RUN_RETURNING}"
+        ),
+        format!(
+            "INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, \
+             message_seq, artifact_seq, {}) VALUES ($50, $51, $71, $72, 1, $47, $48, $49, {}) \
+             ON CONFLICT DO NOTHING {RUN_RETURNING}",
+            columns.join(", "),
+            values.join(", ")
+        ),
+    ]
 });
+
+/// Statement texts by head and part mask, built on first use (at most 3 x 256, in practice a
+/// handful); each stays prepared on the connections that ran it.
+static STATEMENTS: LazyLock<Vec<OnceLock<String>>> =
+    LazyLock::new(|| (0..3 * 256).map(|_| OnceLock::new()).collect());
+
+fn commit_statement(head: Head, parts: u8) -> &'static str {
+    STATEMENTS[head as usize * 256 + usize::from(parts)].get_or_init(|| {
+        let mut sql = format!("WITH r AS ({})", HEADS[head as usize]);
+        for (bit, part) in RECORD_PARTS.iter().enumerate() {
+            if parts & (1 << bit) != 0 {
+                sql.push_str(",\n");
+                sql.push_str(part);
+            }
+        }
+        let positions = if parts & EVENTS_PART != 0 {
+            "COALESCE((SELECT array_agg(e.position ORDER BY e.sequence_no) FROM e), '{}'::bigint[])"
+        } else {
+            "'{}'::bigint[]"
+        };
+        sql.push_str(&format!(
+            "\nSELECT r.version, r.event_seq, r.message_seq, r.artifact_seq, r.host_run_id, \
+             {positions} AS positions FROM r"
+        ));
+        sql
+    })
+}
+
+/// Which record CTEs a change needs.
+fn parts_of(change: &Prepared) -> u8 {
+    let secrets = &change.secrets;
+    [
+        (!change.events.is_empty(), EVENTS_PART),
+        (!change.messages.is_empty(), MESSAGES_PART),
+        (!change.artifacts.is_empty(), ARTIFACTS_PART),
+        (!change.interactions.is_empty(), INTERACTIONS_PART),
+        (!change.tool_calls.is_empty(), TOOL_CALLS_PART),
+        (change.checkpoint.is_some(), CHECKPOINT_PART),
+        (
+            secrets.delete_all || !secrets.deletes.is_empty(),
+            SECRET_DELETES_PART,
+        ),
+        (!secrets.puts.is_empty(), SECRET_PUTS_PART),
+    ]
+    .into_iter()
+    .filter(|(needed, _)| *needed)
+    .fold(0, |mask, (_, bit)| mask | bit)
+}
 
 type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
@@ -769,7 +845,10 @@ impl Store for PostgresStore {
             return Err(StoreError::Backend("create_run: missing run".to_string()));
         };
         let query = bind_run_mutable(
-            bind_records(sqlx::query(COMMIT_CREATE.as_str()), &change),
+            bind_records(
+                sqlx::query(commit_statement(Head::Create, parts_of(&change))),
+                &change,
+            ),
             run,
         )
         .bind(run.host_run_id.as_str())
@@ -869,7 +948,10 @@ impl Store for PostgresStore {
         let row = match &change.run {
             Some(run) => {
                 bind_run_mutable(
-                    bind_records(sqlx::query(COMMIT_UPDATE.as_str()), &change),
+                    bind_records(
+                        sqlx::query(commit_statement(Head::Update, parts_of(&change))),
+                        &change,
+                    ),
                     run,
                 )
                 .bind(change.expected_version)
@@ -877,9 +959,12 @@ impl Store for PostgresStore {
                 .await
             }
             None => {
-                bind_records(sqlx::query(COMMIT_TOUCH.as_str()), &change)
-                    .fetch_optional(&self.pool)
-                    .await
+                bind_records(
+                    sqlx::query(commit_statement(Head::Touch, parts_of(&change))),
+                    &change,
+                )
+                .fetch_optional(&self.pool)
+                .await
             }
         }
         .map_err(db("postgres: commit"))?;

@@ -4,9 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use ar_core::agent::Agent;
+use ar_core::ids::new_id;
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::store::{
     Checkpoint, Committed, CreateRun, RunChange, RunSearch, Store, StoreError, StoreResult,
@@ -18,7 +20,7 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{Row, Sqlite, SqliteConnection};
 
 use crate::change::{AgentRow, Counters, Prepared, RunRow};
 use crate::codec::{self, clean, parse_ts, ts_text, Cols};
@@ -26,8 +28,6 @@ use crate::error::{corrupt, db, is_unique_violation, ConnectError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
-/// Rows per multi-row INSERT (well under SQLite's 32766 bound variables).
-const INSERT_CHUNK: usize = 200;
 /// Read connections of a file database.
 const READERS: u32 = 4;
 /// How long a statement waits for another process's write lock.
@@ -79,6 +79,7 @@ impl SqliteStore {
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
+                .test_before_acquire(false)
                 .connect_with(options)
                 .await
                 .map_err(connect)?;
@@ -105,11 +106,13 @@ impl SqliteStore {
                 .min_connections(1)
                 .max_lifetime(None)
                 .idle_timeout(None)
+                .test_before_acquire(false)
                 .connect_with(options.clone())
                 .await
                 .map_err(connect)?;
             let reader = SqlitePoolOptions::new()
                 .max_connections(READERS)
+                .test_before_acquire(false)
                 .connect_with(options)
                 .await
                 .map_err(connect)?;
@@ -140,11 +143,37 @@ impl SqliteStore {
         self.writer.close().await;
     }
 
-    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, Sqlite>> {
-        self.writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db("sqlite: begin write transaction"))
+    /// Runs a commit batch on the writer connection. The work happens in its own task, so a
+    /// caller that gives up cannot leave the connection inside the batch's transaction: a
+    /// failed batch is always rolled back before the connection is released.
+    async fn run_batch(&self, batch: Batch, change: Prepared) -> StoreResult<(Prepared, Outcome)> {
+        let writer = self.writer.clone();
+        let task = tokio::spawn(async move {
+            let sql = match batch {
+                Batch::Create => COMMIT_CREATE.as_str(),
+                Batch::Update => COMMIT_UPDATE.as_str(),
+                Batch::Touch => COMMIT_TOUCH.as_str(),
+            };
+            let encoded = Encoded::new(&change)?;
+            let mut conn = writer
+                .acquire()
+                .await
+                .map_err(db("sqlite: acquire writer"))?;
+            let result = bind_batch(sql, batch, &change, &encoded)?
+                .fetch_all(&mut *conn)
+                .await;
+            let rows = match result {
+                Ok(rows) => rows,
+                Err(error) => {
+                    rollback(&mut conn).await;
+                    return Err(db("sqlite: commit")(error));
+                }
+            };
+            let outcome = outcome_from(&rows)?;
+            Ok((change, outcome))
+        });
+        task.await
+            .map_err(|error| StoreError::Backend(format!("sqlite: commit task failed: {error}")))?
     }
 
     async fn run_by_host_run_id(
@@ -216,7 +245,7 @@ fn ts_opt_text(at: Option<DateTime<Utc>>) -> Option<String> {
     at.map(ts_text)
 }
 
-/// Binds the mutable columns of a run, in the order of `RUN_MUTABLE` placeholders `$1..$19`.
+/// Binds the mutable columns of a run, as `$19..$37` of the commit batch.
 fn bind_run_mutable<'q>(query: SqliteQuery<'q>, run: &'q RunRow) -> SqliteQuery<'q> {
     query
         .bind(run.agent_id.as_str())
@@ -240,30 +269,321 @@ fn bind_run_mutable<'q>(query: SqliteQuery<'q>, run: &'q RunRow) -> SqliteQuery<
         .bind(run.pause_requested)
 }
 
-const UPDATE_RUN: &str = "UPDATE runs SET agent_id = $1, target_type = $2, target_id = $3, \
-     target = $4, runtime_kind = $5, execution_mode = $6, invocation_mode = $7, \
-     external_actor_id = $8, status = $9, pause_reason = $10, approval_state = $11, input = $12, \
-     output_summary = $13, workspace_lease = $14, error_message = $15, started_at = $16, \
-     completed_at = $17, updated_at = $18, pause_requested = $19, version = version + 1, \
-     event_seq = event_seq + $20, message_seq = message_seq + $21, \
-     artifact_seq = artifact_seq + $22 \
-     WHERE id = $23 AND app_id = $24 AND version = $25 \
-     RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
+// ---- The commit batch -------------------------------------------------------------------
+//
+// A commit is one multi-statement query, so it costs one hop to the connection's worker
+// thread: `BEGIN IMMEDIATE`, the run-row statement, the record statements, `COMMIT`. The run
+// statement stamps the row with a fresh `commit_token`; every record statement joins the run
+// row on that token, so when the run statement matched nothing (stale version, unknown run,
+// taken host run id) the records write nothing either. Records arrive as JSON arrays of
+// arrays and are unpacked with `json_each`, which keeps the SQL text fixed (prepared once).
+//
+// Parameters: $1 run id, $2 app id, $3 token, $4..$6 event/message/artifact counts, $7 events,
+// $8 event time, $9 messages, $10 artifacts, $11 interactions, $12 tool calls, $13..$15
+// checkpoint step/state/time, $16 delete all secrets, $17 secret kinds to delete, $18 secrets
+// to put; from $19 the run statement's own values.
 
-const TOUCH_RUN: &str = "UPDATE runs SET event_seq = event_seq + $1, \
-     message_seq = message_seq + $2, artifact_seq = artifact_seq + $3 \
-     WHERE id = $4 AND app_id = $5 \
-     RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
+/// Mutable run columns in binding order (`bind_run_mutable`).
+const RUN_MUTABLE: [&str; 19] = [
+    "agent_id",
+    "target_type",
+    "target_id",
+    "target",
+    "runtime_kind",
+    "execution_mode",
+    "invocation_mode",
+    "external_actor_id",
+    "status",
+    "pause_reason",
+    "approval_state",
+    "input",
+    "output_summary",
+    "workspace_lease",
+    "error_message",
+    "started_at",
+    "completed_at",
+    "updated_at",
+    "pause_requested",
+];
 
-const INSERT_RUN: &str = "INSERT INTO runs (agent_id, target_type, target_id, target, \
-     runtime_kind, execution_mode, invocation_mode, external_actor_id, status, pause_reason, \
-     approval_state, input, output_summary, workspace_lease, error_message, started_at, \
-     completed_at, updated_at, pause_requested, event_seq, message_seq, artifact_seq, id, \
-     app_id, host_run_id, created_at, version) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-     $19, $20, $21, $22, $23, $24, $25, $26, 1) \
-     ON CONFLICT DO NOTHING \
-     RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
+const RUN_RETURNING: &str = "RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
+
+const GATE: &str = "r.id = $1 AND r.commit_token = $3";
+
+static RECORDS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, event_type, data, \
+         created_at) \
+         SELECT r.id, r.app_id, r.host_run_id, r.event_seq - $4 + j.key + 1, j.value ->> 0, \
+         j.value ->> 1, j.value ->> 2, $8 FROM runs r, json_each($7) j WHERE {GATE} \
+         ORDER BY j.key RETURNING position, sequence_no;
+         INSERT INTO messages (run_id, sequence_no, id, app_id, runtime_message_id, role, content, \
+         message_type, content_blocks, tool_invocations, created_at) \
+         SELECT r.id, r.message_seq - $5 + j.key + 1, j.value ->> 0, r.app_id, j.value ->> 1, \
+         j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7 \
+         FROM runs r, json_each($9) j WHERE {GATE};
+         INSERT INTO artifacts (run_id, sequence_no, id, app_id, artifact_type, format, \
+         storage_mode, inline_content, metadata, created_at) \
+         SELECT r.id, r.artifact_seq - $6 + j.key + 1, j.value ->> 0, r.app_id, j.value ->> 1, \
+         j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6 \
+         FROM runs r, json_each($10) j WHERE {GATE};
+         INSERT INTO interactions (run_id, id, app_id, runtime_kind, interaction_kind, status, \
+         title, summary, request_payload, response_payload, resolved_by_external_id, resolved_at, \
+         created_at, updated_at) \
+         SELECT r.id, j.value ->> 0, r.app_id, j.value ->> 1, j.value ->> 2, j.value ->> 3, \
+         j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, \
+         j.value ->> 9, j.value ->> 10, j.value ->> 11 \
+         FROM runs r, json_each($11) j WHERE {GATE} \
+         ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id, \
+         runtime_kind = excluded.runtime_kind, interaction_kind = excluded.interaction_kind, \
+         status = excluded.status, title = excluded.title, summary = excluded.summary, \
+         request_payload = excluded.request_payload, response_payload = excluded.response_payload, \
+         resolved_by_external_id = excluded.resolved_by_external_id, \
+         resolved_at = excluded.resolved_at, created_at = excluded.created_at, \
+         updated_at = excluded.updated_at;
+         INSERT INTO tool_calls (run_id, id, app_id, tool_name, input, output, error, mutating, \
+         approval_required, created_at) \
+         SELECT r.id, j.value ->> 0, r.app_id, j.value ->> 1, j.value ->> 2, j.value ->> 3, \
+         j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7 \
+         FROM runs r, json_each($12) j WHERE {GATE} \
+         ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id, \
+         tool_name = excluded.tool_name, input = excluded.input, output = excluded.output, \
+         error = excluded.error, mutating = excluded.mutating, \
+         approval_required = excluded.approval_required, created_at = excluded.created_at;
+         INSERT INTO checkpoints (run_id, step, state, created_at) \
+         SELECT r.id, $13, $14, $15 FROM runs r WHERE {GATE} AND $13 IS NOT NULL \
+         ON CONFLICT (run_id, step) DO UPDATE SET state = excluded.state, \
+         created_at = excluded.created_at;
+         DELETE FROM run_secrets WHERE run_id = $1 \
+         AND EXISTS (SELECT 1 FROM runs r WHERE {GATE}) \
+         AND ($16 OR kind IN (SELECT value FROM json_each($17))) \
+         AND kind NOT IN (SELECT value ->> 0 FROM json_each($18));
+         INSERT INTO run_secrets (run_id, kind, ciphertext) \
+         SELECT r.id, j.value ->> 0, unhex(j.value ->> 1) FROM runs r, json_each($18) j \
+         WHERE {GATE} \
+         ON CONFLICT (run_id, kind) DO UPDATE SET ciphertext = excluded.ciphertext;
+         COMMIT;"
+    )
+});
+
+/// Update the run row under its version guard ($38 is the expected version).
+static COMMIT_UPDATE: LazyLock<String> = LazyLock::new(|| {
+    let assignments: Vec<String> = RUN_MUTABLE
+        .iter()
+        .enumerate()
+        .map(|(index, column)| format!("{column} = ${}", 19 + index))
+        .collect();
+    format!(
+        "BEGIN IMMEDIATE;
+         UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $4, \
+         message_seq = message_seq + $5, artifact_seq = artifact_seq + $6, commit_token = $3 \
+         WHERE id = $1 AND app_id = $2 AND version = $38 {RUN_RETURNING};
+         {}",
+        assignments.join(", "),
+        RECORDS.as_str()
+    )
+});
+
+/// Lock the run row (the write lock is database-wide) and bump its counters only.
+static COMMIT_TOUCH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "BEGIN IMMEDIATE;
+         UPDATE runs SET event_seq = event_seq + $4, message_seq = message_seq + $5, \
+         artifact_seq = artifact_seq + $6, commit_token = $3 \
+         WHERE id = $1 AND app_id = $2 {RUN_RETURNING};
+         {}",
+        RECORDS.as_str()
+    )
+});
+
+/// Insert the run row ($38 host run id, $39 created_at), unless its id or host run id is taken.
+static COMMIT_CREATE: LazyLock<String> = LazyLock::new(|| {
+    let values: Vec<String> = (0..RUN_MUTABLE.len())
+        .map(|index| format!("${}", 19 + index))
+        .collect();
+    format!(
+        "BEGIN IMMEDIATE;
+         INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, message_seq, \
+         artifact_seq, commit_token, {}) \
+         VALUES ($1, $2, $38, $39, 1, $4, $5, $6, $3, {}) \
+         ON CONFLICT DO NOTHING {RUN_RETURNING};
+         {}",
+        RUN_MUTABLE.join(", "),
+        values.join(", "),
+        RECORDS.as_str()
+    )
+});
+
+/// Which run-row statement a batch starts with.
+#[derive(Clone, Copy)]
+enum Batch {
+    Create,
+    Update,
+    Touch,
+}
+
+/// The JSON parameters of a batch.
+struct Encoded {
+    token: String,
+    events: String,
+    messages: String,
+    artifacts: String,
+    interactions: String,
+    tool_calls: String,
+    secret_deletes: String,
+    secret_puts: String,
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value)
+        .map_err(|error| StoreError::Backend(format!("sqlite: encoding commit rows: {error}")))
+}
+
+impl Encoded {
+    fn new(change: &Prepared) -> StoreResult<Encoded> {
+        let events: Vec<_> = change
+            .events
+            .iter()
+            .map(|event| (&event.event_id, &event.event_type, &event.data_text))
+            .collect();
+        let messages: Vec<_> = change
+            .messages
+            .iter()
+            .map(|row| {
+                let m = &row.record;
+                (
+                    &m.id,
+                    &m.runtime_message_id,
+                    &m.role,
+                    &m.content,
+                    &m.message_type,
+                    &row.content_blocks,
+                    &row.tool_invocations,
+                    ts_text(m.created_at),
+                )
+            })
+            .collect();
+        let artifacts: Vec<_> = change
+            .artifacts
+            .iter()
+            .map(|row| {
+                let a = &row.record;
+                (
+                    &a.id,
+                    &a.artifact_type,
+                    &a.format,
+                    &a.storage_mode,
+                    &a.inline_content,
+                    &row.metadata,
+                    ts_text(a.created_at),
+                )
+            })
+            .collect();
+        let interactions: Vec<_> = change
+            .interactions
+            .iter()
+            .map(|row| {
+                let i = &row.record;
+                (
+                    &i.id,
+                    i.runtime_kind.as_str(),
+                    &i.interaction_kind,
+                    i.status.as_str(),
+                    &i.title,
+                    &i.summary,
+                    &row.request_payload,
+                    &row.response_payload,
+                    &i.resolved_by_external_id,
+                    ts_opt_text(i.resolved_at),
+                    ts_text(i.created_at),
+                    ts_text(i.updated_at),
+                )
+            })
+            .collect();
+        let tool_calls: Vec<_> = change
+            .tool_calls
+            .iter()
+            .map(|row| {
+                let c = &row.record;
+                (
+                    &c.id,
+                    &c.tool_name,
+                    &row.input,
+                    &row.output,
+                    &c.error,
+                    c.mutating,
+                    c.approval_required,
+                    ts_text(c.created_at),
+                )
+            })
+            .collect();
+        let secret_puts: Vec<_> = change
+            .secrets
+            .puts
+            .iter()
+            .map(|(kind, ciphertext)| (kind, hex::encode(ciphertext)))
+            .collect();
+        Ok(Encoded {
+            token: new_id("c"),
+            events: to_json(&events)?,
+            messages: to_json(&messages)?,
+            artifacts: to_json(&artifacts)?,
+            interactions: to_json(&interactions)?,
+            tool_calls: to_json(&tool_calls)?,
+            secret_deletes: to_json(&change.secrets.deletes)?,
+            secret_puts: to_json(&secret_puts)?,
+        })
+    }
+}
+
+/// Binds `$1..$18`, then the run statement's values.
+fn bind_batch<'q>(
+    sql: &'q str,
+    batch: Batch,
+    change: &'q Prepared,
+    encoded: &'q Encoded,
+) -> StoreResult<SqliteQuery<'q>> {
+    let checkpoint = change.checkpoint.as_ref();
+    let query = sqlx::query(sql)
+        .bind(change.run_id.as_str())
+        .bind(change.app_id.as_str())
+        .bind(encoded.token.as_str())
+        .bind(change.events.len() as i64)
+        .bind(change.messages.len() as i64)
+        .bind(change.artifacts.len() as i64)
+        .bind(encoded.events.as_str())
+        .bind(ts_text(change.event_time))
+        .bind(encoded.messages.as_str())
+        .bind(encoded.artifacts.as_str())
+        .bind(encoded.interactions.as_str())
+        .bind(encoded.tool_calls.as_str())
+        .bind(checkpoint.map(|c| c.step))
+        .bind(checkpoint.map(|c| c.state.as_str()))
+        .bind(checkpoint.map(|c| ts_text(c.created_at)))
+        .bind(change.secrets.delete_all)
+        .bind(encoded.secret_deletes.as_str())
+        .bind(encoded.secret_puts.as_str());
+    let run = change.run.as_ref();
+    Ok(match (batch, run) {
+        (Batch::Touch, _) => query,
+        (Batch::Update, Some(run)) => bind_run_mutable(query, run).bind(change.expected_version),
+        (Batch::Create, Some(run)) => bind_run_mutable(query, run)
+            .bind(run.host_run_id.as_str())
+            .bind(ts_text(run.created_at)),
+        (Batch::Update | Batch::Create, None) => {
+            return Err(StoreError::Backend(
+                "sqlite: run row missing from change".to_string(),
+            ))
+        }
+    })
+}
+
+/// What a batch reported: the run row after its statement (None when it matched nothing)
+/// and the inserted events' positions in sequence order.
+struct Outcome {
+    head: Option<Head>,
+    positions: Vec<i64>,
+}
 
 /// What the run-row statement of a commit hands back.
 struct Head {
@@ -272,245 +592,29 @@ struct Head {
     host_run_id: String,
 }
 
-fn head_from(row: &SqliteRow) -> StoreResult<Head> {
-    Ok(Head {
-        version: row.int("version")?,
-        counters: Counters {
-            events: row.int("event_seq")?,
-            messages: row.int("message_seq")?,
-            artifacts: row.int("artifact_seq")?,
-        },
-        host_run_id: row.text("host_run_id")?,
+fn outcome_from(rows: &[SqliteRow]) -> StoreResult<Outcome> {
+    let mut head = None;
+    let mut assigned = Vec::new();
+    for row in rows {
+        if row.try_column("version").is_ok() {
+            head = Some(Head {
+                version: row.int("version")?,
+                counters: Counters {
+                    events: row.int("event_seq")?,
+                    messages: row.int("message_seq")?,
+                    artifacts: row.int("artifact_seq")?,
+                },
+                host_run_id: row.text("host_run_id")?,
+            });
+        } else {
+            assigned.push((row.int("sequence_no")?, row.int("position")?));
+        }
+    }
+    assigned.sort_unstable();
+    Ok(Outcome {
+        head,
+        positions: assigned.into_iter().map(|(_, position)| position).collect(),
     })
-}
-
-/// Writes everything of a change except the run row; returns the events' positions in
-/// sequence order.
-async fn write_records(
-    conn: &mut SqliteConnection,
-    change: &Prepared,
-    head: &Head,
-) -> StoreResult<Vec<i64>> {
-    let mut positions = Vec::with_capacity(change.events.len());
-    if !change.events.is_empty() {
-        let base = head.counters.events - change.events.len() as i64;
-        let created_at = ts_text(change.event_time);
-        for (chunk_index, chunk) in change.events.chunks(INSERT_CHUNK).enumerate() {
-            let offset = base + (chunk_index * INSERT_CHUNK) as i64;
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, \
-                 event_type, data, created_at) ",
-            );
-            insert.push_values(chunk.iter().enumerate(), |mut row, (index, event)| {
-                row.push_bind(change.run_id.as_str())
-                    .push_bind(change.app_id.as_str())
-                    .push_bind(head.host_run_id.as_str())
-                    .push_bind(offset + index as i64 + 1)
-                    .push_bind(event.event_id.as_str())
-                    .push_bind(event.event_type.as_str())
-                    .push_bind(event.data_text.as_str())
-                    .push_bind(created_at.as_str());
-            });
-            insert.push(" RETURNING position, sequence_no");
-            let rows = insert
-                .build()
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(db("sqlite: insert events"))?;
-            let mut assigned = rows
-                .iter()
-                .map(|row| Ok((row.int("sequence_no")?, row.int("position")?)))
-                .collect::<StoreResult<Vec<(i64, i64)>>>()?;
-            assigned.sort_unstable();
-            positions.extend(assigned.into_iter().map(|(_, position)| position));
-        }
-    }
-
-    if !change.messages.is_empty() {
-        let base = head.counters.messages - change.messages.len() as i64;
-        for (chunk_index, chunk) in change.messages.chunks(INSERT_CHUNK).enumerate() {
-            let offset = base + (chunk_index * INSERT_CHUNK) as i64;
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO messages (run_id, sequence_no, id, app_id, runtime_message_id, role, \
-                 content, message_type, content_blocks, tool_invocations, created_at) ",
-            );
-            insert.push_values(chunk.iter().enumerate(), |mut row, (index, message)| {
-                let record = &message.record;
-                row.push_bind(change.run_id.as_str())
-                    .push_bind(offset + index as i64 + 1)
-                    .push_bind(record.id.as_str())
-                    .push_bind(change.app_id.as_str())
-                    .push_bind(record.runtime_message_id.as_str())
-                    .push_bind(record.role.as_str())
-                    .push_bind(record.content.as_str())
-                    .push_bind(record.message_type.as_str())
-                    .push_bind(message.content_blocks.as_deref())
-                    .push_bind(message.tool_invocations.as_deref())
-                    .push_bind(ts_text(record.created_at));
-            });
-            insert
-                .build()
-                .execute(&mut *conn)
-                .await
-                .map_err(db("sqlite: insert messages"))?;
-        }
-    }
-
-    if !change.artifacts.is_empty() {
-        let base = head.counters.artifacts - change.artifacts.len() as i64;
-        for (chunk_index, chunk) in change.artifacts.chunks(INSERT_CHUNK).enumerate() {
-            let offset = base + (chunk_index * INSERT_CHUNK) as i64;
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO artifacts (run_id, sequence_no, id, app_id, artifact_type, format, \
-                 storage_mode, inline_content, metadata, created_at) ",
-            );
-            insert.push_values(chunk.iter().enumerate(), |mut row, (index, artifact)| {
-                let record = &artifact.record;
-                row.push_bind(change.run_id.as_str())
-                    .push_bind(offset + index as i64 + 1)
-                    .push_bind(record.id.as_str())
-                    .push_bind(change.app_id.as_str())
-                    .push_bind(record.artifact_type.as_str())
-                    .push_bind(record.format.as_str())
-                    .push_bind(record.storage_mode.as_str())
-                    .push_bind(record.inline_content.as_str())
-                    .push_bind(artifact.metadata.as_deref())
-                    .push_bind(ts_text(record.created_at));
-            });
-            insert
-                .build()
-                .execute(&mut *conn)
-                .await
-                .map_err(db("sqlite: insert artifacts"))?;
-        }
-    }
-
-    for chunk in change.interactions.chunks(INSERT_CHUNK) {
-        let mut upsert = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO interactions (run_id, id, app_id, runtime_kind, interaction_kind, \
-             status, title, summary, request_payload, response_payload, \
-             resolved_by_external_id, resolved_at, created_at, updated_at) ",
-        );
-        upsert.push_values(chunk, |mut row, interaction| {
-            let record = &interaction.record;
-            row.push_bind(change.run_id.as_str())
-                .push_bind(record.id.as_str())
-                .push_bind(change.app_id.as_str())
-                .push_bind(record.runtime_kind.as_str())
-                .push_bind(record.interaction_kind.as_str())
-                .push_bind(record.status.as_str())
-                .push_bind(record.title.as_str())
-                .push_bind(record.summary.as_str())
-                .push_bind(interaction.request_payload.as_deref())
-                .push_bind(interaction.response_payload.as_deref())
-                .push_bind(record.resolved_by_external_id.as_str())
-                .push_bind(ts_opt_text(record.resolved_at))
-                .push_bind(ts_text(record.created_at))
-                .push_bind(ts_text(record.updated_at));
-        });
-        upsert.push(
-            " ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id, \
-             runtime_kind = excluded.runtime_kind, interaction_kind = excluded.interaction_kind, \
-             status = excluded.status, title = excluded.title, summary = excluded.summary, \
-             request_payload = excluded.request_payload, \
-             response_payload = excluded.response_payload, \
-             resolved_by_external_id = excluded.resolved_by_external_id, \
-             resolved_at = excluded.resolved_at, created_at = excluded.created_at, \
-             updated_at = excluded.updated_at",
-        );
-        upsert
-            .build()
-            .execute(&mut *conn)
-            .await
-            .map_err(db("sqlite: upsert interactions"))?;
-    }
-
-    for chunk in change.tool_calls.chunks(INSERT_CHUNK) {
-        let mut upsert = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO tool_calls (run_id, id, app_id, tool_name, input, output, error, \
-             mutating, approval_required, created_at) ",
-        );
-        upsert.push_values(chunk, |mut row, call| {
-            let record = &call.record;
-            row.push_bind(change.run_id.as_str())
-                .push_bind(record.id.as_str())
-                .push_bind(change.app_id.as_str())
-                .push_bind(record.tool_name.as_str())
-                .push_bind(call.input.as_str())
-                .push_bind(call.output.as_deref())
-                .push_bind(record.error.as_str())
-                .push_bind(record.mutating)
-                .push_bind(record.approval_required)
-                .push_bind(ts_text(record.created_at));
-        });
-        upsert.push(
-            " ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id, \
-             tool_name = excluded.tool_name, input = excluded.input, output = excluded.output, \
-             error = excluded.error, mutating = excluded.mutating, \
-             approval_required = excluded.approval_required, created_at = excluded.created_at",
-        );
-        upsert
-            .build()
-            .execute(&mut *conn)
-            .await
-            .map_err(db("sqlite: upsert tool calls"))?;
-    }
-
-    if let Some(checkpoint) = &change.checkpoint {
-        sqlx::query(
-            "INSERT INTO checkpoints (run_id, step, state, created_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (run_id, step) DO UPDATE SET state = excluded.state, \
-             created_at = excluded.created_at",
-        )
-        .bind(change.run_id.as_str())
-        .bind(checkpoint.step)
-        .bind(checkpoint.state.as_str())
-        .bind(ts_text(checkpoint.created_at))
-        .execute(&mut *conn)
-        .await
-        .map_err(db("sqlite: save checkpoint"))?;
-    }
-
-    let secrets = &change.secrets;
-    if !secrets.is_empty() {
-        if secrets.delete_all {
-            sqlx::query("DELETE FROM run_secrets WHERE run_id = $1")
-                .bind(change.run_id.as_str())
-                .execute(&mut *conn)
-                .await
-                .map_err(db("sqlite: delete secrets"))?;
-        }
-        for kind in &secrets.deletes {
-            sqlx::query("DELETE FROM run_secrets WHERE run_id = $1 AND kind = $2")
-                .bind(change.run_id.as_str())
-                .bind(kind.as_str())
-                .execute(&mut *conn)
-                .await
-                .map_err(db("sqlite: delete secret"))?;
-        }
-        for (kind, ciphertext) in &secrets.puts {
-            sqlx::query(
-                "INSERT INTO run_secrets (run_id, kind, ciphertext) VALUES ($1, $2, $3) \
-                 ON CONFLICT (run_id, kind) DO UPDATE SET ciphertext = excluded.ciphertext",
-            )
-            .bind(change.run_id.as_str())
-            .bind(kind.as_str())
-            .bind(ciphertext.as_slice())
-            .execute(&mut *conn)
-            .await
-            .map_err(db("sqlite: put secret"))?;
-        }
-    }
-
-    Ok(positions)
-}
-
-fn counts(change: &Prepared) -> (i64, i64, i64) {
-    (
-        change.events.len() as i64,
-        change.messages.len() as i64,
-        change.artifacts.len() as i64,
-    )
 }
 
 /// Escapes nothing: the search uses `instr`, so `%` and `_` in a query are literal.
@@ -544,40 +648,29 @@ impl Store for SqliteStore {
 
     async fn put_agent(&self, agent: &Agent) -> StoreResult<bool> {
         let row = AgentRow::encode(agent)?;
-        let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, system_prompt, \
-             skills, allowed_tools, allowed_targets, approval_mode, default_invocation_mode, \
-             execution_config, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-             ON CONFLICT (app_id, id) DO NOTHING",
-        )
-        .bind(row.app_id.as_str())
-        .bind(row.id.as_str())
-        .bind(row.name.as_str())
-        .bind(row.runtime_kind)
-        .bind(row.provider.as_str())
-        .bind(row.model.as_str())
-        .bind(row.system_prompt.as_str())
-        .bind(row.skills.as_str())
-        .bind(row.allowed_tools.as_str())
-        .bind(row.allowed_targets.as_str())
-        .bind(row.approval_mode)
-        .bind(row.default_invocation_mode)
-        .bind(row.execution_config.as_deref())
-        .bind(ts_text(row.created_at))
-        .bind(ts_text(row.updated_at))
-        .execute(&mut *tx)
-        .await
-        .map_err(agent_error)?
-        .rows_affected()
-            == 1;
-        if !inserted {
-            sqlx::query(
-                "UPDATE agents SET name = $3, runtime_kind = $4, provider = $5, model = $6, \
-                 system_prompt = $7, skills = $8, allowed_tools = $9, allowed_targets = $10, \
-                 approval_mode = $11, default_invocation_mode = $12, execution_config = $13, \
-                 created_at = $14, updated_at = $15 WHERE app_id = $1 AND id = $2",
+        let writer = self.writer.clone();
+        let task = tokio::spawn(async move {
+            let mut conn = writer
+                .acquire()
+                .await
+                .map_err(db("sqlite: acquire writer"))?;
+            let result = sqlx::query(
+                "BEGIN IMMEDIATE;
+                 SELECT EXISTS (SELECT 1 FROM agents WHERE app_id = $1 AND id = $2) AS existed;
+                 INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, \
+                 system_prompt, skills, allowed_tools, allowed_targets, approval_mode, \
+                 default_invocation_mode, execution_config, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                 ON CONFLICT (app_id, id) DO UPDATE SET name = excluded.name, \
+                 runtime_kind = excluded.runtime_kind, provider = excluded.provider, \
+                 model = excluded.model, system_prompt = excluded.system_prompt, \
+                 skills = excluded.skills, allowed_tools = excluded.allowed_tools, \
+                 allowed_targets = excluded.allowed_targets, \
+                 approval_mode = excluded.approval_mode, \
+                 default_invocation_mode = excluded.default_invocation_mode, \
+                 execution_config = excluded.execution_config, \
+                 created_at = excluded.created_at, updated_at = excluded.updated_at;
+                 COMMIT;",
             )
             .bind(row.app_id.as_str())
             .bind(row.id.as_str())
@@ -594,12 +687,24 @@ impl Store for SqliteStore {
             .bind(row.execution_config.as_deref())
             .bind(ts_text(row.created_at))
             .bind(ts_text(row.updated_at))
-            .execute(&mut *tx)
-            .await
-            .map_err(agent_error)?;
-        }
-        tx.commit().await.map_err(db("sqlite: commit agent"))?;
-        Ok(inserted)
+            .fetch_all(&mut *conn)
+            .await;
+            match result {
+                Ok(rows) => match rows.first() {
+                    Some(existed) => Ok(!existed.flag("existed")?),
+                    None => Err(StoreError::Backend(
+                        "sqlite: put agent returned nothing".to_string(),
+                    )),
+                },
+                Err(error) => {
+                    rollback(&mut conn).await;
+                    Err(agent_error(error))
+                }
+            }
+        });
+        task.await.map_err(|error| {
+            StoreError::Backend(format!("sqlite: put agent task failed: {error}"))
+        })?
     }
 
     async fn get_agent(&self, app_id: &str, agent_id: &str) -> StoreResult<Option<Agent>> {
@@ -631,44 +736,26 @@ impl Store for SqliteStore {
 
     async fn create_run(&self, change: RunChange) -> StoreResult<CreateRun> {
         let change = Prepared::for_create(change)?;
-        let Some(run) = change.run.as_ref() else {
-            return Err(StoreError::Backend("create_run: missing run".to_string()));
-        };
-        let (events, messages, artifacts) = counts(&change);
-        let mut tx = self.begin_write().await?;
-        let head = bind_run_mutable(sqlx::query(INSERT_RUN), run)
-            .bind(events)
-            .bind(messages)
-            .bind(artifacts)
-            .bind(run.id.as_str())
-            .bind(run.app_id.as_str())
-            .bind(run.host_run_id.as_str())
-            .bind(ts_text(run.created_at))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db("sqlite: insert run"))?;
-        let Some(head) = head else {
-            tx.rollback().await.map_err(db("sqlite: rollback"))?;
-            if !run.host_run_id.is_empty() {
-                if let Some(existing) = self
-                    .run_by_host_run_id(&run.app_id, &run.host_run_id)
-                    .await?
-                {
+        let (change, outcome) = self.run_batch(Batch::Create, change).await?;
+        let Some(head) = outcome.head else {
+            let (app_id, run_id, host_run_id) = match &change.run {
+                Some(run) => (&run.app_id, &run.id, &run.host_run_id),
+                None => (&change.app_id, &change.run_id, &change.run_id),
+            };
+            if !host_run_id.is_empty() {
+                if let Some(existing) = self.run_by_host_run_id(app_id, host_run_id).await? {
                     return Ok(CreateRun::HostRunIdTaken(Box::new(existing)));
                 }
             }
-            return Err(StoreError::Conflict(format!(
-                "run {} already exists",
-                run.id
-            )));
+            return Err(StoreError::Conflict(format!("run {run_id} already exists")));
         };
-        let head = head_from(&head)?;
-        let positions = write_records(&mut tx, &change, &head).await?;
-        tx.commit()
-            .await
-            .map_err(db("sqlite: commit run creation"))?;
         change
-            .committed(head.version, &head.host_run_id, head.counters, &positions)
+            .committed(
+                head.version,
+                &head.host_run_id,
+                head.counters,
+                &outcome.positions,
+            )
             .map(CreateRun::Created)
     }
 
@@ -746,44 +833,28 @@ impl Store for SqliteStore {
 
     async fn commit(&self, change: RunChange) -> StoreResult<Committed> {
         let change = Prepared::new(change)?;
-        let (events, messages, artifacts) = counts(&change);
-        let mut tx = self.begin_write().await?;
-        let head = match &change.run {
-            Some(run) => bind_run_mutable(sqlx::query(UPDATE_RUN), run)
-                .bind(events)
-                .bind(messages)
-                .bind(artifacts)
-                .bind(change.run_id.as_str())
-                .bind(change.app_id.as_str())
-                .bind(change.expected_version)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db("sqlite: update run"))?,
-            None => sqlx::query(TOUCH_RUN)
-                .bind(events)
-                .bind(messages)
-                .bind(artifacts)
-                .bind(change.run_id.as_str())
-                .bind(change.app_id.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db("sqlite: lock run"))?,
+        let batch = if change.run.is_some() {
+            Batch::Update
+        } else {
+            Batch::Touch
         };
-        let Some(head) = head else {
+        let (change, outcome) = self.run_batch(batch, change).await?;
+        let Some(head) = outcome.head else {
             let exists = sqlx::query("SELECT 1 FROM runs WHERE id = $1 AND app_id = $2")
                 .bind(change.run_id.as_str())
                 .bind(change.app_id.as_str())
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&self.reader)
                 .await
                 .map_err(db("sqlite: check run"))?
                 .is_some();
-            tx.rollback().await.map_err(db("sqlite: rollback"))?;
             return Err(change.missing_or_stale(exists));
         };
-        let head = head_from(&head)?;
-        let positions = write_records(&mut tx, &change, &head).await?;
-        tx.commit().await.map_err(db("sqlite: commit"))?;
-        change.committed(head.version, &head.host_run_id, head.counters, &positions)
+        change.committed(
+            head.version,
+            &head.host_run_id,
+            head.counters,
+            &outcome.positions,
+        )
     }
 
     async fn list_messages(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Message>> {
@@ -1037,5 +1108,13 @@ fn agent_error(error: sqlx::Error) -> StoreError {
         StoreError::Conflict(format!("agent: {error}"))
     } else {
         db("sqlite: write agent")(error)
+    }
+}
+
+/// Ends a batch's transaction after a failure. SQLite has already rolled back on some errors;
+/// then there is nothing to end and the error from ROLLBACK is expected, so it is ignored.
+async fn rollback(conn: &mut SqliteConnection) {
+    if let Err(error) = sqlx::query("ROLLBACK").execute(conn).await {
+        tracing::debug!(%error, "sqlite: rollback after a failed batch");
     }
 }

@@ -52,7 +52,10 @@ CREATE TABLE runs (
     artifact_seq      INTEGER NOT NULL DEFAULT 0,
     -- Ownership of lightweight runs across processes; commits never touch these.
     lease_owner       TEXT,
-    lease_expires_at  TEXT
+    lease_expires_at  TEXT,
+    -- Stamped by each commit's run statement; the commit's record statements only write
+    -- when they find their own stamp (see the commit batch in src/sqlite.rs).
+    commit_token      TEXT
 );
 
 CREATE UNIQUE INDEX runs_app_host_run_id ON runs (app_id, host_run_id) WHERE host_run_id <> '';
