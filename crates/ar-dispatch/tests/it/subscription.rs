@@ -11,7 +11,7 @@ use ar_dispatch::{
 };
 use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
 
-use crate::support::{collect, find_process, group_gone, require_cli};
+use crate::support::{collect, require_cli};
 use crate::wire::{policy, sub_spec};
 
 const MODEL: &str = "gpt-5.5";
@@ -128,11 +128,14 @@ async fn scripted_clean_turn_yields_one_validated_message() {
 async fn scripted_command_attempt_is_a_violation_and_kills_the_group() {
     let tmp = tempfile::tempdir().unwrap();
     let marker = format!("ar-sub-violation-{}", std::process::id());
+    let child_file = tmp.path().join("child.pid");
+    let child = child_file.display();
     let body = format!(
         r#"
 echo '{{"type":"thread.started","thread_id":"th"}}'
 echo '{{"type":"turn.started"}}'
 sh -c 'sleep 300' {marker} &
+echo $! > {child}
 echo '{{"type":"item.started","item":{{"id":"c","type":"command_execution","command":"rm -rf /","status":"in_progress"}}}}'
 wait
 "#
@@ -142,11 +145,33 @@ wait
     let events = collect(&run).await;
     let st = run.wait().await;
     assert_eq!(st.state, State::Failed);
+    let child: i32 = std::fs::read_to_string(&child_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rfind(')')
+            .map(|i| !stat[i + 1..].trim_start().starts_with('Z'))
+            .unwrap_or(false)
+    };
+    for _ in 0..500 {
+        if !alive(child) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(!alive(child), "grandchild {child} survived the violation");
     let err = events.iter().find(|e| e.kind == EventType::Error).unwrap();
     assert_eq!(err.error_code, ERROR_CHAT_AUTHORITY_VIOLATION);
     assert!(!events.iter().any(|e| e.kind == EventType::Message));
-    if let Some(pid) = crate::support::pgid_of(find_process(&marker).await.unwrap_or(-1)) {
-        assert!(group_gone(pid).await);
+    // bounded wait for the kernel to finish tearing the group down
+    for _ in 0..500 {
+        if find_process_now(&marker).is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert!(
         find_process_now(&marker).is_none(),

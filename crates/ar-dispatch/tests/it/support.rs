@@ -55,20 +55,26 @@ pub async fn find_process(needle: &str) -> Option<i32> {
     None
 }
 
+/// Matching pids; a process-group leader is preferred (a forked shell shares its parent's
+/// command line for a moment), else the newest.
 fn scan(needle: &str) -> Option<i32> {
-    let mut best = None;
+    let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) && best.is_none_or(|b| pid > b) {
-                best = Some(pid);
+            if cmd.contains(needle) && pid != std::process::id() as i32 {
+                found.push(pid);
             }
         }
     }
-    best
+    found
+        .iter()
+        .copied()
+        .find(|p| pgid_of(*p) == Some(*p))
+        .or_else(|| found.iter().copied().max())
 }
 
 /// The process group of a pid, from /proc.
