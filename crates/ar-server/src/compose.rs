@@ -67,6 +67,8 @@ pub struct Service {
     pub generated_token_path: Option<PathBuf>,
     /// How long in-flight steps get to reach a checkpoint at shutdown.
     pub shutdown_grace: Duration,
+    /// The embedded studio (`/api/...`, console at `/studio`) and this service's runtime link.
+    pub studio: crate::studio_embed::EmbeddedStudio,
     background: CancellationToken,
 }
 
@@ -338,6 +340,13 @@ impl Service {
                 .build()?,
             draining: CancellationToken::new(),
         };
+        let studio = crate::studio_embed::EmbeddedStudio::new(
+            engine.clone(),
+            store.clone(),
+            apps.clone(),
+            service_token.clone(),
+            settings.studio.url.as_ref().map(|u| u.to_string()),
+        );
         let background = CancellationToken::new();
         start_callbacks(&apps, store, bus, &background);
         Ok(Service {
@@ -346,6 +355,7 @@ impl Service {
             service_token,
             generated_token_path,
             shutdown_grace: SHUTDOWN_GRACE,
+            studio,
             background,
         })
     }
@@ -357,7 +367,8 @@ impl Service {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         self.engine.start_background();
-        let router = crate::router(self.state.clone());
+        let router = crate::router(self.state.clone()).merge(self.studio.routes());
+        let links = self.studio.start_links(listener.local_addr()?);
         let engine = self.engine.clone();
         let draining = self.state.draining.clone();
         let grace = self.shutdown_grace;
@@ -385,6 +396,8 @@ impl Service {
             })
             .await
             .context("http server")?;
+        links.stop().await;
+        self.studio.shutdown().await;
         self.background.cancel();
         Ok(())
     }

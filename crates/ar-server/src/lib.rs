@@ -10,6 +10,9 @@ pub mod convert;
 pub mod error;
 mod routes;
 pub mod state;
+pub mod studio_console;
+pub mod studio_embed;
+pub mod studio_runtime;
 
 pub use compose::{run, Service};
 pub use routes::router;

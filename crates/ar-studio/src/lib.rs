@@ -5,7 +5,8 @@
 //! - [`http::router`]: the axum routes under `/api/` (the runtime link and the people API),
 //!   or [`http::link_routes`] / [`http::api_routes`] to mount them behind your own guard.
 //! - [`link::LinkClient`]: the runtime side of the protocol, driving a [`link::CommandHandler`].
-//! - [`serve_studio`]: the standalone `agent-runtime studio` server.
+//! - [`serve_studio`]: the standalone `agent-runtime studio` server, with the console at `/studio`.
+//! - [`console::routes`]: the console (one page, one script, one stylesheet; offline).
 //! - [`bench::run_bench`]: the studio benchmark.
 //!
 //! Embedding, in outline:
@@ -26,6 +27,7 @@
 
 pub mod bench;
 pub mod clock;
+pub mod console;
 pub mod error;
 pub mod frame;
 pub mod http;

@@ -76,7 +76,8 @@ pub async fn serve_studio(
             token: config.token.clone(),
             runs: None,
         },
-    );
+    )
+    .merge(crate::console::routes());
     let listener = DeadlineListener::new(listener, config.server.write_timeout);
     let closing = server.clone();
     let result = axum::serve(

@@ -9,3 +9,4 @@ mod events;
 mod lifecycle;
 mod native_loop;
 mod recovery;
+mod studio;

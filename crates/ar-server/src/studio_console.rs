@@ -1,0 +1,251 @@
+//! The console's run views in the embedded studio (`/studio/api/...`): recent runs, one run's
+//! transcript, tool calls, interactions and usage, and its live timeline as SSE. Run content
+//! stays in the service: a standalone studio shows commands only.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ar_config::app::AppConfig;
+use ar_core::store::Store;
+use ar_engine::transcript::LoopState;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+use crate::convert;
+
+/// How often the live timeline looks for new events.
+const TIMELINE_POLL: Duration = Duration::from_millis(250);
+/// Runs listed per app.
+const RECENT_RUNS: usize = 50;
+
+#[derive(Clone)]
+struct ConsoleState {
+    store: Arc<dyn Store>,
+    apps: Arc<AppConfig>,
+    token: Option<Arc<str>>,
+}
+
+/// The run-view routes, behind the service token (a bearer header or `?token=`, which
+/// `EventSource` needs) or, without one, loopback only.
+pub fn routes(store: Arc<dyn Store>, apps: Arc<AppConfig>, token: Option<String>) -> Router {
+    let state = ConsoleState {
+        store,
+        apps,
+        token: token.filter(|t| !t.is_empty()).map(Arc::from),
+    };
+    Router::new()
+        .route("/studio/api/info", get(info))
+        .route("/studio/api/runs", get(runs))
+        .route("/studio/api/runs/{id}", get(run))
+        .route("/studio/api/runs/{id}/events", get(events))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+fn deny(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+async fn guard(State(s): State<ConsoleState>, req: Request, next: Next) -> Response {
+    match &s.token {
+        Some(token) => {
+            let bearer = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::to_string);
+            let query = req.uri().query().and_then(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .find(|(k, _)| k == "token")
+                    .map(|(_, v)| v.into_owned())
+            });
+            let given = bearer.or(query).unwrap_or_default();
+            if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                next.run(req).await
+            } else {
+                deny(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "a valid bearer token is required",
+                )
+            }
+        }
+        None => {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let name = host
+                .rsplit_once(':')
+                .map(|(h, _)| h)
+                .unwrap_or(host)
+                .trim_matches(['[', ']']);
+            let loopback = name == "localhost"
+                || name
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if loopback {
+                next.run(req).await
+            } else {
+                deny(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "without a token the console answers loopback requests only",
+                )
+            }
+        }
+    }
+}
+
+async fn info() -> Json<Value> {
+    Json(json!({"embedded": true, "runs": true}))
+}
+
+async fn find_app(s: &ConsoleState, run_id: &str) -> Option<String> {
+    for app in s.apps.apps.keys() {
+        if let Ok(Some(_)) = s.store.get_run(app, run_id).await {
+            return Some(app.clone());
+        }
+    }
+    None
+}
+
+async fn runs(State(s): State<ConsoleState>) -> Response {
+    let mut all = Vec::new();
+    for app in s.apps.apps.keys() {
+        match s.store.list_runs(app).await {
+            Ok(list) => all.extend(list),
+            Err(error) => {
+                tracing::warn!(%error, "console: listing runs failed");
+                return deny(StatusCode::INTERNAL_SERVER_ERROR, "internal", "store error");
+            }
+        }
+    }
+    all.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    all.truncate(RECENT_RUNS);
+    let rows: Vec<Value> = all
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "app_id": r.app_id,
+                "agent_id": r.agent_id,
+                "status": r.status.to_string(),
+                "pause_reason": r.pause_reason.to_string(),
+                "created_at": r.created_at,
+                "error": r.error_message,
+                "studio": r.metadata_value(ar_engine::studio::STUDIO_METADATA_KEY),
+                "forked_from": r.metadata_value("forked_from"),
+            })
+        })
+        .collect();
+    Json(json!({"runs": rows})).into_response()
+}
+
+async fn run(State(s): State<ConsoleState>, Path(id): Path<String>) -> Response {
+    let Some(app) = find_app(&s, &id).await else {
+        return deny(StatusCode::NOT_FOUND, "not_found", "run not found");
+    };
+    let loaded = async {
+        let run = s.store.get_run(&app, &id).await?;
+        let state = s.store.latest_checkpoint(&id).await?;
+        let messages = s.store.list_messages(&app, &id).await?;
+        let calls = s.store.list_tool_calls(&app, &id).await?;
+        let interactions = s.store.list_interactions(&app, &id).await?;
+        Ok::<_, ar_core::store::StoreError>((run, state, messages, calls, interactions))
+    }
+    .await;
+    let (run, checkpoint, messages, calls, interactions) = match loaded {
+        Ok((Some(run), c, m, t, i)) => (run, c, m, t, i),
+        Ok((None, ..)) => return deny(StatusCode::NOT_FOUND, "not_found", "run not found"),
+        Err(error) => {
+            tracing::warn!(%error, "console: reading a run failed");
+            return deny(StatusCode::INTERNAL_SERVER_ERROR, "internal", "store error");
+        }
+    };
+    let state = checkpoint
+        .and_then(|c| LoopState::from_json(&c.state).ok())
+        .unwrap_or_default();
+    let steps = state
+        .transcript
+        .iter()
+        .filter(|m| m.role == ar_core::model::ChatRole::Assistant)
+        .count();
+    Json(json!({
+        "run": convert::run_to_wire(&run),
+        "studio": run.metadata_value(ar_engine::studio::STUDIO_METADATA_KEY),
+        "steps": steps,
+        "transcript": state.transcript,
+        "pending": state.pending,
+        "usage": {
+            "input_tokens": state.usage.input_tokens,
+            "output_tokens": state.usage.output_tokens,
+            "total_tokens": state.usage.total_tokens,
+        },
+        "messages": messages.iter().map(convert::message_to_wire).collect::<Vec<_>>(),
+        "tool_calls": calls.iter().map(convert::tool_call_to_wire).collect::<Vec<_>>(),
+        "interactions": interactions.iter().map(convert::interaction_to_wire).collect::<Vec<_>>(),
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct After {
+    #[serde(default)]
+    after: i64,
+}
+
+async fn events(
+    State(s): State<ConsoleState>,
+    Path(id): Path<String>,
+    Query(after): Query<After>,
+) -> Response {
+    let Some(app) = find_app(&s, &id).await else {
+        return deny(StatusCode::NOT_FOUND, "not_found", "run not found");
+    };
+    let stream = futures::stream::unfold(
+        (s.store.clone(), app, id, after.after, true),
+        |(store, app, id, mut cursor, first)| async move {
+            if !first {
+                tokio::time::sleep(TIMELINE_POLL).await;
+            }
+            let batch = store
+                .list_events_after(&app, &id, cursor, Some(200))
+                .await
+                .unwrap_or_default();
+            let mut frames: Vec<Result<Event, Infallible>> = Vec::new();
+            for event in &batch {
+                cursor = cursor.max(event.sequence_no);
+                let wire = convert::event_to_v1(event);
+                let data = serde_json::to_string(&wire).unwrap_or_default();
+                frames.push(Ok(Event::default()
+                    .id(event.sequence_no.to_string())
+                    .event("run_event")
+                    .data(data)));
+            }
+            Some((
+                futures::stream::iter(frames),
+                (store, app, id, cursor, false),
+            ))
+        },
+    );
+    use futures::StreamExt as _;
+    Sse::new(stream.flatten())
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}

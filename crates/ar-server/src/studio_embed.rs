@@ -1,0 +1,161 @@
+//! The embedded studio: a `StudioServer` mounted in the service under `/api/` (the runtime
+//! protocol and the people API, the same paths as a standalone studio), the console at
+//! `/studio`, and the links that register this service as a runtime with its own studio and
+//! with `AGENT_RUNTIME_STUDIO_URL` when set.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ar_config::app::AppConfig;
+use ar_core::secret::Secret;
+use ar_core::store::Store;
+use ar_engine::Engine;
+use ar_studio::http::RouterOptions;
+use ar_studio::link::{CommandHandler, LinkClient, LinkConfig, LinkHandle};
+use ar_studio::{ServerConfig, StudioServer};
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::studio_runtime::StudioRuntime;
+
+/// How often the registration is compared with the store's agents and re-sent when it changed.
+const REGISTRATION_REFRESH: Duration = Duration::from_secs(1);
+
+/// The studio inside the service and this service's runtime side.
+pub struct EmbeddedStudio {
+    pub server: StudioServer,
+    pub runtime: Arc<StudioRuntime>,
+    token: Option<Secret>,
+    external: Option<String>,
+    store: Arc<dyn Store>,
+    apps: Arc<AppConfig>,
+}
+
+/// The links started by [`EmbeddedStudio::start_links`].
+pub struct StudioLinks {
+    links: Vec<LinkHandle>,
+    refresh: CancellationToken,
+}
+
+impl StudioLinks {
+    /// Stops the links (their runs were already drained by the engine's shutdown).
+    pub async fn stop(self) {
+        self.refresh.cancel();
+        for link in self.links {
+            link.stop().await;
+        }
+    }
+}
+
+impl EmbeddedStudio {
+    pub fn new(
+        engine: Engine,
+        store: Arc<dyn Store>,
+        apps: Arc<AppConfig>,
+        token: Option<Secret>,
+        external: Option<String>,
+    ) -> Self {
+        EmbeddedStudio {
+            server: StudioServer::new(ServerConfig::default()),
+            runtime: Arc::new(StudioRuntime::new(engine, store.clone(), apps.clone())),
+            token,
+            external: external.map(|u| u.trim_end_matches('/').to_string()),
+            store,
+            apps,
+        }
+    }
+
+    /// `/api/...` (studio link and people API, behind the service token or loopback-only)
+    /// and `/studio` (the console and its run views).
+    pub fn routes(&self) -> Router {
+        let token = self.token.as_ref().map(|t| t.expose().to_string());
+        let api = ar_studio::http::router(
+            self.server.clone(),
+            RouterOptions {
+                token: token.clone(),
+                runs: None,
+            },
+        );
+        api.merge(ar_studio::console::routes())
+            .merge(crate::studio_console::routes(
+                self.store.clone(),
+                self.apps.clone(),
+                token,
+            ))
+    }
+
+    /// Links this service to its own studio (at `local`) and to the configured one.
+    pub fn start_links(&self, local: SocketAddr) -> StudioLinks {
+        let own = if local.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], local.port()))
+        } else {
+            local
+        };
+        let mut targets = vec![(
+            format!("http://{own}"),
+            self.token.as_ref().map(|t| t.expose().to_string()),
+        )];
+        if let Some(url) = &self.external {
+            targets.push((url.clone(), None));
+        }
+        let handler: Arc<dyn CommandHandler> = self.runtime.clone();
+        let mut links = Vec::new();
+        for (url, token) in &targets {
+            let mut config = LinkConfig::new(url.clone());
+            config.token = token.clone();
+            match LinkClient::start(config, handler.clone()) {
+                Ok(link) => links.push(link),
+                Err(error) => tracing::error!(%error, url, "studio link did not start"),
+            }
+        }
+        let refresh = CancellationToken::new();
+        tokio::spawn(refresh_registrations(
+            self.runtime.clone(),
+            targets,
+            refresh.clone(),
+        ));
+        StudioLinks { links, refresh }
+    }
+
+    pub async fn shutdown(&self) {
+        self.server.shutdown().await;
+    }
+}
+
+/// Re-sends the registration whenever the agents change (the link sends it on connect only).
+async fn refresh_registrations(
+    runtime: Arc<StudioRuntime>,
+    targets: Vec<(String, Option<String>)>,
+    stop: CancellationToken,
+) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_default();
+    let beat_ms = i64::try_from(LinkConfig::new("").heartbeat.as_millis()).unwrap_or(i64::MAX);
+    let mut last = runtime.current_registration().await.agents;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(REGISTRATION_REFRESH) => {}
+        }
+        let reg = runtime.current_registration().await;
+        if reg.agents == last {
+            continue;
+        }
+        last = reg.agents.clone();
+        for (url, token) in &targets {
+            let mut reg = reg.clone();
+            reg.studio_url = url.clone();
+            reg.heartbeat_ms = beat_ms;
+            let mut req = http.post(format!("{url}/api/runtime/register")).json(&reg);
+            if let Some(token) = token {
+                req = req.bearer_auth(token);
+            }
+            if let Err(error) = req.send().await {
+                tracing::debug!(%error, url, "studio: registration refresh failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! The service as a studio runtime, end to end through its embedded studio: enqueue through
+//! the people API, a breakpoint parks a tool, approval, steering, a fork from step N with an
+//! edit, scripted replay at zero tokens and a scripted miss, and the bad-input corpus.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+const AGENT: &str = "host_app/helper";
+
+/// A service whose OpenAI provider is the mock, so studio runs (no host credential) work.
+async fn studio_server(mock: &MockProvider) -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dsn = dir.path().join("runtime.db").display().to_string();
+    let mut env: HashMap<String, String> = env_for(mock, &dsn);
+    env.insert("OPENAI_API_KEY".into(), "sk-studio-test".into());
+    env.insert("OPENAI_BASE_URL".into(), mock.base_url());
+    env.insert("AGENT_RUNTIME_NATIVE_PROVIDER".into(), "openai".into());
+    (TestServer::start_with(env).await, dir)
+}
+
+/// Waits until the service's runtime is registered with `agent`; returns the runtime id.
+async fn runtime_with(server: &TestServer, agent: &str) -> String {
+    for _ in 0..200 {
+        let (status, body) = server.get("/api/runtimes").await;
+        assert_eq!(status, 200, "{body}");
+        for rt in body["runtimes"].as_array().cloned().unwrap_or_default() {
+            let has = rt["agents"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["name"] == agent));
+            if has && rt["connected"] == true {
+                return rt["id"].as_str().unwrap_or_default().to_string();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("runtime with {agent} never registered");
+}
+
+/// Polls a command until it reaches one of `states`.
+async fn command_until(server: &TestServer, id: &str, states: &[&str]) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..400 {
+        let (status, body) = server.get(&format!("/api/playground/commands/{id}")).await;
+        assert_eq!(status, 200, "{body}");
+        if states.contains(&body["state"].as_str().unwrap_or_default()) {
+            return body;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("command {id} never reached {states:?}: {last}");
+}
+
+async fn enqueue(server: &TestServer, body: Value) -> Value {
+    let (status, answer) = server.post("/api/playground/runs", body).await;
+    assert_eq!(status, 202, "{answer}");
+    answer
+}
+
+async fn run_view(server: &TestServer, run_id: &str) -> Value {
+    let (status, body) = server.get(&format!("/studio/api/runs/{run_id}")).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn the_service_runs_studio_commands_end_to_end() {
+    let mock = MockProvider::start().await;
+    let (server, _dir) = studio_server(&mock).await;
+    server
+        .agent("helper", json!({"allowed_tools": ["get_context"]}))
+        .await;
+    let runtime = runtime_with(&server, AGENT).await;
+    let (status, rt) = server.get(&format!("/api/runtimes/{runtime}")).await;
+    assert_eq!(status, 200);
+    let tools = &rt["agents"][0]["tools"];
+    assert_eq!(tools[0]["name"], "get_context");
+    assert_eq!(tools[0]["side_effects"], "safe", "{rt}");
+
+    // A breakpoint parks the tool in studio-started runs.
+    let (status, body) = server
+        .put(
+            &format!("/api/runtimes/{runtime}/breakpoints"),
+            json!({"tools": ["get_context"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    mock.push(Reply::tool_call("get_context", "{}").usage(Usage::new(10, 5)));
+    mock.push(Reply::text("all done").usage(Usage::new(20, 5)));
+    let cmd = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT, "input": "Look it up."}),
+    )
+    .await;
+    let cmd_id = cmd["command_id"].as_str().unwrap().to_string();
+    let accepted = command_until(&server, &cmd_id, &["accepted"]).await;
+    let run_id = accepted["run_id"].as_str().unwrap().to_string();
+    assert!(run_id.starts_with("run_"), "{accepted}");
+    server.wait_status(&run_id, &["paused"]).await;
+    let view = run_view(&server, &run_id).await;
+    let call_id = view["pending"][0]["call"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(view["studio"]["park_on"][0], "get_context");
+    let interactions = server.list(&run_id, "interactions").await;
+    assert_eq!(interactions[0]["status"], "pending");
+    assert_eq!(interactions[0]["response_payload"], Value::Null);
+
+    // Steering into the parked run waits for the call's result (pairing kept).
+    let (status, body) = server
+        .post(
+            &format!("/api/runs/{run_id}/steer"),
+            json!({"message": "Also mention the weather."}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Approve through the studio; a second decision on the same call is refused.
+    let (status, decision) = server
+        .post(
+            &format!("/api/runs/{run_id}/approvals"),
+            json!({"call_id": call_id, "decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{decision}");
+    let (status, again) = server
+        .post(
+            &format!("/api/runs/{run_id}/approvals"),
+            json!({"call_id": call_id, "decision": "deny", "reason": "no"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{again}");
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let finished = command_until(&server, &cmd_id, &["finished"]).await;
+    assert_eq!(finished["status"], "succeeded", "{finished}");
+    let second = mock.model_requests()[1].body.to_string();
+    let result_at = second
+        .find("function_call_output")
+        .expect("tool result sent");
+    let steer_at = second
+        .find("Also mention the weather.")
+        .expect("steer sent");
+    assert!(steer_at > result_at, "the steer follows the tool result");
+    let source_requests = mock.model_requests().len();
+    assert_eq!(source_requests, 2);
+
+    // Scripted replay of the whole run: zero tokens, no model call.
+    let (status, _) = server
+        .put(
+            &format!("/api/runtimes/{runtime}/breakpoints"),
+            json!({"tools": []}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The steer changed the source's second request: replay it from step 1 with the steer
+    // kept in the prefix, so every request matches its recording.
+    let replay = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT, "engine": "scripted",
+               "source": {"run_id": run_id, "from_step": 1}}),
+    )
+    .await;
+    let replayed = command_until(
+        &server,
+        replay["command_id"].as_str().unwrap(),
+        &["finished", "rejected"],
+    )
+    .await;
+    assert_eq!(replayed["status"], "succeeded", "{replayed}");
+    let replay_run = replayed["run_id"].as_str().unwrap().to_string();
+    let replay_view = run_view(&server, &replay_run).await;
+    assert_eq!(replay_view["usage"]["total_tokens"], 0);
+    assert_eq!(
+        replay_view["transcript"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"],
+        "all done"
+    );
+    assert_eq!(
+        mock.model_requests().len(),
+        source_requests,
+        "no model call"
+    );
+
+    // Fork from step 1 with an edited tool result: the prefix is kept, step 1 runs live.
+    mock.push(Reply::text("forked answer").usage(Usage::new(7, 3)));
+    let fork = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT,
+               "source": {"run_id": run_id, "from_step": 1},
+               "transcript_edits": [{"kind": "tool_result", "step": 0, "call_id": call_id,
+                                     "tool_result": "EDITED CONTEXT"}]}),
+    )
+    .await;
+    let forked = command_until(
+        &server,
+        fork["command_id"].as_str().unwrap(),
+        &["finished", "rejected"],
+    )
+    .await;
+    assert_eq!(forked["status"], "succeeded", "{forked}");
+    let sent = mock.model_requests().last().unwrap().body.to_string();
+    assert!(sent.contains("EDITED CONTEXT"), "{sent}");
+    let fork_run = forked["run_id"].as_str().unwrap().to_string();
+    let fork_view = run_view(&server, &fork_run).await;
+    assert_eq!(fork_view["studio"]["source_run_id"], run_id.as_str());
+    assert_eq!(fork_view["steps"], 2);
+    assert_eq!(fork_view["usage"]["total_tokens"], 10);
+
+    // The same edit under the scripted engine misses loudly at step 1.
+    let miss = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT, "engine": "scripted",
+               "source": {"run_id": run_id, "from_step": 1},
+               "transcript_edits": [{"kind": "tool_result", "step": 0, "call_id": call_id,
+                                     "tool_result": "EDITED CONTEXT"}]}),
+    )
+    .await;
+    let missed = command_until(
+        &server,
+        miss["command_id"].as_str().unwrap(),
+        &["finished", "rejected"],
+    )
+    .await;
+    assert_eq!(missed["status"], "failed", "{missed}");
+    assert_eq!(missed["reason"]["kind"], "scripted_miss", "{missed}");
+    assert_eq!(missed["reason"]["step"], 1, "{missed}");
+    assert_eq!(missed["reason"]["components"], json!(["input"]), "{missed}");
+
+    // A fork naming a call outside the step passes the studio's check and is rejected by the
+    // runtime's own.
+    let outside = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT,
+               "source": {"run_id": run_id, "from_step": 1},
+               "transcript_edits": [{"kind": "tool_result", "step": 0, "call_id": "call_nope",
+                                     "tool_result": "x"}]}),
+    )
+    .await;
+    let refused = command_until(
+        &server,
+        outside["command_id"].as_str().unwrap(),
+        &["rejected"],
+    )
+    .await;
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a call of step 0"),
+        "{refused}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_studio_commands_change_nothing() {
+    let mock = MockProvider::start().await;
+    let (server, _dir) = studio_server(&mock).await;
+    server
+        .agent("helper", json!({"allowed_tools": ["get_context"]}))
+        .await;
+    let runtime = runtime_with(&server, AGENT).await;
+    let source = json!({"run_id": "run_source", "from_step": 2});
+    let cases = [
+        (
+            json!({"input": "x", "source": source}),
+            400,
+            "input with from_step > 0",
+        ),
+        (
+            json!({"engine": "scripted", "source": source, "overrides": {"instructions": "be brief"}}),
+            400,
+            "scripted with an instructions override",
+        ),
+        (
+            json!({"input": "x", "overrides": {"options": {"max_steps": 100000}}}),
+            403,
+            "widened step limit",
+        ),
+        (
+            json!({"source": source, "transcript_edits": [{"kind": "reply", "step": 2, "content": "x"}]}),
+            400,
+            "edit outside the kept prefix",
+        ),
+        (
+            json!({"input": "x", "overrides": {"only_tools": ["rm_rf"]}}),
+            400,
+            "unknown tool",
+        ),
+        (
+            json!({"input": "x", "engine": "warp"}),
+            400,
+            "unsupported engine",
+        ),
+    ];
+    for (extra, code, what) in cases {
+        let mut body = json!({"runtime_id": runtime, "agent": AGENT});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, answer) = server.post("/api/playground/runs", body).await;
+        assert_eq!(status, code, "{what}: {answer}");
+        assert!(answer["error"]["code"].is_string(), "{what}: {answer}");
+    }
+    // Approvals for runs the app started itself are view-only; unknown runtimes are 404.
+    let (status, _) = server
+        .post(
+            "/api/runs/run_app_own/approvals",
+            json!({"call_id": "c", "decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = server
+        .post(
+            "/api/playground/runs",
+            json!({"runtime_id": "nope", "agent": AGENT, "input": "x"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    // Nothing ran: no run exists and the mock saw no request.
+    let (status, view) = server.get("/studio/api/runs").await;
+    assert_eq!(status, 200);
+    assert_eq!(view["runs"], json!([]), "{view}");
+    assert_eq!(mock.model_requests().len(), 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_console_is_served_offline() {
+    let mock = MockProvider::start().await;
+    let (server, _dir) = studio_server(&mock).await;
+    let page = server
+        .client
+        .get(server.url("/studio"))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap_or_default();
+    assert!(html.contains("/studio/app.js"));
+    assert!(!html.contains("https://"));
+    // The run views need the token; the page itself carries no data.
+    let anonymous = server
+        .client
+        .get(server.url("/studio/api/runs"))
+        .send()
+        .await
+        .expect("runs");
+    assert_eq!(anonymous.status(), 401);
+    let with_query = server
+        .client
+        .get(server.url(&format!("/studio/api/runs?token={TOKEN}")))
+        .send()
+        .await
+        .expect("runs");
+    assert_eq!(with_query.status(), 200);
+    server.stop().await;
+}

@@ -1,0 +1,296 @@
+// The studio console: runtimes, commands, runs with their transcript, parked calls, steering,
+// replay from step N. Plain browser JavaScript, no dependencies.
+"use strict";
+
+(function () {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  if (fragment.get("token")) {
+    sessionStorage.setItem("studio-token", fragment.get("token"));
+    history.replaceState(null, "", location.pathname);
+  }
+  const token = sessionStorage.getItem("studio-token") || "";
+  const $ = (id) => document.getElementById(id);
+  const state = { runtimes: [], commands: [], runId: null, source: null, runsView: false };
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+    }
+    return node;
+  }
+
+  function flash(text, isError) {
+    const f = $("flash");
+    f.textContent = text;
+    f.className = isError ? "error" : "";
+  }
+
+  async function api(method, path, body) {
+    const headers = {};
+    if (token) headers.Authorization = "Bearer " + token;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
+    if (!res.ok) {
+      const message = data && data.error ? data.error.code + ": " + data.error.message : res.status + " " + text;
+      throw new Error(message);
+    }
+    return data;
+  }
+
+  const badge = (text) => el("span", { class: "badge " + text }, text);
+
+  // Runtimes, agents, tools, breakpoints.
+  async function loadRuntimes() {
+    try {
+      const data = await api("GET", "/api/runtimes");
+      state.runtimes = data.runtimes || [];
+    } catch (e) {
+      $("runtimes").textContent = e.message;
+      return;
+    }
+    const box = $("runtimes");
+    box.replaceChildren();
+    const select = $("nr-agent");
+    const chosen = select.value;
+    select.replaceChildren();
+    if (!state.runtimes.length) box.textContent = "No runtime connected.";
+    for (const rt of state.runtimes) {
+      const bps = new Set(rt.breakpoints || []);
+      const card = el("div", { class: "runtime", "data-runtime": rt.id },
+        el("div", {}, el("b", {}, rt.id), " ", badge(rt.connected ? "connected" : "gone"), " ", el("span", { class: "muted" }, rt.service || "")));
+      const tools = new Map();
+      for (const agent of rt.agents || []) {
+        card.append(el("div", { class: "agent" }, "agent ", el("code", {}, agent.name), " ",
+          el("span", { class: "muted" }, (agent.models || []).join(", "))));
+        select.append(el("option", { value: rt.id + "|" + agent.name }, agent.name));
+        for (const t of agent.tools || []) tools.set(t.name, t);
+      }
+      const editor = el("form", { class: "breakpoints" }, el("div", { class: "muted" }, "Breakpoints"));
+      for (const [name, t] of tools) {
+        const box = el("input", { type: "checkbox", name: "bp", value: name, id: "bp-" + rt.id + "-" + name });
+        box.checked = bps.has(name);
+        editor.append(el("label", { class: "tool", for: box.id }, box, " ", name, " ", el("span", { class: "muted" }, t.side_effects || "")));
+      }
+      editor.append(el("button", { type: "submit", class: "small", id: "save-breakpoints" }, "Save breakpoints"));
+      editor.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const picked = [...editor.querySelectorAll("input[name=bp]:checked")].map((i) => i.value);
+        try {
+          await api("PUT", "/api/runtimes/" + encodeURIComponent(rt.id) + "/breakpoints", { tools: picked });
+          flash("Breakpoints saved: " + (picked.join(", ") || "none"));
+        } catch (e) { flash(e.message, true); }
+      });
+      card.append(editor);
+      box.append(card);
+    }
+    if (chosen) select.value = chosen;
+  }
+
+  // Commands this page issued, with their states.
+  function track(status) {
+    state.commands.unshift(status);
+    renderCommands();
+  }
+
+  function renderCommands() {
+    const body = $("commands").querySelector("tbody");
+    body.replaceChildren();
+    for (const c of state.commands) {
+      const run = c.run_id ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); openRun(c.run_id); } }, c.run_id) : "";
+      const why = c.reason ? " " + c.reason.kind + (c.reason.components ? " (" + c.reason.components.join(", ") + ")" : "") : "";
+      body.append(el("tr", { "data-command": c.command_id },
+        el("td", {}, el("code", {}, c.command_id)), el("td", {}, badge(c.state)), el("td", {}, run),
+        el("td", { title: c.error || "" }, (c.status || "") + (c.error ? " — " + c.error : "") + why)));
+    }
+  }
+
+  async function pollCommands() {
+    for (let i = 0; i < state.commands.length; i++) {
+      const c = state.commands[i];
+      if (["finished", "rejected", "lost"].includes(c.state)) continue;
+      try { state.commands[i] = await api("GET", "/api/playground/commands/" + encodeURIComponent(c.command_id)); } catch (_) { /* keep the last state */ }
+    }
+    renderCommands();
+  }
+
+  async function enqueue(body) {
+    try {
+      const status = await api("POST", "/api/playground/runs", body);
+      track(status);
+      flash("Command " + status.command_id + " queued");
+    } catch (e) { flash(e.message, true); }
+  }
+
+  $("new-run").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const [runtime, agent] = ($("nr-agent").value || "|").split("|");
+    const input = $("nr-input").value.trim();
+    enqueue({ runtime_id: runtime, agent, input: input || null, engine: $("nr-engine").value, side_effects: $("nr-effects").value });
+  });
+
+  // Runs (embedded studio only: run content stays in the service).
+  async function loadRuns() {
+    const list = $("runs");
+    if (!state.runsView) { list.textContent = "Run content stays in each runtime; open the console of the service to see its runs."; return; }
+    let data;
+    try { data = await api("GET", "/studio/api/runs"); } catch (e) { list.textContent = e.message; return; }
+    list.replaceChildren();
+    for (const r of data.runs) {
+      const label = [badge(r.status), " ", el("code", {}, r.id), " ", el("span", { class: "muted" }, r.agent_id + (r.studio ? " · studio" : "") + (r.forked_from ? " · fork of " + r.forked_from : ""))];
+      const li = el("li", { "data-run": r.id, class: r.id === state.runId ? "active" : "", onclick: () => openRun(r.id) }, ...label);
+      list.append(li);
+    }
+  }
+
+  let timeline = null;
+  async function openRun(id) {
+    if (!state.runsView) { flash("Run " + id + " is held by its runtime", false); return; }
+    if (state.runId !== id && timeline) { timeline.close(); timeline = null; }
+    const fresh = state.runId !== id;
+    state.runId = id;
+    $("run-empty").hidden = true;
+    $("run").hidden = false;
+    if (fresh) {
+      $("timeline").replaceChildren();
+      const url = "/studio/api/runs/" + encodeURIComponent(id) + "/events" + (token ? "?token=" + encodeURIComponent(token) : "");
+      timeline = new EventSource(url);
+      $("live").textContent = "live";
+      timeline.addEventListener("run_event", (ev) => {
+        const e = JSON.parse(ev.data);
+        $("timeline").append(el("li", {}, el("code", {}, e.type), " ", el("span", { class: "muted" }, summary(e.data))));
+        scheduleRefresh();
+      });
+      timeline.onerror = () => { $("live").textContent = "reconnecting…"; };
+      timeline.onopen = () => { $("live").textContent = "live"; };
+    }
+    await renderRun();
+    loadRuns();
+  }
+
+  function summary(data) {
+    if (!data) return "";
+    const keys = ["tool_name", "status", "content", "error", "reason"];
+    return keys.filter((k) => data[k]).map((k) => k + "=" + String(data[k]).slice(0, 80)).join(" ");
+  }
+
+  let refreshTimer = null;
+  function scheduleRefresh() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => { refreshTimer = null; renderRun(); loadRuns(); }, 150);
+  }
+
+  async function renderRun() {
+    const id = state.runId;
+    if (!id) return;
+    let d;
+    try { d = await api("GET", "/studio/api/runs/" + encodeURIComponent(id)); } catch (e) { flash(e.message, true); return; }
+    if (id !== state.runId) return;
+    const run = d.run;
+    state.source = { run_id: run.id, agent: run.app_id + "/" + run.agent_id, steps: d.steps, studio: !!d.studio };
+    $("run-head").replaceChildren(el("div", {}, el("code", { id: "run-id" }, run.id), " ", el("span", { id: "run-status" }, badge(run.status)), " ",
+      el("span", { class: "muted" }, run.app_id + "/" + run.agent_id + (d.studio ? " · started from the studio (" + (d.studio.engine || "live") + ")" : " · the app's own run: view only"))),
+      run.error_message ? el("div", { class: "muted", id: "run-error" }, run.error_message) : null);
+    $("run-usage").textContent = "steps " + d.steps + " · tokens " + d.usage.total_tokens + " (in " + d.usage.input_tokens + ", out " + d.usage.output_tokens + ")";
+    $("rp-step").max = String(d.steps);
+
+    const pending = $("pending");
+    pending.replaceChildren();
+    const waiting = (d.pending || []).filter((p) => !p.decision && p.interaction_id);
+    if (!waiting.length) pending.textContent = "Nothing is parked.";
+    for (const p of waiting) {
+      const reason = el("input", { placeholder: "reason (deny) or result (resolve)", class: "decision-text" });
+      const decide = (decision) => async () => {
+        const body = { call_id: p.call.id, decision };
+        if (decision === "deny") body.reason = reason.value;
+        if (decision === "resolve") body.content = reason.value;
+        try {
+          track(await api("POST", "/api/runs/" + encodeURIComponent(id) + "/approvals", body));
+          flash(decision + " sent for " + p.call.id);
+        } catch (e) { flash(e.message, true); }
+      };
+      pending.append(el("div", { class: "card", "data-call": p.call.id },
+        el("div", {}, el("b", {}, p.call.name), " ", el("code", {}, p.call.arguments)),
+        reason,
+        el("button", { type: "button", class: "approve", onclick: decide("approve") }, "Approve"),
+        el("button", { type: "button", class: "deny", onclick: decide("deny") }, "Deny"),
+        el("button", { type: "button", class: "resolve", onclick: decide("resolve") }, "Resolve")));
+    }
+
+    const tr = $("transcript");
+    tr.replaceChildren();
+    let step = 0;
+    for (const m of d.transcript || []) {
+      if (m.role === "system") continue;
+      const label = m.role === "assistant" ? "step " + (step++) + " · assistant" : m.role;
+      const calls = (m.tool_calls || []).map((c) => el("div", { class: "muted" }, "→ " + c.name + " " + c.arguments + " [" + c.id + "]"));
+      tr.append(el("li", { class: "msg " + m.role }, el("span", { class: "role" }, label), m.content || "", ...calls));
+    }
+
+    const calls = $("tool-calls").querySelector("tbody");
+    calls.replaceChildren();
+    for (const c of d.tool_calls || []) {
+      calls.append(el("tr", {}, el("td", {}, c.tool_name), el("td", {}, el("code", {}, JSON.stringify(c.input))),
+        el("td", {}, c.error || (c.output ? JSON.stringify(c.output).slice(0, 200) : "")), el("td", {}, c.approval_required ? "yes" : "")));
+    }
+  }
+
+  $("steer-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = $("steer-text").value.trim();
+    if (!text || !state.runId) return;
+    try {
+      await api("POST", "/api/runs/" + encodeURIComponent(state.runId) + "/steer", { message: text });
+      $("steer-text").value = "";
+      flash("Steer sent");
+    } catch (e) { flash(e.message, true); }
+  });
+
+  $("cancel-run").addEventListener("click", async () => {
+    if (!state.runId) return;
+    try { await api("POST", "/api/runs/" + encodeURIComponent(state.runId) + "/cancel", {}); flash("Cancel sent"); } catch (e) { flash(e.message, true); }
+  });
+
+  $("replay-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    if (!state.source) return;
+    let edits;
+    try { edits = JSON.parse($("rp-edits").value || "[]"); } catch (e) { flash("transcript edits: " + e.message, true); return; }
+    const runtime = state.runtimes.find((rt) => (rt.agents || []).some((a) => a.name === state.source.agent));
+    if (!runtime) { flash("No connected runtime has agent " + state.source.agent, true); return; }
+    enqueue({
+      runtime_id: runtime.id,
+      agent: state.source.agent,
+      source: { run_id: state.source.run_id, from_step: Number($("rp-step").value || 0) },
+      transcript_edits: edits,
+      engine: $("rp-engine").value,
+      side_effects: $("rp-effects").value,
+    });
+  });
+
+  $("refresh-runs").addEventListener("click", loadRuns);
+
+  async function start() {
+    try {
+      await api("GET", "/studio/api/info");
+      state.runsView = true;
+      $("mode").textContent = "embedded in the service";
+    } catch (_) {
+      $("mode").textContent = "standalone";
+    }
+    await loadRuntimes();
+    await loadRuns();
+    setInterval(loadRuntimes, 5000);
+    setInterval(pollCommands, 700);
+    setInterval(() => { if (state.runId) renderRun(); }, 3000);
+  }
+  start();
+})();
