@@ -11,6 +11,7 @@
 mod admission;
 mod agents;
 pub mod config;
+mod context;
 mod engine;
 pub mod error;
 mod gate;

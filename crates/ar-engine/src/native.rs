@@ -146,6 +146,9 @@ impl Engine {
             return Ok(());
         };
         let agent = Self::studio_agent(agent, &run);
+        let Some(run) = self.refresh_context(run).await? else {
+            return Ok(());
+        };
         match run.runtime_kind {
             RuntimeKind::NativeSdk => self.native_loop(run, agent, handle).await,
             other => {

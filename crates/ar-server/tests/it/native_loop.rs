@@ -162,3 +162,69 @@ async fn provider_errors_fail_the_run_with_the_reason() {
     assert_eq!(events.last().unwrap()["type"], "run.failed");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn target_context_is_resolved_at_admission_and_at_every_turn() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let app = axum::Router::new().route(
+        "/context",
+        axum::routing::post(move |headers: axum::http::HeaderMap, axum::Json(body): axum::Json<serde_json::Value>| {
+            let counter = counter.clone();
+            async move {
+                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                assert_eq!(headers["authorization"], "Bearer ctx-token");
+                axum::Json(json!({"target": body["target"], "summary": format!("ticket summary v{n}"), "data": {}}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let context_url = format!("http://{}/context", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_user_input",
+        json!({"questions": [{"id": "q", "question": "?"}]}).to_string(),
+    ));
+    mock.push(Reply::text("thanks"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("ctx.db").display().to_string());
+    let config = json!({"apps": [{
+        "app_id": APP,
+        "context_endpoint": context_url,
+        "context_token": "ctx-token",
+        "model_endpoints": [{"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key", "allow_http": true}]
+    }]});
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), config.to_string());
+    let server = TestServer::start_with(env).await;
+    let agent = server
+        .agent("ctx", json!({"allowed_tools": ["request_user_input"]}))
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    assert_eq!(
+        run["input"]["context_summary"], "ticket summary v1",
+        "resolved at admission"
+    );
+    let run_id = run["id"].as_str().unwrap();
+    server.wait_status(run_id, &["paused"]).await;
+    let (status, _) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "x"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let done = server.wait_status(run_id, &["completed"]).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "admission + two turns");
+    assert_eq!(done["input"]["context_summary"], "ticket summary v3");
+    let first_system = mock.model_requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(first_system.contains("ticket summary v2"), "{first_system}");
+    server.stop().await;
+}
