@@ -9,6 +9,8 @@
 //! - Dispatch: [`Runtime::dispatch`]`(`[`RunSpec`]`) -> `[`Run`]; then [`Run::events`] (a stream
 //!   ending after `exited`), [`Run::wait`], [`Run::cancel`], [`Run::signal`], [`Run::status`].
 //!   Dropping a running `Run` cancels it.
+//! - Codex with `signal`: [`CodexAppServerRuntime`] drives `codex app-server` (JSON-RPC) and
+//!   steers the running turn with the signalled input.
 //! - Subscription lane: [`SubscriptionRuntime`] over a [`CodexExecutable`]; keep it apart from
 //!   the legacy lane with [`AuthorityMux`].
 //! - Many machines: [`ClusterRouter`] over a local runtime and [`RemoteRuntime`] peers; a
@@ -17,6 +19,7 @@
 //! - [`Gateway`] adds spend caps, a tracer hook and failover; [`FakeRuntime`] replays canned events.
 //! - [`bench::run_bench`] measures dispatch overhead and streaming under load.
 
+pub mod appserver;
 pub mod bench;
 pub mod composite;
 pub mod consts;
@@ -31,6 +34,7 @@ pub mod run;
 pub mod spec;
 pub mod subscription;
 
+pub use appserver::CodexAppServerRuntime;
 pub use composite::{AuthorityMux, ClusterRouter, Gateway, Tracer};
 pub use event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
 pub use fake::{FakeRuntime, FakeScript, FakeStep};
