@@ -129,7 +129,7 @@ impl LocalRuntime {
 struct LocalControl {
     token: CancellationToken,
     killer: GroupKiller,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
     agent: String,
 }
 
@@ -204,25 +204,34 @@ impl Runtime for LocalRuntime {
             },
         };
         let mut process = ar_process::spawn(&pspec)?;
-        let mut stdin = process.take_stdin();
-        if let (Some(first), Some(pipe)) = (&cmd.initial_input, stdin.as_mut()) {
-            let mut line = first.clone().into_bytes();
-            line.push(b'\n');
-            // A child that exits before reading its first line is reported by its exit status.
-            let _ = pipe.write_all(&line).await;
-            let _ = pipe.flush().await;
-        }
-        if !cmd.stdin_open {
-            stdin = None;
-        }
+        let stdin = process.take_stdin();
         let token = CancellationToken::new();
         let (sink, parts) = RunSink::channel(run_id.clone(), token.clone());
         let control = Arc::new(LocalControl {
             token: token.clone(),
             killer: process.killer(),
-            stdin: tokio::sync::Mutex::new(stdin),
+            stdin: Arc::new(tokio::sync::Mutex::new(stdin)),
             agent: spec.agent.clone(),
         });
+        // The first line is written in the background (a large prompt must not block
+        // dispatch on a child that reads slowly), holding the stdin lock from here on so
+        // any signal is written after it.
+        if let Ok(mut guard) = control.stdin.clone().try_lock_owned() {
+            let first = cmd.initial_input.clone();
+            let keep_open = cmd.stdin_open;
+            tokio::spawn(async move {
+                if let (Some(first), Some(pipe)) = (first, guard.as_mut()) {
+                    let mut line = first.into_bytes();
+                    line.push(b'\n');
+                    // A child that exits before reading its first line is reported by its exit status.
+                    let _ = pipe.write_all(&line).await;
+                    let _ = pipe.flush().await;
+                }
+                if !keep_open {
+                    guard.take();
+                }
+            });
+        }
         tokio::spawn(drive(
             process,
             sink,

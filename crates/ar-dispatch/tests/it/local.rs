@@ -259,3 +259,22 @@ async fn bench_full() {
     println!("{report}");
     assert_eq!(report.lines_lost, 0);
 }
+
+#[tokio::test]
+async fn a_large_prompt_does_not_block_dispatch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = LocalRuntime::empty(LocalConfig::new(tmp.path())).with_named_command(
+        NamedCommandProvider::parse_flag("deaf=sh -c 'echo not reading'").unwrap(),
+    );
+    let run = rt
+        .dispatch(RunSpec {
+            agent: "command:deaf".into(),
+            prompt: "p".repeat(512 * 1024),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let events = collect(&run).await;
+    assert_eq!(data_of(&events, EventType::Message), vec!["not reading"]);
+    assert_eq!(run.wait().await.state, State::Succeeded);
+}
