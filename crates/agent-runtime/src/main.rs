@@ -15,7 +15,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP API (configuration from AGENT_RUNTIME_* environment variables).
+    /// Serve the HTTP API, its embedded studio (/api/...) and the console at /studio
+    /// (configuration from AGENT_RUNTIME_* environment variables).
     Serve,
     /// Check configuration.
     Config {
@@ -24,6 +25,8 @@ enum Command {
     },
     /// Run benchmarks and print their figures.
     Bench(commands::bench::BenchArgs),
+    /// Serve a standalone studio: the runtime link, the people API and the console at /studio.
+    Studio(commands::studio::StudioArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +53,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve => commands::serve::run().await,
             Command::Config { action } => commands::config::run(action),
             Command::Bench(args) => commands::bench::run(args).await,
+            Command::Studio(args) => commands::studio::run(args).await,
         }
     });
     match result {

@@ -3,3 +3,4 @@
 pub mod bench;
 pub mod config;
 pub mod serve;
+pub mod studio;

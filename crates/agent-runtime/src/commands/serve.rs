@@ -45,6 +45,6 @@ pub async fn run() -> anyhow::Result<()> {
             token.expose()
         );
     }
-    eprintln!("agent runtime listening on http://{addr}");
+    eprintln!("agent runtime listening on http://{addr} (studio console: http://{addr}/studio)");
     service.serve(listener, shutdown_signal()).await
 }

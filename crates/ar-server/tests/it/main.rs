@@ -10,3 +10,4 @@ mod lifecycle;
 mod native_loop;
 mod recovery;
 mod studio;
+mod studio_browser;

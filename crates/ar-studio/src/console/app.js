@@ -105,10 +105,10 @@
     const body = $("commands").querySelector("tbody");
     body.replaceChildren();
     for (const c of state.commands) {
-      const run = c.run_id ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); openRun(c.run_id); } }, c.run_id) : "";
+      const run = c.run_id ? el("a", { href: "#", title: c.run_id, onclick: (ev) => { ev.preventDefault(); openRun(c.run_id); } }, "…" + c.run_id.slice(-8)) : "";
       const why = c.reason ? " " + c.reason.kind + (c.reason.components ? " (" + c.reason.components.join(", ") + ")" : "") : "";
       body.append(el("tr", { "data-command": c.command_id },
-        el("td", {}, el("code", {}, c.command_id)), el("td", {}, badge(c.state)), el("td", {}, run),
+        el("td", { title: c.command_id }, el("code", {}, "…" + c.command_id.slice(-8))), el("td", {}, badge(c.state)), el("td", {}, run),
         el("td", { title: c.error || "" }, (c.status || "") + (c.error ? " — " + c.error : "") + why)));
     }
   }
@@ -198,7 +198,7 @@
     state.source = { run_id: run.id, agent: run.app_id + "/" + run.agent_id, steps: d.steps, studio: !!d.studio };
     $("run-head").replaceChildren(el("div", {}, el("code", { id: "run-id" }, run.id), " ", el("span", { id: "run-status" }, badge(run.status)), " ",
       el("span", { class: "muted" }, run.app_id + "/" + run.agent_id + (d.studio ? " · started from the studio (" + (d.studio.engine || "live") + ")" : " · the app's own run: view only"))),
-      run.error_message ? el("div", { class: "muted", id: "run-error" }, run.error_message) : null);
+      el("div", { class: "muted", id: "run-error" }, run.error_message || ""));
     $("run-usage").textContent = "steps " + d.steps + " · tokens " + d.usage.total_tokens + " (in " + d.usage.input_tokens + ", out " + d.usage.output_tokens + ")";
     $("rp-step").max = String(d.steps);
 
