@@ -364,3 +364,28 @@ async fn cluster_over_a_real_node() {
     assert_eq!(e.code(), "unknown_machine");
     node.stop().await;
 }
+
+#[tokio::test]
+async fn node_shutdown_cancels_active_runs() {
+    let marker = format!("ar-node-shutdown-{}", std::process::id());
+    let flag = format!("sleeper=sh -c 'echo up; sleep 300' {marker}");
+    let node = start(Some(TOKEN), &[&flag]).await;
+    let remote = RemoteRuntime::new("peer", &node.url, TOKEN).unwrap();
+    let run = remote
+        .dispatch(RunSpec {
+            agent: "command:sleeper".into(),
+            prompt: "p".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut ev = run.events().unwrap();
+    ev.next().await.unwrap();
+    assert_eq!(ev.next().await.unwrap().data, "up");
+    let pid = find_process(&marker).await.expect("running");
+    node.stop().await;
+    let rest = ev.collect().await;
+    assert_eq!(rest.last().unwrap().kind, EventType::Exited);
+    assert_eq!(run.wait().await.state, State::Canceled);
+    assert!(group_gone(pid).await);
+}
