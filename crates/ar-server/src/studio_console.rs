@@ -136,7 +136,7 @@ async fn runs(State(s): State<ConsoleState>) -> Response {
             }
         }
     }
-    all.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    all.sort_by_key(|r| std::cmp::Reverse(r.created_at));
     all.truncate(RECENT_RUNS);
     let rows: Vec<Value> = all
         .iter()
