@@ -27,6 +27,9 @@ pub struct LocalConfig {
     pub env_allow: Vec<String>,
     /// Variables every child gets (before the spec's own `Env`).
     pub base_env: Vec<(String, String)>,
+    /// Wall-clock limit per run; past it the process group is killed and the run fails with
+    /// `error_code` `deadline_exceeded`. `None` = no limit.
+    pub deadline: Option<std::time::Duration>,
 }
 
 impl LocalConfig {
@@ -39,6 +42,7 @@ impl LocalConfig {
                 .map(|s| s.to_string())
                 .collect(),
             base_env: Vec::new(),
+            deadline: None,
         }
     }
 }
@@ -238,6 +242,7 @@ impl Runtime for LocalRuntime {
             provider,
             spec.agent.clone(),
             control.clone(),
+            self.config.deadline,
         ));
         Ok(Run::new(parts, control))
     }
@@ -249,6 +254,7 @@ async fn drive(
     provider: Arc<dyn Provider>,
     agent: String,
     control: Arc<LocalControl>,
+    deadline: Option<std::time::Duration>,
 ) {
     let run_id = sink.id().to_string();
     let token = sink.cancel_token().clone();
@@ -259,6 +265,9 @@ async fn drive(
     let tail = process.stderr_tail();
     let mut exit: Option<Result<ar_process::ExitInfo, ar_process::ProcessError>> = None;
     let mut canceled = false;
+    let mut timed_out = false;
+    let timer = tokio::time::sleep(deadline.unwrap_or(std::time::Duration::ZERO));
+    tokio::pin!(timer);
     loop {
         let stdout_open = stdout.is_some();
         let stderr_open = stderr.is_some();
@@ -268,6 +277,10 @@ async fn drive(
         tokio::select! {
             _ = token.cancelled(), if !canceled => {
                 canceled = true;
+                control.killer.kill();
+            }
+            _ = &mut timer, if deadline.is_some() && !timed_out && exit.is_none() => {
+                timed_out = true;
                 control.killer.kill();
             }
             line = async {
@@ -309,6 +322,13 @@ async fn drive(
             let code = info.code_or_minus_one();
             let status = if canceled {
                 Status::ended(State::Canceled, code, "canceled")
+            } else if timed_out {
+                let secs = deadline.map(|d| d.as_secs_f64()).unwrap_or(0.0);
+                Status::ended(
+                    State::Failed,
+                    code,
+                    format!("deadline_exceeded: killed after {secs} s"),
+                )
             } else if info.success() {
                 Status::ended(State::Succeeded, code, "")
             } else {
@@ -337,6 +357,14 @@ async fn drive(
             -1,
         ),
     };
+    if timed_out && !canceled {
+        sink.emit(RunEvent::error(
+            &run_id,
+            status.err.clone(),
+            "deadline_exceeded",
+        ))
+        .await;
+    }
     let exited = if status.state == State::Canceled {
         RunEvent::exited_canceled(&run_id, code)
     } else {
