@@ -11,9 +11,11 @@ use tokio::process::ChildStdin;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{EventType, RunEvent, State, Status};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::providers::{
     ClaudeProvider, CodexProvider, CommandProvider, NamedCommandProvider, OpenCodeProvider,
-    Provider,
+    Provider, TurnProtocol,
 };
 use crate::run::{run_id_for, DispatchError, Run, RunControl, RunError, RunSink, Runtime};
 use crate::spec::{RunSpec, SpecError};
@@ -135,6 +137,9 @@ struct LocalControl {
     killer: GroupKiller,
     stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
     agent: String,
+    turns: Option<TurnProtocol>,
+    /// Turns sent so far (changed only while holding the stdin lock).
+    turns_sent: AtomicUsize,
 }
 
 #[async_trait]
@@ -148,8 +153,12 @@ impl RunControl for LocalControl {
         let Some(stdin) = g.as_mut() else {
             return Err(RunError::SignalUnsupported(self.agent.clone()));
         };
-        let mut buf = Vec::with_capacity(input.len() + 1);
-        buf.extend_from_slice(input.as_bytes());
+        let line = match self.turns {
+            Some(t) => (t.encode)(input),
+            None => input.to_string(),
+        };
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
         let res = async {
             stdin.write_all(&buf).await?;
@@ -157,7 +166,10 @@ impl RunControl for LocalControl {
         }
         .await;
         match res {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.turns_sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(RunError::Finished),
             Err(e) => Err(RunError::Io(e.to_string())),
         }
@@ -216,6 +228,8 @@ impl Runtime for LocalRuntime {
             killer: process.killer(),
             stdin: Arc::new(tokio::sync::Mutex::new(stdin)),
             agent: spec.agent.clone(),
+            turns: cmd.turns,
+            turns_sent: AtomicUsize::new(usize::from(cmd.turns.is_some())),
         });
         // The first line is written in the background (a large prompt must not block
         // dispatch on a child that reads slowly), holding the stdin lock from here on so
@@ -266,6 +280,7 @@ async fn drive(
     let mut exit: Option<Result<ar_process::ExitInfo, ar_process::ProcessError>> = None;
     let mut canceled = false;
     let mut timed_out = false;
+    let mut turns_ended = 0usize;
     let timer = tokio::time::sleep(deadline.unwrap_or(std::time::Duration::ZERO));
     tokio::pin!(timer);
     loop {
@@ -291,6 +306,16 @@ async fn drive(
             }, if stdout_open => {
                 match line {
                     Ok(Some(l)) => {
+                        if let Some(t) = control.turns {
+                            if (t.is_turn_end)(&l.text) {
+                                turns_ended += 1;
+                                // Every turn sent has ended: close stdin so the agent exits.
+                                let mut g = control.stdin.lock().await;
+                                if turns_ended >= control.turns_sent.load(Ordering::SeqCst) {
+                                    g.take();
+                                }
+                            }
+                        }
                         for c in provider.classify(&l.text) {
                             sink.emit(RunEvent::new(&run_id, c.kind, c.data)).await;
                         }

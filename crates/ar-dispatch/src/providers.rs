@@ -6,8 +6,25 @@ use crate::event::EventType;
 use crate::run::DispatchError;
 use crate::spec::RunSpec;
 
+/// A stdin protocol for agents that take several user turns over stdin (claude stream-json).
+/// The run keeps stdin open while turns are outstanding: the prompt and every `signal` are
+/// one turn each, and stdin is closed once as many turns have ended as were sent.
+#[derive(Clone, Copy)]
+pub struct TurnProtocol {
+    /// Encodes one user turn as a stdin line (without the newline).
+    pub encode: fn(&str) -> String,
+    /// True for the stdout line that ends a turn.
+    pub is_turn_end: fn(&str) -> bool,
+}
+
+impl std::fmt::Debug for TurnProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TurnProtocol")
+    }
+}
+
 /// How to start an agent process for a spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ProviderCommand {
     /// Program (path or name looked up in the child's PATH).
     pub program: String,
@@ -19,6 +36,9 @@ pub struct ProviderCommand {
     pub initial_input: Option<String>,
     /// Extra environment the provider needs.
     pub env: Vec<(String, String)>,
+    /// Multi-turn stdin protocol; when set, the prompt is sent as the first turn and
+    /// `signal` sends further turns.
+    pub turns: Option<TurnProtocol>,
 }
 
 /// One classified piece of a stdout line.
@@ -134,6 +154,7 @@ impl Provider for CodexProvider {
             stdin_open: false,
             initial_input: None,
             env: Vec::new(),
+            turns: None,
         })
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
@@ -202,12 +223,18 @@ pub fn classify_codex(line: &str) -> Vec<Classified> {
 }
 
 /// `claude -p --output-format stream-json --verbose`.
+///
+/// With `stream_input` (the default) the prompt goes to stdin as a stream-json user message
+/// (`--input-format stream-json`), so `signal` can add user turns while the run is alive;
+/// without it the prompt is an argument and stdin is null.
 #[derive(Debug, Clone)]
 pub struct ClaudeProvider {
     /// The claude program.
     pub program: String,
-    /// Extra arguments (e.g. `--permission-mode bypassPermissions`).
+    /// Extra arguments (e.g. `--allowedTools Bash`).
     pub extra_args: Vec<String>,
+    /// Send the prompt and signals as stream-json user turns on stdin.
+    pub stream_input: bool,
 }
 
 impl Default for ClaudeProvider {
@@ -215,8 +242,20 @@ impl Default for ClaudeProvider {
         Self {
             program: "claude".into(),
             extra_args: Vec::new(),
+            stream_input: true,
         }
     }
+}
+
+fn claude_user_turn(text: &str) -> String {
+    serde_json::json!({"type": "user", "message": {"role": "user", "content": text}}).to_string()
+}
+
+fn claude_turn_end(line: &str) -> bool {
+    line.starts_with('{')
+        && serde_json::from_str::<Value>(line)
+            .map(|v| v.get("type").and_then(Value::as_str) == Some("result"))
+            .unwrap_or(false)
 }
 
 impl Provider for ClaudeProvider {
@@ -228,8 +267,25 @@ impl Provider for ClaudeProvider {
             .iter()
             .map(|s| s.to_string())
             .collect();
+        if self.stream_input {
+            args.push("--input-format".into());
+            args.push("stream-json".into());
+        }
         args.extend(model_args("--model", spec));
         args.extend(self.extra_args.iter().cloned());
+        if self.stream_input {
+            return Ok(ProviderCommand {
+                program: self.program.clone(),
+                args,
+                stdin_open: true,
+                initial_input: Some(claude_user_turn(&spec.prompt)),
+                env: Vec::new(),
+                turns: Some(TurnProtocol {
+                    encode: claude_user_turn,
+                    is_turn_end: claude_turn_end,
+                }),
+            });
+        }
         args.push("--".into());
         args.push(spec.prompt.clone());
         Ok(ProviderCommand {
@@ -238,6 +294,7 @@ impl Provider for ClaudeProvider {
             stdin_open: false,
             initial_input: None,
             env: Vec::new(),
+            turns: None,
         })
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
@@ -353,6 +410,7 @@ impl Provider for OpenCodeProvider {
             stdin_open: false,
             initial_input: None,
             env: Vec::new(),
+            turns: None,
         })
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
@@ -440,6 +498,7 @@ impl Provider for CommandProvider {
             stdin_open: true,
             initial_input: None,
             env: Vec::new(),
+            turns: None,
         })
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
@@ -503,6 +562,7 @@ impl Provider for NamedCommandProvider {
             stdin_open: true,
             initial_input: Some(spec.prompt.replace('\n', " ")),
             env: Vec::new(),
+            turns: None,
         })
     }
     fn classify(&self, line: &str) -> Vec<Classified> {

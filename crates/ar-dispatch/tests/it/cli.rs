@@ -189,6 +189,7 @@ async fn claude_stream_is_classified() {
     let provider = ClaudeProvider {
         program: "claude".into(),
         extra_args: vec!["--allowedTools".into(), "Bash,Task,Agent".into()],
+        stream_input: true,
     };
     let rt = LocalRuntime::empty(LocalConfig::new(tmp.path())).with_provider(Arc::new(provider));
     let mut env = isolated_env(&home);
@@ -327,4 +328,57 @@ async fn codex_app_server_run_accepts_signal() {
     let msgs = data_of(&events, EventType::Message);
     assert!(msgs.contains(&"first answer".to_string()), "{events:?}");
     assert!(msgs.contains(&"got more".to_string()), "{events:?}");
+}
+
+fn claude_env(mock: &MockProvider, home: &Path) -> Vec<String> {
+    let mut env = isolated_env(home);
+    env.extend([
+        format!("ANTHROPIC_BASE_URL={}", mock.root_url()),
+        "ANTHROPIC_API_KEY=sk-ant-mock".to_string(),
+        "DISABLE_TELEMETRY=1".to_string(),
+        "DISABLE_AUTOUPDATER=1".to_string(),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".to_string(),
+    ]);
+    env
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_signal_adds_a_user_turn() {
+    if !require_cli("claude") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.respond_with(|conv| {
+        let body = conv.body.to_string();
+        if body.contains("second question") {
+            Some(Reply::text("second answer").usage(Usage::new(10, 3)))
+        } else {
+            Some(
+                Reply::text("first answer")
+                    .usage(Usage::new(10, 3))
+                    .delay(std::time::Duration::from_millis(1500)),
+            )
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = LocalRuntime::empty(LocalConfig::new(tmp.path()))
+        .with_provider(Arc::new(ClaudeProvider::default()));
+    let spec = RunSpec {
+        agent: "claude".into(),
+        model: "claude-sonnet-4-5".into(),
+        prompt: "first question".into(),
+        workdir: tmp.path().join("work").display().to_string(),
+        env: claude_env(&mock, &tmp.path().join("home")),
+        ..Default::default()
+    };
+    let run = rt.dispatch(spec).await.unwrap();
+    let mut ev = run.events().unwrap();
+    assert_eq!(ev.next().await.unwrap().kind, EventType::Started);
+    run.signal("second question").await.unwrap();
+    let events = ev.collect().await;
+    let st = run.wait().await;
+    assert_eq!(st.state, State::Succeeded, "{st:?} {events:?}");
+    let msgs = data_of(&events, EventType::Message);
+    assert!(msgs.contains(&"first answer".to_string()), "{msgs:?}");
+    assert!(msgs.contains(&"second answer".to_string()), "{msgs:?}");
 }
