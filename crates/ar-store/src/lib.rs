@@ -41,6 +41,7 @@ macro_rules! event_columns {
 mod change;
 mod codec;
 mod error;
+mod lanes;
 mod postgres;
 mod sqlite;
 

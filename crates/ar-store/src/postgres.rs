@@ -8,7 +8,7 @@
 //! CTE so nothing is written when it matched no row. One statement is one transaction and one
 //! round trip, and its text never varies, so it stays prepared on each connection.
 
-use std::sync::{LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 use ar_core::agent::Agent;
@@ -24,12 +24,13 @@ use sqlx::{Connection, Executor, PgConnection, Postgres, Row};
 
 use crate::change::{AgentRow, Counters, Prepared, RunRow};
 use crate::codec::{self, clean, micros, Cols};
-use crate::error::{corrupt, db, is_unique_violation, ConnectError};
+use crate::error::{corrupt, is_unique_violation, ConnectError};
+use crate::lanes::Lanes;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
-/// Connections per store.
-const MAX_CONNECTIONS: u32 = 10;
+/// Connections a store keeps open (and so at most this many statements in flight).
+const LANES: usize = 10;
 /// A pooled connection idle longer than this is pinged before it is handed out.
 const IDLE_PING_AFTER: Duration = Duration::from_secs(30);
 
@@ -61,9 +62,15 @@ macro_rules! pg_event_columns {
 }
 
 /// A [`Store`] on PostgreSQL.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    pool: Arc<Lanes<Postgres>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
 }
 
 /// Whether a schema name is safe to quote into statements.
@@ -105,20 +112,12 @@ impl PostgresStore {
         // The commit statements are prepared once per connection and their plans kept:
         // custom plans would re-plan the large statement on every execution.
         let options = options.options([("plan_cache_mode", "force_generic_plan")]);
+        // One connection more than the store's lanes: the spare serves migrations and
+        // `pool` users without waiting for a lane.
         let mut pool_options = PgPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
+            .max_connections(LANES as u32 + 1)
             .acquire_timeout(Duration::from_secs(30))
-            // Pinging on every checkout doubles the round trips; only a connection that sat
-            // idle for a while is checked before use.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for > IDLE_PING_AFTER {
-                        conn.ping().await?;
-                    }
-                    Ok(true)
-                })
-            });
+            .test_before_acquire(false);
         if let Some(schema) = &schema {
             let mut conn = PgConnection::connect_with(&options)
                 .await
@@ -148,12 +147,15 @@ impl PostgresStore {
                 backend: "postgres",
                 source,
             })?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool: Arc::new(Lanes::new(pool, LANES, Some(IDLE_PING_AFTER))),
+        })
     }
 
-    /// The connection pool, for diagnostics and tests.
+    /// The connection pool behind the store (one spare connection beside the store's own),
+    /// for diagnostics and tests.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.pool.pool()
     }
 
     /// Closes every connection.
@@ -166,6 +168,7 @@ impl PostgresStore {
         app_id: &str,
         host_run_id: &str,
     ) -> StoreResult<Option<Run>> {
+        let mut lane = self.pool.get("postgres: get run by host run id").await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             pg_run_columns!(),
@@ -173,22 +176,21 @@ impl PostgresStore {
         ))
         .bind(clean(app_id))
         .bind(clean(host_run_id))
-        .fetch_optional(&self.pool)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("postgres: get run by host run id"))?;
+        .map_err(|error| lane.fail("postgres: get run by host run id", error))?;
         row.as_ref().map(codec::run_from).transpose()
     }
 
     async fn run_exists(&self, app_id: &str, run_id: &str) -> StoreResult<bool> {
-        Ok(
-            sqlx::query("SELECT 1 FROM runs WHERE id = $1 AND app_id = $2")
-                .bind(run_id)
-                .bind(app_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db("postgres: check run"))?
-                .is_some(),
-        )
+        let mut lane = self.pool.get("postgres: check run").await?;
+        let found = sqlx::query("SELECT 1 FROM runs WHERE id = $1 AND app_id = $2")
+            .bind(run_id)
+            .bind(app_id)
+            .fetch_optional(lane.conn())
+            .await
+            .map_err(|error| lane.fail("postgres: check run", error))?;
+        Ok(found.is_some())
     }
 }
 
@@ -760,15 +762,17 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
+        let mut lane = self.pool.get("postgres: ping").await?;
         sqlx::query("SELECT 1")
-            .execute(&self.pool)
+            .execute(lane.conn())
             .await
-            .map_err(db("postgres: ping"))?;
+            .map_err(|error| lane.fail("postgres: ping", error))?;
         Ok(())
     }
 
     async fn put_agent(&self, agent: &Agent) -> StoreResult<bool> {
         let row = AgentRow::encode(agent)?;
+        let mut lane = self.pool.get("postgres: put agent").await?;
         let created: bool = sqlx::query_scalar(
             "INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, system_prompt, \
              skills, allowed_tools, allowed_targets, approval_mode, default_invocation_mode, \
@@ -800,19 +804,20 @@ impl Store for PostgresStore {
         .bind(row.execution_config.as_deref())
         .bind(row.created_at)
         .bind(row.updated_at)
-        .fetch_one(&self.pool)
+        .fetch_one(lane.conn())
         .await
         .map_err(|error| {
             if is_unique_violation(&error) {
                 StoreError::Conflict(format!("agent: {error}"))
             } else {
-                db("postgres: put agent")(error)
+                lane.fail("postgres: put agent", error)
             }
         })?;
         Ok(created)
     }
 
     async fn get_agent(&self, app_id: &str, agent_id: &str) -> StoreResult<Option<Agent>> {
+        let mut lane = self.pool.get("postgres: get agent").await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             pg_agent_columns!(),
@@ -820,22 +825,23 @@ impl Store for PostgresStore {
         ))
         .bind(clean(app_id))
         .bind(clean(agent_id))
-        .fetch_optional(&self.pool)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("postgres: get agent"))?;
+        .map_err(|error| lane.fail("postgres: get agent", error))?;
         row.as_ref().map(codec::agent_from).transpose()
     }
 
     async fn list_agents(&self, app_id: &str) -> StoreResult<Vec<Agent>> {
+        let mut lane = self.pool.get("postgres: list agents").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_agent_columns!(),
             " FROM agents WHERE app_id = $1 ORDER BY created_at, id"
         ))
         .bind(clean(app_id))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list agents"))?;
+        .map_err(|error| lane.fail("postgres: list agents", error))?;
         rows.iter().map(codec::agent_from).collect()
     }
 
@@ -853,10 +859,12 @@ impl Store for PostgresStore {
         )
         .bind(run.host_run_id.as_str())
         .bind(run.created_at);
+        let mut lane = self.pool.get("postgres: create run").await?;
         let row = query
-            .fetch_optional(&self.pool)
+            .fetch_optional(lane.conn())
             .await
-            .map_err(db("postgres: create run"))?;
+            .map_err(|error| lane.fail("postgres: create run", error))?;
+        drop(lane);
         let Some(row) = row else {
             if !run.host_run_id.is_empty() {
                 if let Some(existing) = self
@@ -878,6 +886,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_run(&self, app_id: &str, run_id: &str) -> StoreResult<Option<Run>> {
+        let mut lane = self.pool.get("postgres: get run").await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             pg_run_columns!(),
@@ -885,9 +894,9 @@ impl Store for PostgresStore {
         ))
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_optional(&self.pool)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("postgres: get run"))?;
+        .map_err(|error| lane.fail("postgres: get run", error))?;
         row.as_ref().map(codec::run_from).transpose()
     }
 
@@ -903,15 +912,16 @@ impl Store for PostgresStore {
     }
 
     async fn list_runs(&self, app_id: &str) -> StoreResult<Vec<Run>> {
+        let mut lane = self.pool.get("postgres: list runs").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_run_columns!(),
             " FROM runs WHERE app_id = $1 ORDER BY created_at DESC, id DESC"
         ))
         .bind(clean(app_id))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list runs"))?;
+        .map_err(|error| lane.fail("postgres: list runs", error))?;
         rows.iter().map(codec::run_from).collect()
     }
 
@@ -920,22 +930,24 @@ impl Store for PostgresStore {
         let status = search.status.map(RunStatus::as_str);
         let limit = (search.limit > 0).then_some(search.limit);
         let offset = search.offset.max(0);
+        let mut lane = self.pool.get("postgres: search runs").await?;
         let rows = sqlx::query(SEARCH_PAGE.as_str())
             .bind(clean(&search.app_id))
             .bind(needle.as_str())
             .bind(status)
             .bind(limit)
             .bind(offset)
-            .fetch_all(&self.pool)
+            .fetch_all(lane.conn())
             .await
-            .map_err(db("postgres: search runs"))?;
+            .map_err(|error| lane.fail("postgres: search runs", error))?;
+        let mut lane = self.pool.get("postgres: count runs").await?;
         let total: i64 = sqlx::query_scalar(SEARCH_COUNT.as_str())
             .bind(clean(&search.app_id))
             .bind(needle.as_str())
             .bind(status)
-            .fetch_one(&self.pool)
+            .fetch_one(lane.conn())
             .await
-            .map_err(db("postgres: count runs"))?;
+            .map_err(|error| lane.fail("postgres: count runs", error))?;
         let runs = rows
             .iter()
             .map(codec::run_from)
@@ -945,6 +957,7 @@ impl Store for PostgresStore {
 
     async fn commit(&self, change: RunChange) -> StoreResult<Committed> {
         let change = Prepared::new(change)?;
+        let mut lane = self.pool.get("postgres: commit").await?;
         let row = match &change.run {
             Some(run) => {
                 bind_run_mutable(
@@ -955,7 +968,7 @@ impl Store for PostgresStore {
                     run,
                 )
                 .bind(change.expected_version)
-                .fetch_optional(&self.pool)
+                .fetch_optional(lane.conn())
                 .await
             }
             None => {
@@ -963,11 +976,12 @@ impl Store for PostgresStore {
                     sqlx::query(commit_statement(Head::Touch, parts_of(&change))),
                     &change,
                 )
-                .fetch_optional(&self.pool)
+                .fetch_optional(lane.conn())
                 .await
             }
         }
-        .map_err(db("postgres: commit"))?;
+        .map_err(|error| lane.fail("postgres: commit", error))?;
+        drop(lane);
         let Some(row) = row else {
             let exists = self.run_exists(&change.app_id, &change.run_id).await?;
             return Err(change.missing_or_stale(exists));
@@ -977,6 +991,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_messages(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Message>> {
+        let mut lane = self.pool.get("postgres: list messages").await?;
         let rows = sqlx::query(
             "SELECT run_id, sequence_no, id, app_id, runtime_message_id, role, content, \
              message_type, content_blocks::text AS content_blocks, \
@@ -985,13 +1000,14 @@ impl Store for PostgresStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list messages"))?;
+        .map_err(|error| lane.fail("postgres: list messages", error))?;
         rows.iter().map(codec::message_from).collect()
     }
 
     async fn list_artifacts(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Artifact>> {
+        let mut lane = self.pool.get("postgres: list artifacts").await?;
         let rows = sqlx::query(
             "SELECT run_id, sequence_no, id, app_id, artifact_type, format, storage_mode, \
              inline_content, metadata::text AS metadata, created_at FROM artifacts \
@@ -999,13 +1015,14 @@ impl Store for PostgresStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list artifacts"))?;
+        .map_err(|error| lane.fail("postgres: list artifacts", error))?;
         rows.iter().map(codec::artifact_from).collect()
     }
 
     async fn list_interactions(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Interaction>> {
+        let mut lane = self.pool.get("postgres: list interactions").await?;
         let rows = sqlx::query(
             "SELECT run_id, id, app_id, runtime_kind, interaction_kind, status, title, summary, \
              request_payload::text AS request_payload, \
@@ -1015,9 +1032,9 @@ impl Store for PostgresStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list interactions"))?;
+        .map_err(|error| lane.fail("postgres: list interactions", error))?;
         rows.iter().map(codec::interaction_from).collect()
     }
 
@@ -1026,6 +1043,7 @@ impl Store for PostgresStore {
         app_id: &str,
         run_id: &str,
     ) -> StoreResult<Vec<ToolCallRecord>> {
+        let mut lane = self.pool.get("postgres: list tool calls").await?;
         let rows = sqlx::query(
             "SELECT run_id, id, app_id, tool_name, input::text AS input, output::text AS output, \
              error, mutating, approval_required, created_at FROM tool_calls \
@@ -1033,9 +1051,9 @@ impl Store for PostgresStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list tool calls"))?;
+        .map_err(|error| lane.fail("postgres: list tool calls", error))?;
         rows.iter().map(codec::tool_call_from).collect()
     }
 
@@ -1046,6 +1064,7 @@ impl Store for PostgresStore {
         after: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<StoredEvent>> {
+        let mut lane = self.pool.get("postgres: list events").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_event_columns!(),
@@ -1056,9 +1075,9 @@ impl Store for PostgresStore {
         .bind(clean(app_id))
         .bind(after)
         .bind(limit.map(|limit| limit.max(0)))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list events"))?;
+        .map_err(|error| lane.fail("postgres: list events", error))?;
         rows.iter().map(codec::event_from).collect()
     }
 
@@ -1071,6 +1090,7 @@ impl Store for PostgresStore {
         // possibly out of order; showing only events of transactions older than every
         // running one means a reader that moves its cursor past a position never misses an
         // event committed later with a smaller one.
+        let mut lane = self.pool.get("postgres: list events by position").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_event_columns!(),
@@ -1080,44 +1100,47 @@ impl Store for PostgresStore {
         ))
         .bind(after)
         .bind(limit.max(0))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list events by position"))?;
+        .map_err(|error| lane.fail("postgres: list events by position", error))?;
         rows.iter().map(codec::event_from).collect()
     }
 
     async fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {
+        let mut lane = self.pool.get("postgres: latest checkpoint").await?;
         let row = sqlx::query(
             "SELECT run_id, step, state::text AS state, created_at FROM checkpoints \
              WHERE run_id = $1 ORDER BY step DESC LIMIT 1",
         )
         .bind(clean(run_id))
-        .fetch_optional(&self.pool)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("postgres: latest checkpoint"))?;
+        .map_err(|error| lane.fail("postgres: latest checkpoint", error))?;
         row.as_ref().map(codec::checkpoint_from).transpose()
     }
 
     async fn checkpoint_at(&self, run_id: &str, step: i64) -> StoreResult<Option<Checkpoint>> {
+        let mut lane = self.pool.get("postgres: checkpoint at step").await?;
         let row = sqlx::query(
             "SELECT run_id, step, state::text AS state, created_at FROM checkpoints \
              WHERE run_id = $1 AND step = $2",
         )
         .bind(clean(run_id))
         .bind(step)
-        .fetch_optional(&self.pool)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("postgres: checkpoint at step"))?;
+        .map_err(|error| lane.fail("postgres: checkpoint at step", error))?;
         row.as_ref().map(codec::checkpoint_from).transpose()
     }
 
     async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        let mut lane = self.pool.get("postgres: get secret").await?;
         let row = sqlx::query("SELECT ciphertext FROM run_secrets WHERE run_id = $1 AND kind = $2")
             .bind(clean(run_id))
             .bind(clean(kind))
-            .fetch_optional(&self.pool)
+            .fetch_optional(lane.conn())
             .await
-            .map_err(db("postgres: get secret"))?;
+            .map_err(|error| lane.fail("postgres: get secret", error))?;
         row.as_ref().map(|row| row.bytes("ciphertext")).transpose()
     }
 
@@ -1128,6 +1151,7 @@ impl Store for PostgresStore {
         until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
+        let mut lane = self.pool.get("postgres: acquire lease").await?;
         let taken = sqlx::query(
             "UPDATE runs SET lease_owner = $2, lease_expires_at = $3 WHERE id = $1 \
              AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL \
@@ -1137,38 +1161,41 @@ impl Store for PostgresStore {
         .bind(clean(owner))
         .bind(micros(until))
         .bind(micros(now))
-        .execute(&self.pool)
+        .execute(lane.conn())
         .await
-        .map_err(db("postgres: acquire lease"))?
+        .map_err(|error| lane.fail("postgres: acquire lease", error))?
         .rows_affected();
         Ok(taken == 1)
     }
 
     async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+        let mut lane = self.pool.get("postgres: renew leases").await?;
         let renewed = sqlx::query("UPDATE runs SET lease_expires_at = $2 WHERE lease_owner = $1")
             .bind(clean(owner))
             .bind(micros(until))
-            .execute(&self.pool)
+            .execute(lane.conn())
             .await
-            .map_err(db("postgres: renew leases"))?
+            .map_err(|error| lane.fail("postgres: renew leases", error))?
             .rows_affected();
         Ok(renewed)
     }
 
     async fn release_lease(&self, run_id: &str, owner: &str) -> StoreResult<()> {
+        let mut lane = self.pool.get("postgres: release lease").await?;
         sqlx::query(
             "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = $1 AND lease_owner = $2",
         )
         .bind(clean(run_id))
         .bind(clean(owner))
-        .execute(&self.pool)
+        .execute(lane.conn())
         .await
-        .map_err(db("postgres: release lease"))?;
+        .map_err(|error| lane.fail("postgres: release lease", error))?;
         Ok(())
     }
 
     async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
+        let mut lane = self.pool.get("postgres: list orphaned runs").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_run_columns!(),
@@ -1178,13 +1205,14 @@ impl Store for PostgresStore {
         ))
         .bind(micros(now))
         .bind(limit.max(0))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list orphaned runs"))?;
+        .map_err(|error| lane.fail("postgres: list orphaned runs", error))?;
         rows.iter().map(codec::run_from).collect()
     }
 
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>> {
+        let mut lane = self.pool.get("postgres: list leased runs").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_run_columns!(),
@@ -1192,18 +1220,19 @@ impl Store for PostgresStore {
              ORDER BY created_at, id"
         ))
         .bind(clean(owner))
-        .fetch_all(&self.pool)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("postgres: list leased runs"))?;
+        .map_err(|error| lane.fail("postgres: list leased runs", error))?;
         rows.iter().map(codec::run_from).collect()
     }
 
     async fn get_cursor(&self, name: &str) -> StoreResult<Option<i64>> {
+        let mut lane = self.pool.get("postgres: get cursor").await?;
         sqlx::query_scalar("SELECT position FROM cursors WHERE name = $1")
             .bind(clean(name))
-            .fetch_optional(&self.pool)
+            .fetch_optional(lane.conn())
             .await
-            .map_err(db("postgres: get cursor"))
+            .map_err(|error| lane.fail("postgres: get cursor", error))
     }
 
     async fn advance_cursor(&self, name: &str, from: Option<i64>, to: i64) -> StoreResult<bool> {
@@ -1220,10 +1249,11 @@ impl Store for PostgresStore {
                     .bind(from)
             }
         };
+        let mut lane = self.pool.get("postgres: advance cursor").await?;
         let moved = query
-            .execute(&self.pool)
+            .execute(lane.conn())
             .await
-            .map_err(db("postgres: advance cursor"))?
+            .map_err(|error| lane.fail("postgres: advance cursor", error))?
             .rows_affected();
         Ok(moved == 1)
     }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use ar_core::agent::Agent;
@@ -24,7 +24,8 @@ use sqlx::{Row, Sqlite, SqliteConnection};
 
 use crate::change::{AgentRow, Counters, Prepared, RunRow};
 use crate::codec::{self, clean, parse_ts, ts_text, Cols};
-use crate::error::{corrupt, db, is_unique_violation, ConnectError};
+use crate::error::{corrupt, is_unique_violation, ConnectError};
+use crate::lanes::{Lane, Lanes};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -34,13 +35,21 @@ const READERS: u32 = 4;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`Store`] on SQLite.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SqliteStore {
     /// One connection; every write goes through it.
-    writer: SqlitePool,
+    writer: Arc<Lanes<Sqlite>>,
     /// Readers (the writer itself for an in-memory database).
-    reader: SqlitePool,
+    reader: Arc<Lanes<Sqlite>>,
     in_memory: bool,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("in_memory", &self.in_memory)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether a DSN names an in-memory database.
@@ -67,15 +76,17 @@ impl SqliteStore {
             source,
         };
 
+        // Each pool allows one connection more than it has lanes: the spare serves
+        // migrations and `writer_pool` users without waiting for a lane.
         let store = if is_memory(dsn) {
+            // A named, shared-cache in-memory database that lives while a connection to it
+            // is open. The store keeps one connection for readers and the writer alike.
             let options = SqliteConnectOptions::from_str("sqlite::memory:")
                 .map_err(invalid)?
                 .foreign_keys(true)
                 .busy_timeout(BUSY_TIMEOUT);
-            // A private in-memory database lives as long as its connection: keep exactly one,
-            // forever, and share it between readers and the writer.
             let pool = SqlitePoolOptions::new()
-                .max_connections(1)
+                .max_connections(2)
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
@@ -83,9 +94,10 @@ impl SqliteStore {
                 .connect_with(options)
                 .await
                 .map_err(connect)?;
+            let lanes = Arc::new(Lanes::new(pool, 1, None));
             SqliteStore {
-                writer: pool.clone(),
-                reader: pool,
+                writer: Arc::clone(&lanes),
+                reader: lanes,
                 in_memory: true,
             }
         } else {
@@ -102,8 +114,7 @@ impl SqliteStore {
                 .busy_timeout(BUSY_TIMEOUT)
                 .foreign_keys(true);
             let writer = SqlitePoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
+                .max_connections(2)
                 .max_lifetime(None)
                 .idle_timeout(None)
                 .test_before_acquire(false)
@@ -112,18 +123,20 @@ impl SqliteStore {
                 .map_err(connect)?;
             let reader = SqlitePoolOptions::new()
                 .max_connections(READERS)
+                .max_lifetime(None)
+                .idle_timeout(None)
                 .test_before_acquire(false)
                 .connect_with(options)
                 .await
                 .map_err(connect)?;
             SqliteStore {
-                writer,
-                reader,
+                writer: Arc::new(Lanes::new(writer, 1, None)),
+                reader: Arc::new(Lanes::new(reader, READERS as usize, None)),
                 in_memory: false,
             }
         };
         MIGRATOR
-            .run(&store.writer)
+            .run(store.writer.pool())
             .await
             .map_err(|source| ConnectError::Migrate {
                 backend: "sqlite",
@@ -132,9 +145,10 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// The pool writes go through (one connection), for diagnostics and tests.
+    /// A pool on the database for diagnostics and tests (a spare connection beside the
+    /// store's own writer).
     pub fn writer_pool(&self) -> &SqlitePool {
-        &self.writer
+        self.writer.pool()
     }
 
     /// Closes every connection.
@@ -143,37 +157,47 @@ impl SqliteStore {
         self.writer.close().await;
     }
 
-    /// Runs a commit batch on the writer connection. The work happens in its own task, so a
-    /// caller that gives up cannot leave the connection inside the batch's transaction: a
-    /// failed batch is always rolled back before the connection is released.
+    /// Runs a commit batch on the writer connection. A batch that fails is rolled back here;
+    /// one whose caller went away mid-flight is rolled back by the next writer (a no-op when
+    /// it had committed).
     async fn run_batch(&self, batch: Batch, change: Prepared) -> StoreResult<(Prepared, Outcome)> {
-        let writer = self.writer.clone();
-        let task = tokio::spawn(async move {
-            let sql = match batch {
-                Batch::Create => COMMIT_CREATE.as_str(),
-                Batch::Update => COMMIT_UPDATE.as_str(),
-                Batch::Touch => COMMIT_TOUCH.as_str(),
-            };
-            let encoded = Encoded::new(&change)?;
-            let mut conn = writer
-                .acquire()
-                .await
-                .map_err(db("sqlite: acquire writer"))?;
-            let result = bind_batch(sql, batch, &change, &encoded)?
-                .fetch_all(&mut *conn)
-                .await;
-            let rows = match result {
-                Ok(rows) => rows,
-                Err(error) => {
-                    rollback(&mut conn).await;
-                    return Err(db("sqlite: commit")(error));
-                }
-            };
-            let outcome = outcome_from(&rows)?;
-            Ok((change, outcome))
-        });
-        task.await
-            .map_err(|error| StoreError::Backend(format!("sqlite: commit task failed: {error}")))?
+        let sql = match batch {
+            Batch::Create => COMMIT_CREATE.as_str(),
+            Batch::Update => COMMIT_UPDATE.as_str(),
+            Batch::Touch => COMMIT_TOUCH.as_str(),
+        };
+        let encoded = Encoded::new(&change)?;
+        let query = bind_batch(sql, batch, &change, &encoded)?;
+        let mut lane = self.writer_lane("sqlite: commit").await?;
+        lane.set_in_batch(true);
+        let result = query.fetch_all(lane.conn()).await;
+        if result.is_err() {
+            rollback(lane.conn()).await;
+        }
+        lane.set_in_batch(false);
+        let rows = result.map_err(|error| lane.fail("sqlite: commit", error))?;
+        drop(lane);
+        let outcome = outcome_from(&rows)?;
+        Ok((change, outcome))
+    }
+
+    /// A lane for reading: a reader, or the one connection of an in-memory database.
+    async fn read_lane(&self, context: &'static str) -> StoreResult<Lane<Sqlite>> {
+        if self.in_memory {
+            self.writer_lane(context).await
+        } else {
+            self.reader.get(context).await
+        }
+    }
+
+    /// The writer lane, with any batch a cancelled caller left open rolled back.
+    async fn writer_lane(&self, context: &'static str) -> StoreResult<Lane<Sqlite>> {
+        let mut lane = self.writer.get(context).await?;
+        if lane.was_in_batch() {
+            rollback(lane.conn()).await;
+            lane.set_in_batch(false);
+        }
+        Ok(lane)
     }
 
     async fn run_by_host_run_id(
@@ -181,6 +205,7 @@ impl SqliteStore {
         app_id: &str,
         host_run_id: &str,
     ) -> StoreResult<Option<Run>> {
+        let mut lane = self.read_lane("sqlite: get run by host run id").await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             run_columns!(),
@@ -188,9 +213,9 @@ impl SqliteStore {
         ))
         .bind(clean(app_id))
         .bind(clean(host_run_id))
-        .fetch_optional(&self.reader)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("sqlite: get run by host run id"))?;
+        .map_err(|error| lane.fail("sqlite: get run by host run id", error))?;
         row.as_ref().map(codec::run_from).transpose()
     }
 }
@@ -639,23 +664,20 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
+        let mut lane = self.read_lane("sqlite: ping").await?;
         sqlx::query("SELECT 1")
-            .execute(&self.reader)
+            .execute(lane.conn())
             .await
-            .map_err(db("sqlite: ping"))?;
+            .map_err(|error| lane.fail("sqlite: ping", error))?;
         Ok(())
     }
 
     async fn put_agent(&self, agent: &Agent) -> StoreResult<bool> {
         let row = AgentRow::encode(agent)?;
-        let writer = self.writer.clone();
-        let task = tokio::spawn(async move {
-            let mut conn = writer
-                .acquire()
-                .await
-                .map_err(db("sqlite: acquire writer"))?;
-            let result = sqlx::query(
-                "BEGIN IMMEDIATE;
+        let mut lane = self.writer_lane("sqlite: put agent").await?;
+        lane.set_in_batch(true);
+        let result = sqlx::query(
+            "BEGIN IMMEDIATE;
                  SELECT EXISTS (SELECT 1 FROM agents WHERE app_id = $1 AND id = $2) AS existed;
                  INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, \
                  system_prompt, skills, allowed_tools, allowed_targets, approval_mode, \
@@ -671,43 +693,45 @@ impl Store for SqliteStore {
                  execution_config = excluded.execution_config, \
                  created_at = excluded.created_at, updated_at = excluded.updated_at;
                  COMMIT;",
-            )
-            .bind(row.app_id.as_str())
-            .bind(row.id.as_str())
-            .bind(row.name.as_str())
-            .bind(row.runtime_kind)
-            .bind(row.provider.as_str())
-            .bind(row.model.as_str())
-            .bind(row.system_prompt.as_str())
-            .bind(row.skills.as_str())
-            .bind(row.allowed_tools.as_str())
-            .bind(row.allowed_targets.as_str())
-            .bind(row.approval_mode)
-            .bind(row.default_invocation_mode)
-            .bind(row.execution_config.as_deref())
-            .bind(ts_text(row.created_at))
-            .bind(ts_text(row.updated_at))
-            .fetch_all(&mut *conn)
-            .await;
-            match result {
-                Ok(rows) => match rows.first() {
-                    Some(existed) => Ok(!existed.flag("existed")?),
-                    None => Err(StoreError::Backend(
-                        "sqlite: put agent returned nothing".to_string(),
-                    )),
-                },
-                Err(error) => {
-                    rollback(&mut conn).await;
-                    Err(agent_error(error))
-                }
+        )
+        .bind(row.app_id.as_str())
+        .bind(row.id.as_str())
+        .bind(row.name.as_str())
+        .bind(row.runtime_kind)
+        .bind(row.provider.as_str())
+        .bind(row.model.as_str())
+        .bind(row.system_prompt.as_str())
+        .bind(row.skills.as_str())
+        .bind(row.allowed_tools.as_str())
+        .bind(row.allowed_targets.as_str())
+        .bind(row.approval_mode)
+        .bind(row.default_invocation_mode)
+        .bind(row.execution_config.as_deref())
+        .bind(ts_text(row.created_at))
+        .bind(ts_text(row.updated_at))
+        .fetch_all(lane.conn())
+        .await;
+        if result.is_err() {
+            rollback(lane.conn()).await;
+        }
+        lane.set_in_batch(false);
+        let rows = result.map_err(|error| {
+            if is_unique_violation(&error) {
+                StoreError::Conflict(format!("agent: {error}"))
+            } else {
+                lane.fail("sqlite: put agent", error)
             }
-        });
-        task.await.map_err(|error| {
-            StoreError::Backend(format!("sqlite: put agent task failed: {error}"))
-        })?
+        })?;
+        match rows.first() {
+            Some(existed) => Ok(!existed.flag("existed")?),
+            None => Err(StoreError::Backend(
+                "sqlite: put agent returned nothing".to_string(),
+            )),
+        }
     }
 
     async fn get_agent(&self, app_id: &str, agent_id: &str) -> StoreResult<Option<Agent>> {
+        let mut lane = self.read_lane("sqlite: get agent").await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             agent_columns!(),
@@ -715,22 +739,23 @@ impl Store for SqliteStore {
         ))
         .bind(clean(app_id))
         .bind(clean(agent_id))
-        .fetch_optional(&self.reader)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("sqlite: get agent"))?;
+        .map_err(|error| lane.fail("sqlite: get agent", error))?;
         row.as_ref().map(codec::agent_from).transpose()
     }
 
     async fn list_agents(&self, app_id: &str) -> StoreResult<Vec<Agent>> {
+        let mut lane = self.read_lane("sqlite: list agents").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             agent_columns!(),
             " FROM agents WHERE app_id = $1 ORDER BY created_at, id"
         ))
         .bind(clean(app_id))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list agents"))?;
+        .map_err(|error| lane.fail("sqlite: list agents", error))?;
         rows.iter().map(codec::agent_from).collect()
     }
 
@@ -760,6 +785,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_run(&self, app_id: &str, run_id: &str) -> StoreResult<Option<Run>> {
+        let mut lane = self.read_lane("sqlite: get run").await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             run_columns!(),
@@ -767,9 +793,9 @@ impl Store for SqliteStore {
         ))
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_optional(&self.reader)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("sqlite: get run"))?;
+        .map_err(|error| lane.fail("sqlite: get run", error))?;
         row.as_ref().map(codec::run_from).transpose()
     }
 
@@ -785,15 +811,16 @@ impl Store for SqliteStore {
     }
 
     async fn list_runs(&self, app_id: &str) -> StoreResult<Vec<Run>> {
+        let mut lane = self.read_lane("sqlite: list runs").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             run_columns!(),
             " FROM runs WHERE app_id = $1 ORDER BY created_at DESC, id DESC"
         ))
         .bind(clean(app_id))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list runs"))?;
+        .map_err(|error| lane.fail("sqlite: list runs", error))?;
         rows.iter().map(codec::run_from).collect()
     }
 
@@ -802,7 +829,7 @@ impl Store for SqliteStore {
         let status = search.status.map(RunStatus::as_str);
         let limit = if search.limit > 0 { search.limit } else { -1 };
         let offset = search.offset.max(0);
-        let mut conn = self.reader.acquire().await.map_err(db("sqlite: acquire"))?;
+        let mut lane = self.read_lane("sqlite: search runs").await?;
         let rows = sqlx::query(&format!(
             "SELECT {} FROM runs WHERE {SEARCH_FILTER} \
              ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
@@ -813,17 +840,17 @@ impl Store for SqliteStore {
         .bind(status)
         .bind(limit)
         .bind(offset)
-        .fetch_all(&mut *conn)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: search runs"))?;
+        .map_err(|error| lane.fail("sqlite: search runs", error))?;
         let total: i64 =
             sqlx::query_scalar(&format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"))
                 .bind(clean(&search.app_id))
                 .bind(needle.as_str())
                 .bind(status)
-                .fetch_one(&mut *conn)
+                .fetch_one(lane.conn())
                 .await
-                .map_err(db("sqlite: count runs"))?;
+                .map_err(|error| lane.fail("sqlite: count runs", error))?;
         let runs = rows
             .iter()
             .map(codec::run_from)
@@ -840,12 +867,13 @@ impl Store for SqliteStore {
         };
         let (change, outcome) = self.run_batch(batch, change).await?;
         let Some(head) = outcome.head else {
+            let mut lane = self.read_lane("sqlite: check run").await?;
             let exists = sqlx::query("SELECT 1 FROM runs WHERE id = $1 AND app_id = $2")
                 .bind(change.run_id.as_str())
                 .bind(change.app_id.as_str())
-                .fetch_optional(&self.reader)
+                .fetch_optional(lane.conn())
                 .await
-                .map_err(db("sqlite: check run"))?
+                .map_err(|error| lane.fail("sqlite: check run", error))?
                 .is_some();
             return Err(change.missing_or_stale(exists));
         };
@@ -858,6 +886,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_messages(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Message>> {
+        let mut lane = self.read_lane("sqlite: list messages").await?;
         let rows = sqlx::query(
             "SELECT run_id, sequence_no, id, app_id, runtime_message_id, role, content, \
              message_type, content_blocks, tool_invocations, created_at FROM messages \
@@ -865,13 +894,14 @@ impl Store for SqliteStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list messages"))?;
+        .map_err(|error| lane.fail("sqlite: list messages", error))?;
         rows.iter().map(codec::message_from).collect()
     }
 
     async fn list_artifacts(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Artifact>> {
+        let mut lane = self.read_lane("sqlite: list artifacts").await?;
         let rows = sqlx::query(
             "SELECT run_id, sequence_no, id, app_id, artifact_type, format, storage_mode, \
              inline_content, metadata, created_at FROM artifacts \
@@ -879,13 +909,14 @@ impl Store for SqliteStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list artifacts"))?;
+        .map_err(|error| lane.fail("sqlite: list artifacts", error))?;
         rows.iter().map(codec::artifact_from).collect()
     }
 
     async fn list_interactions(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Interaction>> {
+        let mut lane = self.read_lane("sqlite: list interactions").await?;
         let rows = sqlx::query(
             "SELECT run_id, id, app_id, runtime_kind, interaction_kind, status, title, summary, \
              request_payload, response_payload, resolved_by_external_id, resolved_at, \
@@ -894,9 +925,9 @@ impl Store for SqliteStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list interactions"))?;
+        .map_err(|error| lane.fail("sqlite: list interactions", error))?;
         rows.iter().map(codec::interaction_from).collect()
     }
 
@@ -905,6 +936,7 @@ impl Store for SqliteStore {
         app_id: &str,
         run_id: &str,
     ) -> StoreResult<Vec<ToolCallRecord>> {
+        let mut lane = self.read_lane("sqlite: list tool calls").await?;
         let rows = sqlx::query(
             "SELECT run_id, id, app_id, tool_name, input, output, error, mutating, \
              approval_required, created_at FROM tool_calls \
@@ -912,9 +944,9 @@ impl Store for SqliteStore {
         )
         .bind(clean(run_id))
         .bind(clean(app_id))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list tool calls"))?;
+        .map_err(|error| lane.fail("sqlite: list tool calls", error))?;
         rows.iter().map(codec::tool_call_from).collect()
     }
 
@@ -925,6 +957,7 @@ impl Store for SqliteStore {
         after: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<StoredEvent>> {
+        let mut lane = self.read_lane("sqlite: list events").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             event_columns!(),
@@ -935,9 +968,9 @@ impl Store for SqliteStore {
         .bind(clean(app_id))
         .bind(after)
         .bind(limit.map(|limit| limit.max(0)).unwrap_or(-1))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list events"))?;
+        .map_err(|error| lane.fail("sqlite: list events", error))?;
         rows.iter().map(codec::event_from).collect()
     }
 
@@ -946,6 +979,7 @@ impl Store for SqliteStore {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<StoredEvent>> {
+        let mut lane = self.read_lane("sqlite: list events by position").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             event_columns!(),
@@ -953,44 +987,47 @@ impl Store for SqliteStore {
         ))
         .bind(after)
         .bind(limit.max(0))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list events by position"))?;
+        .map_err(|error| lane.fail("sqlite: list events by position", error))?;
         rows.iter().map(codec::event_from).collect()
     }
 
     async fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {
+        let mut lane = self.read_lane("sqlite: latest checkpoint").await?;
         let row = sqlx::query(
             "SELECT run_id, step, state, created_at FROM checkpoints WHERE run_id = $1 \
              ORDER BY step DESC LIMIT 1",
         )
         .bind(clean(run_id))
-        .fetch_optional(&self.reader)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("sqlite: latest checkpoint"))?;
+        .map_err(|error| lane.fail("sqlite: latest checkpoint", error))?;
         row.as_ref().map(codec::checkpoint_from).transpose()
     }
 
     async fn checkpoint_at(&self, run_id: &str, step: i64) -> StoreResult<Option<Checkpoint>> {
+        let mut lane = self.read_lane("sqlite: checkpoint at step").await?;
         let row = sqlx::query(
             "SELECT run_id, step, state, created_at FROM checkpoints \
              WHERE run_id = $1 AND step = $2",
         )
         .bind(clean(run_id))
         .bind(step)
-        .fetch_optional(&self.reader)
+        .fetch_optional(lane.conn())
         .await
-        .map_err(db("sqlite: checkpoint at step"))?;
+        .map_err(|error| lane.fail("sqlite: checkpoint at step", error))?;
         row.as_ref().map(codec::checkpoint_from).transpose()
     }
 
     async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
+        let mut lane = self.read_lane("sqlite: get secret").await?;
         let row = sqlx::query("SELECT ciphertext FROM run_secrets WHERE run_id = $1 AND kind = $2")
             .bind(clean(run_id))
             .bind(clean(kind))
-            .fetch_optional(&self.reader)
+            .fetch_optional(lane.conn())
             .await
-            .map_err(db("sqlite: get secret"))?;
+            .map_err(|error| lane.fail("sqlite: get secret", error))?;
         row.as_ref().map(|row| row.bytes("ciphertext")).transpose()
     }
 
@@ -1002,6 +1039,7 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let owner = clean(owner);
+        let mut lane = self.writer_lane("sqlite: acquire lease").await?;
         let taken = sqlx::query(
             "UPDATE runs SET lease_owner = $2, lease_expires_at = $3 WHERE id = $1 \
              AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL \
@@ -1011,38 +1049,41 @@ impl Store for SqliteStore {
         .bind(owner.as_ref())
         .bind(ts_text(until))
         .bind(ts_text(now))
-        .execute(&self.writer)
+        .execute(lane.conn())
         .await
-        .map_err(db("sqlite: acquire lease"))?
+        .map_err(|error| lane.fail("sqlite: acquire lease", error))?
         .rows_affected();
         Ok(taken == 1)
     }
 
     async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+        let mut lane = self.writer_lane("sqlite: renew leases").await?;
         let renewed = sqlx::query("UPDATE runs SET lease_expires_at = $2 WHERE lease_owner = $1")
             .bind(clean(owner))
             .bind(ts_text(until))
-            .execute(&self.writer)
+            .execute(lane.conn())
             .await
-            .map_err(db("sqlite: renew leases"))?
+            .map_err(|error| lane.fail("sqlite: renew leases", error))?
             .rows_affected();
         Ok(renewed)
     }
 
     async fn release_lease(&self, run_id: &str, owner: &str) -> StoreResult<()> {
+        let mut lane = self.writer_lane("sqlite: release lease").await?;
         sqlx::query(
             "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = $1 AND lease_owner = $2",
         )
         .bind(clean(run_id))
         .bind(clean(owner))
-        .execute(&self.writer)
+        .execute(lane.conn())
         .await
-        .map_err(db("sqlite: release lease"))?;
+        .map_err(|error| lane.fail("sqlite: release lease", error))?;
         Ok(())
     }
 
     async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
+        let mut lane = self.read_lane("sqlite: list orphaned runs").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             run_columns!(),
@@ -1052,13 +1093,14 @@ impl Store for SqliteStore {
         ))
         .bind(ts_text(now))
         .bind(limit.max(0))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list orphaned runs"))?;
+        .map_err(|error| lane.fail("sqlite: list orphaned runs", error))?;
         rows.iter().map(codec::run_from).collect()
     }
 
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>> {
+        let mut lane = self.read_lane("sqlite: list leased runs").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             run_columns!(),
@@ -1066,18 +1108,19 @@ impl Store for SqliteStore {
              ORDER BY created_at, id"
         ))
         .bind(clean(owner))
-        .fetch_all(&self.reader)
+        .fetch_all(lane.conn())
         .await
-        .map_err(db("sqlite: list leased runs"))?;
+        .map_err(|error| lane.fail("sqlite: list leased runs", error))?;
         rows.iter().map(codec::run_from).collect()
     }
 
     async fn get_cursor(&self, name: &str) -> StoreResult<Option<i64>> {
+        let mut lane = self.read_lane("sqlite: get cursor").await?;
         sqlx::query_scalar("SELECT position FROM cursors WHERE name = $1")
             .bind(clean(name))
-            .fetch_optional(&self.reader)
+            .fetch_optional(lane.conn())
             .await
-            .map_err(db("sqlite: get cursor"))
+            .map_err(|error| lane.fail("sqlite: get cursor", error))
     }
 
     async fn advance_cursor(&self, name: &str, from: Option<i64>, to: i64) -> StoreResult<bool> {
@@ -1094,20 +1137,13 @@ impl Store for SqliteStore {
                     .bind(from)
             }
         };
+        let mut lane = self.writer_lane("sqlite: advance cursor").await?;
         let moved = query
-            .execute(&self.writer)
+            .execute(lane.conn())
             .await
-            .map_err(db("sqlite: advance cursor"))?
+            .map_err(|error| lane.fail("sqlite: advance cursor", error))?
             .rows_affected();
         Ok(moved == 1)
-    }
-}
-
-fn agent_error(error: sqlx::Error) -> StoreError {
-    if is_unique_violation(&error) {
-        StoreError::Conflict(format!("agent: {error}"))
-    } else {
-        db("sqlite: write agent")(error)
     }
 }
 

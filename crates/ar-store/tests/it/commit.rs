@@ -400,7 +400,7 @@ pub async fn events_after_with_limit(store: Arc<dyn Store>) {
 
 /// Reads the feed until it shows `want` events: PostgreSQL holds back events of transactions
 /// that started before still-running ones, so the feed may lag a moment behind commits.
-async fn feed(store: &dyn Store, after: i64, limit: i64, want: usize) -> Vec<StoredEvent> {
+pub async fn feed(store: &dyn Store, after: i64, limit: i64, want: usize) -> Vec<StoredEvent> {
     let mut events = Vec::new();
     for _ in 0..100 {
         events = store
