@@ -301,22 +301,19 @@ async fn exec(State(state): State<Arc<NodeState>>, body: Bytes) -> Response {
     };
     let keepalive = state.config.keepalive;
     let stream = futures::stream::unfold(
-        (events, guard, false),
-        move |(mut events, guard, done): (RunEvents, RunGuard, bool)| async move {
-            if done {
-                return None;
-            }
+        (events, guard),
+        move |(mut events, guard): (RunEvents, RunGuard)| async move {
             let tick = tokio::time::sleep(keepalive);
             tokio::select! {
                 ev = events.next() => match ev {
                     Some(ev) => {
                         let mut line = serde_json::to_vec(&ev).unwrap_or_default();
                         line.push(b'\n');
-                        Some((Ok::<Bytes, std::io::Error>(Bytes::from(line)), (events, guard, false)))
+                        Some((Ok::<Bytes, std::io::Error>(Bytes::from(line)), (events, guard)))
                     }
                     None => None,
                 },
-                _ = tick => Some((Ok(Bytes::from_static(b"\n")), (events, guard, false))),
+                _ = tick => Some((Ok(Bytes::from_static(b"\n")), (events, guard))),
             }
         },
     );
