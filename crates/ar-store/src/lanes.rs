@@ -133,6 +133,24 @@ impl<DB: Database> Lanes<DB> {
     }
 }
 
+impl<DB: Database> Drop for Lanes<DB> {
+    fn drop(&mut self) {
+        // A pooled connection goes back to its pool through a spawned task, which needs a
+        // runtime. Outside one (a store dropped after its runtime), detach the connections
+        // instead so dropping never panics; each then closes on its own.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return;
+        }
+        for slot in &self.slots {
+            if let Ok(mut slot) = slot.try_lock() {
+                if let Some(conn) = slot.conn.take() {
+                    drop(conn.detach());
+                }
+            }
+        }
+    }
+}
+
 impl<DB: Database> Lane<DB> {
     /// The lane's connection.
     pub fn conn(&mut self) -> &mut DB::Connection {

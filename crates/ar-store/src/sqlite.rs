@@ -87,7 +87,6 @@ impl SqliteStore {
                 .busy_timeout(BUSY_TIMEOUT);
             let pool = SqlitePoolOptions::new()
                 .max_connections(2)
-                .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .test_before_acquire(false)

@@ -159,3 +159,29 @@ async fn open_picks_the_backend() {
     assert_eq!(store.driver(), "sqlite");
     assert!(!store.in_memory());
 }
+
+/// Stores hold connections for their whole life; dropping one where no runtime is current
+/// (after `block_on` returned) must not panic.
+#[test]
+fn stores_can_be_dropped_outside_a_runtime() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (memory, file, postgres, _dir) = runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = SqliteStore::connect(":memory:").await.unwrap();
+        let file = SqliteStore::connect(dir.path().join("d.db").to_str().unwrap()).await.unwrap();
+        memory.ping().await.unwrap();
+        file.ping().await.unwrap();
+        create(&file, &run("app", "h", 0)).await;
+        let postgres = postgres_store("stores_can_be_dropped_outside_a_runtime").await;
+        if let Some((store, _)) = &postgres {
+            store.ping().await.unwrap();
+        }
+        (memory, file, postgres, dir)
+    });
+    drop(memory);
+    drop(file);
+    if let Some((store, schema)) = postgres {
+        drop(store);
+        runtime.block_on(drop_schema(&schema));
+    }
+}
