@@ -310,9 +310,12 @@ async fn drive(
                             if (t.is_turn_end)(&l.text) {
                                 turns_ended += 1;
                                 // Every turn sent has ended: close stdin so the agent exits.
-                                let mut g = control.stdin.lock().await;
-                                if turns_ended >= control.turns_sent.load(Ordering::SeqCst) {
-                                    g.take();
+                                // A signal holding the lock is a turn on its way: keep stdin
+                                // open (and never wait here, the agent may be blocked on us).
+                                if let Ok(mut g) = control.stdin.try_lock() {
+                                    if turns_ended >= control.turns_sent.load(Ordering::SeqCst) {
+                                        g.take();
+                                    }
                                 }
                             }
                         }
