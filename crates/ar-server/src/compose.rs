@@ -370,6 +370,7 @@ impl Service {
         let router = crate::router(self.state.clone()).merge(self.studio.routes());
         let links = self.studio.start_links(listener.local_addr()?);
         let engine = self.engine.clone();
+        let studio = self.studio.server.clone();
         let draining = self.state.draining.clone();
         let grace = self.shutdown_grace;
         let stop = CancellationToken::new();
@@ -392,12 +393,14 @@ impl Service {
                 // Stop intake first so no new run starts while we drain.
                 engine.shutdown(grace).await;
                 // Runs are at their checkpoints and their events sent; end the open streams.
+                // The studio links (one to this very server) and the studio's command streams
+                // are connections too: graceful shutdown would wait for them forever.
+                links.stop().await;
+                studio.shutdown().await;
                 draining.cancel();
             })
             .await
             .context("http server")?;
-        links.stop().await;
-        self.studio.shutdown().await;
         self.background.cancel();
         Ok(())
     }

@@ -236,3 +236,51 @@ async fn sigterm_with_an_open_event_stream_still_exits() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_contiguous(&second.events(&run_id).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_abandons_a_step_that_misses_the_grace_period_without_half_writing_it() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("get_context", "{}"));
+    // This model call never ends: shutdown waits out its grace period, then abandons the step.
+    mock.push(Reply::hang());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = sqlite_env(dir.path(), &mock);
+    let dsn = dir.path().join("data").join("runtime.db");
+
+    let mut first = Server::start(&env).await;
+    let agent = first.create_agent("stuck", &["get_context"]).await;
+    let run = first
+        .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
+        .await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    wait_model_requests(&mock, 2).await;
+    first.process.terminate();
+    // The service's grace period is 20 s; allow for it plus the abandon and exit.
+    let status = first
+        .process
+        .wait_exit(WAIT + Duration::from_secs(15))
+        .await;
+    assert!(status.success(), "{status}\n{}", first.process.stderr());
+    assert!(first.process.stderr().contains("abandoning"));
+    drop(first);
+
+    let left = on_disk(&dsn, &run_id).await;
+    assert_eq!(left.status, "running", "{:?}", left.event_types);
+    assert_eq!(left.checkpoint_step, Some(1));
+    assert_eq!(left.tool_calls, 1);
+    assert_eq!(
+        left.event_types.last().map(String::as_str),
+        Some("tool_call_finished"),
+        "{:?}",
+        left.event_types
+    );
+
+    mock.push(Reply::text("done at last"));
+    let second = Server::start(&env).await;
+    let done = second.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_contiguous(&second.events(&run_id).await);
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(tool_results(&requests[2].body), 1);
+}

@@ -315,13 +315,12 @@ impl Server {
     /// Starts `agent-runtime serve` with `env` and waits (bounded) until it listens.
     pub async fn start(env: &BTreeMap<String, String>) -> Server {
         let mut process = ChildGuard::spawn(&["serve"], env);
-        let line = process
-            .wait_stderr_line("agent runtime listening on http://", WAIT)
-            .await;
+        const LISTENING: &str = "agent runtime listening on http://";
+        let line = process.wait_stderr_line(LISTENING, WAIT).await;
         let addr: SocketAddr = line
-            .rsplit("http://")
-            .next()
-            .and_then(|rest| rest.trim().parse().ok())
+            .split_once(LISTENING)
+            .and_then(|(_, rest)| rest.split(|c: char| c.is_whitespace() || c == '/').next())
+            .and_then(|addr| addr.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
         assert!(addr.ip().is_loopback(), "listening on {addr}");
         Server {
