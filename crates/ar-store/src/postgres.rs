@@ -928,6 +928,7 @@ impl Store for PostgresStore {
     async fn search_runs(&self, search: &RunSearch) -> StoreResult<(Vec<Run>, i64)> {
         let needle = search_needle(&search.query);
         let status = search.status.map(RunStatus::as_str);
+        // A limit of zero or less means no limit (LIMIT NULL).
         let limit = (search.limit > 0).then_some(search.limit);
         let offset = search.offset.max(0);
         let mut lane = self.pool.get("postgres: search runs").await?;

@@ -652,6 +652,17 @@ const SEARCH_FILTER: &str = "app_id = $1 \
      OR instr(lower(target_type), $2) > 0) \
      AND ($3 IS NULL OR status = $3)";
 
+static SEARCH_PAGE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {} FROM runs WHERE {SEARCH_FILTER} \
+         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+        run_columns!()
+    )
+});
+
+static SEARCH_COUNT: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"));
+
 #[async_trait]
 impl Store for SqliteStore {
     fn driver(&self) -> &'static str {
@@ -826,30 +837,26 @@ impl Store for SqliteStore {
     async fn search_runs(&self, search: &RunSearch) -> StoreResult<(Vec<Run>, i64)> {
         let needle = search_needle(&search.query);
         let status = search.status.map(RunStatus::as_str);
+        // A limit of zero or less means no limit (SQLite reads -1 as unbounded).
         let limit = if search.limit > 0 { search.limit } else { -1 };
         let offset = search.offset.max(0);
         let mut lane = self.read_lane("sqlite: search runs").await?;
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM runs WHERE {SEARCH_FILTER} \
-             ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
-            run_columns!()
-        ))
-        .bind(clean(&search.app_id))
-        .bind(needle.as_str())
-        .bind(status)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(lane.conn())
-        .await
-        .map_err(|error| lane.fail("sqlite: search runs", error))?;
-        let total: i64 =
-            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"))
-                .bind(clean(&search.app_id))
-                .bind(needle.as_str())
-                .bind(status)
-                .fetch_one(lane.conn())
-                .await
-                .map_err(|error| lane.fail("sqlite: count runs", error))?;
+        let rows = sqlx::query(SEARCH_PAGE.as_str())
+            .bind(clean(&search.app_id))
+            .bind(needle.as_str())
+            .bind(status)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(lane.conn())
+            .await
+            .map_err(|error| lane.fail("sqlite: search runs", error))?;
+        let total: i64 = sqlx::query_scalar(SEARCH_COUNT.as_str())
+            .bind(clean(&search.app_id))
+            .bind(needle.as_str())
+            .bind(status)
+            .fetch_one(lane.conn())
+            .await
+            .map_err(|error| lane.fail("sqlite: count runs", error))?;
         let runs = rows
             .iter()
             .map(codec::run_from)

@@ -168,7 +168,9 @@ fn stores_can_be_dropped_outside_a_runtime() {
     let (memory, file, postgres, _dir) = runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let memory = SqliteStore::connect(":memory:").await.unwrap();
-        let file = SqliteStore::connect(dir.path().join("d.db").to_str().unwrap()).await.unwrap();
+        let file = SqliteStore::connect(dir.path().join("d.db").to_str().unwrap())
+            .await
+            .unwrap();
         memory.ping().await.unwrap();
         file.ping().await.unwrap();
         create(&file, &run("app", "h", 0)).await;
