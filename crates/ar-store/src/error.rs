@@ -9,6 +9,8 @@ use ar_core::store::StoreError;
 pub enum ConnectError {
     #[error("unknown store driver {0:?} (expected sqlite, postgres or memory)")]
     UnknownDriver(String),
+    #[error("no SQLite database path given (use a file path, a sqlite: URL or :memory:)")]
+    MissingPath,
     #[error("invalid {backend} address {address:?}: {source}")]
     InvalidAddress {
         backend: &'static str,

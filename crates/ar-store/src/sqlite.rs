@@ -1,6 +1,7 @@
-//! The embedded SQLite store: one writer connection (SQLite has a single writer anyway, and
-//! `BEGIN IMMEDIATE` takes the write lock up front), a small pool of readers in WAL mode, or
-//! one shared connection for an in-memory database.
+//! The embedded SQLite store: one writer connection through which every write goes (SQLite has
+//! a single writer anyway; each commit is one `BEGIN IMMEDIATE … COMMIT` batch, so the write
+//! lock is taken up front), a few reader connections in WAL mode, or a single connection
+//! shared by readers and the writer for an in-memory database.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -66,6 +67,10 @@ impl SqliteStore {
     /// in-memory database for `:memory:` / `sqlite::memory:`, and applies the migrations.
     pub async fn connect(dsn_or_path: &str) -> Result<Self, ConnectError> {
         let dsn = dsn_or_path.trim();
+        if dsn.is_empty() || dsn == "sqlite:" || dsn == "sqlite://" {
+            // SQLite would open a private temporary database per connection.
+            return Err(ConnectError::MissingPath);
+        }
         let invalid = |source| ConnectError::InvalidAddress {
             backend: "sqlite",
             address: dsn.to_string(),

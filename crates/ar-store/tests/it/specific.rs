@@ -67,6 +67,10 @@ async fn sqlite_memory_is_shared_between_handles() {
         open("oracle", "", "").await,
         Err(ConnectError::UnknownDriver(_))
     ));
+    assert!(matches!(
+        open("sqlite", " ", "").await,
+        Err(ConnectError::MissingPath)
+    ));
 }
 
 #[tokio::test]
