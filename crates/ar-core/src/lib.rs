@@ -7,6 +7,7 @@
 //! them explicitly to and from `ar-wire`.
 
 pub mod agent;
+pub mod agent_cli;
 pub mod clock;
 pub mod enums;
 pub mod event;

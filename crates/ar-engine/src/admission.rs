@@ -242,7 +242,7 @@ impl Engine {
             }
             (None, _) => None,
         };
-        if agent.runtime_kind != RuntimeKind::NativeSdk {
+        if agent.runtime_kind != RuntimeKind::NativeSdk && !self.serves_cli(agent.runtime_kind) {
             return Err(EngineError::invalid(format!(
                 "runtime kind {} is not available on this runtime",
                 agent.runtime_kind

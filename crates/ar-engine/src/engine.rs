@@ -29,6 +29,8 @@ pub struct EngineDeps {
     pub clock: Arc<dyn Clock>,
     /// Present when run credentials can be sealed at rest.
     pub sealer: Option<Arc<Sealer>>,
+    /// Present when agent CLIs (codex, claude_code, opencode) can run here.
+    pub agent_cli: Option<Arc<dyn ar_core::agent_cli::AgentCli>>,
 }
 
 pub(crate) struct Inner {

@@ -10,6 +10,7 @@
 
 mod admission;
 mod agents;
+mod cli_loop;
 pub mod config;
 mod context;
 mod engine;

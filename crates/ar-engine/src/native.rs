@@ -71,7 +71,7 @@ type Answered = (
 );
 
 /// Why a route could not be built.
-enum RouteProblem {
+pub(crate) enum RouteProblem {
     Authentication(String),
     Other(String),
 }
@@ -151,6 +151,7 @@ impl Engine {
         };
         match run.runtime_kind {
             RuntimeKind::NativeSdk => self.native_loop(run, agent, handle).await,
+            kind if self.serves_cli(kind) => self.cli_loop(run, agent, handle).await,
             other => {
                 self.fail_run(
                     app_id,
@@ -365,7 +366,7 @@ impl Engine {
         }
     }
 
-    async fn route_for(&self, run: &Run) -> Result<ModelRoute, RouteProblem> {
+    pub(crate) async fn route_for(&self, run: &Run) -> Result<ModelRoute, RouteProblem> {
         if crate::studio_replay::is_scripted(run) {
             return Ok(crate::studio_replay::scripted_route(run));
         }

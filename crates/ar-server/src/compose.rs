@@ -315,6 +315,7 @@ impl Service {
                 context,
                 clock: Arc::new(SystemClock),
                 sealer,
+                agent_cli: None,
             },
             config,
         );

@@ -1,0 +1,610 @@
+//! The CLI loop: runs whose `runtime_kind` is `codex`, `claude_code` or `opencode` execute as
+//! turns of that agent CLI, started through the [`AgentCli`] port, with the CLI's stream turned
+//! into the service's events and records.
+//!
+//! How turns, pause and resume work for CLIs (the choice made here):
+//! - One turn is one CLI process, started in the run's workspace (the workspace lease's
+//!   `root_path` when the run has one, else a per-run directory the adapter picks) with the
+//!   run's model route handed to it. The process group dies with the turn.
+//! - The first turn's prompt is the agent's system prompt, the target and its context, then
+//!   the run's instructions. A later turn (after `pause_after_assistant`, a manual pause or a
+//!   crash) is a fresh process whose prompt carries the conversation so far (user and
+//!   assistant messages of earlier turns) followed by the new user message(s). No CLI process is
+//!   kept alive while a run is paused: a paused run costs no process, and every CLI (with or
+//!   without stdin turns) resumes the same way.
+//! - Pause requested while a turn runs takes effect at the turn boundary: the CLI finishes its
+//!   turn, its answer is recorded, and the run pauses (`manual`). Resume starts the next turn.
+//! - Cancel (`POST /cancel`) kills the process group at once; so does engine shutdown past its
+//!   grace period, leaving the run `running` at its turn-start checkpoint so the next owner
+//!   re-runs that turn.
+//! - Events: `assistant_message_started` / live `assistant_message_delta` /
+//!   `assistant_message_completed` per CLI message, `tool_call_started` / `tool_call_result` /
+//!   `tool_call_finished` per CLI tool call (with a tool-call row and a tool-result message),
+//!   `usage.checkpoint` (cumulative) when the turn ends, then `run.completed`, `run.paused` or
+//!   `run.failed`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ar_core::agent_cli::{CliEvent, CliOutcome, CliTurnRequest};
+use ar_core::event::kind;
+use ar_core::ids::{new_id, prefix};
+use ar_core::model::{ChatMessage, ChatRole, ModelRoute};
+use ar_core::records::message_type;
+use ar_core::store::{Checkpoint, RunChange};
+use ar_core::{Agent, JsonMap, PauseReason, Run, RunStatus, RuntimeKind, Usage};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use crate::engine::{Decide, Engine};
+use crate::error::EngineResult;
+use crate::model_route::{default_model, resolve_route};
+use crate::native::RouteProblem;
+use crate::owner::OwnerHandle;
+use crate::records::{
+    event, mark_completed, mark_failed, mark_paused, message, object, tool_call_record, usage_json,
+};
+use crate::transcript::LoopState;
+
+/// Longest tool output kept in events and rows.
+const MAX_TOOL_OUTPUT: usize = 16 * 1024;
+
+fn clip(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Tools that only read (their rows are recorded as non-mutating).
+fn reads_only(name: &str) -> bool {
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "read"
+            | "grep"
+            | "glob"
+            | "ls"
+            | "list"
+            | "view"
+            | "web_search"
+            | "websearch"
+            | "webfetch"
+            | "todoread"
+    )
+}
+
+/// The standing instructions of a CLI run: agent prompt, target and its context.
+fn preamble(agent: &Agent, run: &Run) -> String {
+    let mut text = agent.system_prompt.trim().to_string();
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!(
+        "Target: {} {}",
+        run.target.target_type, run.target.id
+    ));
+    if let Some(display) = &run.target.display {
+        if !display.title.is_empty() {
+            text.push_str(&format!(" ({})", display.title));
+        }
+    }
+    if !run.input.context_summary.is_empty() {
+        text.push_str("\n\nContext:\n");
+        text.push_str(&run.input.context_summary);
+    }
+    text
+}
+
+/// The prompt of the next turn: the preamble, earlier turns as context, then the new message(s).
+pub(crate) fn turn_prompt(transcript: &[ChatMessage]) -> String {
+    let split = transcript
+        .iter()
+        .rposition(|m| m.role != ChatRole::User)
+        .map(|index| index + 1)
+        .unwrap_or(0);
+    let mut out = String::new();
+    for m in transcript.iter().filter(|m| m.role == ChatRole::System) {
+        if !m.content.trim().is_empty() {
+            out.push_str(m.content.trim());
+            out.push_str("\n\n");
+        }
+    }
+    let history: Vec<&ChatMessage> = transcript[..split]
+        .iter()
+        .filter(|m| matches!(m.role, ChatRole::User | ChatRole::Assistant))
+        .collect();
+    if !history.is_empty() {
+        out.push_str("The conversation so far (earlier turns of this task):\n");
+        for m in history {
+            let who = if m.role == ChatRole::User {
+                "User"
+            } else {
+                "Assistant"
+            };
+            out.push_str(&format!("\n{who}: {}\n", m.content.trim()));
+        }
+        out.push_str("\nContinue from there. The user's new message:\n");
+    }
+    let new: Vec<&str> = transcript[split..]
+        .iter()
+        .map(|m| m.content.trim())
+        .filter(|c| !c.is_empty())
+        .collect();
+    out.push_str(&new.join("\n\n"));
+    out
+}
+
+/// Live bookkeeping of one turn.
+#[derive(Default)]
+struct TurnMarks {
+    /// The assistant message being streamed, and whether its start was committed.
+    open_message: Option<(String, bool)>,
+    /// The last assistant message id (tools hang off it).
+    last_message: String,
+    /// CLI tool ids → (service tool_call_id, started committed).
+    tools: HashMap<String, String>,
+    texts: Vec<String>,
+    usage: Usage,
+    workdir: String,
+}
+
+impl Engine {
+    /// Whether runs of this kind execute through an agent CLI here.
+    pub(crate) fn serves_cli(&self, kind: RuntimeKind) -> bool {
+        matches!(
+            kind,
+            RuntimeKind::Codex | RuntimeKind::ClaudeCode | RuntimeKind::OpenCode
+        ) && self
+            .deps()
+            .agent_cli
+            .as_ref()
+            .is_some_and(|cli| cli.serves(kind))
+    }
+
+    /// Commits `build` while the run is still running; false when it no longer is.
+    async fn cli_commit(
+        &self,
+        run: &mut Run,
+        mut build: impl FnMut(&mut Run, &mut RunChange),
+    ) -> EngineResult<bool> {
+        let app_id = run.app_id.clone();
+        let run_id = run.id.clone();
+        let (fresh, _, proceed) = self
+            .transact(&app_id, &run_id, Some(run.clone()), |current, change| {
+                if current.status != RunStatus::Running {
+                    return Ok(Decide::Skip(false));
+                }
+                build(current, change);
+                Ok(Decide::Commit(true))
+            })
+            .await?;
+        *run = fresh;
+        Ok(proceed && run.status == RunStatus::Running)
+    }
+
+    fn cli_checkpoint(&self, run: &Run, state: &LoopState) -> Checkpoint {
+        Checkpoint {
+            run_id: run.id.clone(),
+            step: state.step,
+            state: state.to_json(),
+            created_at: self.now(),
+        }
+    }
+
+    /// The model route handed to the CLI: the run's own, else the agent's provider defaults,
+    /// else none (the CLI keeps its own configuration).
+    async fn cli_route(
+        &self,
+        run: &Run,
+        agent: &Agent,
+    ) -> Result<Option<ModelRoute>, RouteProblem> {
+        if run.input.model.is_some() {
+            return self.route_for(run).await.map(Some);
+        }
+        let config = self.config();
+        let route = default_model(config, &agent.provider, &agent.model)
+            .ok()
+            .and_then(|model| resolve_route(config, &model, None).ok());
+        Ok(route)
+    }
+
+    fn cli_workdir(run: &Run) -> Option<String> {
+        let path = run
+            .workspace_lease
+            .as_ref()
+            .and_then(|lease| lease.get("root_path"))
+            .and_then(Value::as_str)?;
+        std::path::Path::new(path)
+            .is_absolute()
+            .then(|| path.to_string())
+    }
+
+    /// Executes one CLI turn of the run, then completes, pauses or fails it.
+    pub(crate) async fn cli_loop(
+        &self,
+        mut run: Run,
+        agent: Agent,
+        handle: &Arc<OwnerHandle>,
+    ) -> EngineResult<()> {
+        let Some(cli) = self.deps().agent_cli.clone() else {
+            self.fail_run(
+                &run.app_id,
+                &run.id,
+                &format!(
+                    "runtime kind {} is not available on this runtime",
+                    run.runtime_kind
+                ),
+            )
+            .await;
+            return Ok(());
+        };
+        let mut state = match self.deps().store.latest_checkpoint(&run.id).await? {
+            Some(checkpoint) => LoopState::from_json(&checkpoint.state).unwrap_or_else(|error| {
+                tracing::error!(run_id = %run.id, %error, "checkpoint unreadable; starting afresh");
+                LoopState::default()
+            }),
+            None => LoopState::default(),
+        };
+        if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
+            return Ok(());
+        }
+        if handle.pause_requested() || run.pause_requested {
+            let checkpoint = self.cli_checkpoint(&run, &state);
+            self.cli_commit(&mut run, |run, change| {
+                mark_paused(run, change, PauseReason::Manual, JsonMap::new());
+                change.checkpoint = Some(checkpoint.clone());
+            })
+            .await?;
+            return Ok(());
+        }
+        // The turn's input: the first instructions, or what resume queued.
+        state.flush_queued_messages();
+        if state.transcript.is_empty() {
+            state
+                .transcript
+                .push(ChatMessage::system(preamble(&agent, &run)));
+            let instructions = if run.input.instructions.is_empty() {
+                "Begin.".to_string()
+            } else {
+                run.input.instructions.clone()
+            };
+            state.transcript.push(ChatMessage::user(instructions));
+        } else if state.transcript.last().map(|m| m.role) != Some(ChatRole::User) {
+            state.transcript.push(ChatMessage::user("Continue."));
+        }
+        state.turn_steps = 0;
+        let route = match self.cli_route(&run, &agent).await {
+            Ok(route) => route,
+            Err(RouteProblem::Authentication(reason)) | Err(RouteProblem::Other(reason)) => {
+                let usage = state.usage;
+                self.cli_commit(&mut run, |run, change| {
+                    mark_failed(run, change, &reason, Some(&usage), self.now())
+                })
+                .await?;
+                return Ok(());
+            }
+        };
+        // Turn-start checkpoint: an owner taking over re-runs this turn.
+        let checkpoint = self.cli_checkpoint(&run, &state);
+        if !self
+            .cli_commit(&mut run, |_, change| {
+                change.checkpoint = Some(checkpoint.clone())
+            })
+            .await?
+        {
+            return Ok(());
+        }
+        let request = CliTurnRequest {
+            run_id: run.id.clone(),
+            kind: run.runtime_kind,
+            prompt: turn_prompt(&state.transcript),
+            workdir: Self::cli_workdir(&run),
+            route,
+            env: vec![
+                ("AGENT_RUNTIME_RUN_ID".to_string(), run.id.clone()),
+                ("AGENT_RUNTIME_APP_ID".to_string(), run.app_id.clone()),
+            ],
+        };
+        let turn = match cli.start_turn(request).await {
+            Ok(turn) => turn,
+            Err(error) => {
+                let usage = state.usage;
+                let reason = error.to_string();
+                self.cli_commit(&mut run, |run, change| {
+                    mark_failed(run, change, &reason, Some(&usage), self.now())
+                })
+                .await?;
+                return Ok(());
+            }
+        };
+        let control = turn.control.clone();
+        let mut events = turn.events;
+        let mut marks = TurnMarks::default();
+        let mut ended: Option<(CliOutcome, i32, String)> = None;
+        let mut killed = false;
+        loop {
+            let next = tokio::select! {
+                _ = handle.cancel.cancelled(), if !killed => {
+                    killed = true;
+                    control.cancel();
+                    continue;
+                }
+                next = events.next() => next,
+            };
+            let Some(cli_event) = next else { break };
+            if killed {
+                // Drain what the killed process still reported; nothing more is recorded.
+                continue;
+            }
+            if let CliEvent::Exited {
+                outcome,
+                exit_code,
+                error,
+            } = cli_event
+            {
+                ended = Some((outcome, exit_code, error));
+                continue;
+            }
+            if !self.cli_record(&mut run, &mut marks, cli_event).await? {
+                // The run stopped running (cancelled through the API, failed elsewhere).
+                killed = true;
+                control.cancel();
+            }
+        }
+        if killed || handle.cancel.is_cancelled() {
+            return Ok(());
+        }
+        self.cli_finish(run, state, marks, ended, handle).await
+    }
+
+    /// Records one CLI event; false when the run is no longer running.
+    async fn cli_record(
+        &self,
+        run: &mut Run,
+        marks: &mut TurnMarks,
+        cli_event: CliEvent,
+    ) -> EngineResult<bool> {
+        let now = self.now();
+        match cli_event {
+            CliEvent::Started { workdir } => {
+                marks.workdir = workdir.clone();
+                if run.metadata_value("workdir").and_then(Value::as_str) == Some(workdir.as_str()) {
+                    return Ok(true);
+                }
+                self.cli_commit(run, |run, _| run.set_metadata("workdir", json!(workdir)))
+                    .await
+            }
+            CliEvent::AssistantDelta { text } => {
+                if text.is_empty() {
+                    return Ok(true);
+                }
+                let (id, started) = marks
+                    .open_message
+                    .get_or_insert_with(|| (new_id(prefix::MESSAGE), false))
+                    .clone();
+                if !started {
+                    let draft = event(kind::ASSISTANT_MESSAGE_STARTED, json!({"message_id": id}));
+                    if !self
+                        .cli_commit(run, |_, change| change.events.push(draft.clone()))
+                        .await?
+                    {
+                        return Ok(false);
+                    }
+                    marks.open_message = Some((id.clone(), true));
+                }
+                self.publish_transient(
+                    run,
+                    kind::ASSISTANT_MESSAGE_DELTA,
+                    object(json!({"message_id": id, "text": text})),
+                );
+                Ok(true)
+            }
+            CliEvent::AssistantCompleted { text } => {
+                let (id, started) = marks
+                    .open_message
+                    .take()
+                    .unwrap_or_else(|| (new_id(prefix::MESSAGE), false));
+                if text.trim().is_empty() {
+                    return Ok(true);
+                }
+                marks.last_message = id.clone();
+                marks.texts.push(text.clone());
+                self.cli_commit(run, |run, change| {
+                    if !started {
+                        change.events.push(event(
+                            kind::ASSISTANT_MESSAGE_STARTED,
+                            json!({"message_id": id}),
+                        ));
+                    }
+                    change.events.push(event(
+                        kind::ASSISTANT_MESSAGE_COMPLETED,
+                        json!({"message_id": id, "content": text}),
+                    ));
+                    let mut row = message(run, "assistant", &text, message_type::MESSAGE, now);
+                    row.id = id.clone();
+                    row.runtime_message_id = id.clone();
+                    change.messages.push(row);
+                })
+                .await
+            }
+            CliEvent::ToolStarted { id, name, input: _ } => {
+                let call_id = new_id(prefix::TOOL_CALL);
+                marks.tools.insert(id, call_id.clone());
+                let parent = marks.last_message.clone();
+                self.cli_commit(run, |_, change| {
+                    change.events.push(event(
+                        kind::TOOL_CALL_STARTED,
+                        json!({"tool_call_id": call_id, "tool_name": name, "parent_message_id": parent}),
+                    ));
+                })
+                .await
+            }
+            CliEvent::ToolFinished {
+                id,
+                name,
+                input,
+                output,
+                is_error,
+            } => {
+                let known = marks.tools.remove(&id);
+                let started = known.is_some();
+                let call_id = known.unwrap_or_else(|| new_id(prefix::TOOL_CALL));
+                let parent = marks.last_message.clone();
+                let output = clip(&output, MAX_TOOL_OUTPUT);
+                let input_text = clip(&input.to_string(), MAX_TOOL_OUTPUT);
+                self.cli_commit(run, |run, change| {
+                    if !started {
+                        change.events.push(event(
+                            kind::TOOL_CALL_STARTED,
+                            json!({"tool_call_id": call_id, "tool_name": name, "parent_message_id": parent}),
+                        ));
+                    }
+                    let mut row =
+                        tool_call_record(run, &name, input.clone(), !reads_only(&name), false, now);
+                    row.id = call_id.clone();
+                    row.output = Some(json!({"content": output}));
+                    if is_error {
+                        row.error = output.clone();
+                    }
+                    change.tool_calls.push(row);
+                    let mut result = message(run, "tool", &output, message_type::TOOL_RESULT, now);
+                    result.runtime_message_id = call_id.clone();
+                    let result_id = result.id.clone();
+                    change.messages.push(result);
+                    change.events.push(event(
+                        kind::TOOL_CALL_RESULT,
+                        json!({"tool_call_id": call_id, "tool_name": name, "content": output, "result_message_id": result_id}),
+                    ));
+                    let mut finished = json!({
+                        "tool_call_id": call_id,
+                        "tool_name": name,
+                        "tool_input": input_text,
+                        "output_summary": clip(&output, 512),
+                        "duration_ms": 0,
+                    });
+                    if is_error {
+                        finished["error"] = json!(clip(&output, 2048));
+                    }
+                    change.events.push(event(kind::TOOL_CALL_FINISHED, finished));
+                })
+                .await
+            }
+            CliEvent::Usage(usage) => {
+                marks.usage.add(&usage);
+                Ok(true)
+            }
+            CliEvent::Diagnostic { text } => {
+                tracing::debug!(run_id = %run.id, line = %text, "agent CLI");
+                Ok(true)
+            }
+            CliEvent::Exited { .. } => Ok(true),
+        }
+    }
+
+    /// Ends the turn: transcript, usage, and the run's next state.
+    async fn cli_finish(
+        &self,
+        mut run: Run,
+        mut state: LoopState,
+        marks: TurnMarks,
+        ended: Option<(CliOutcome, i32, String)>,
+        handle: &Arc<OwnerHandle>,
+    ) -> EngineResult<()> {
+        let (outcome, exit_code, error) = ended.unwrap_or((
+            CliOutcome::Failed,
+            -1,
+            "the agent CLI ended without an exit status".to_string(),
+        ));
+        state.step += 1;
+        state.turn_steps += 1;
+        state.usage.add(&marks.usage);
+        let reply = marks.texts.join("\n\n");
+        if outcome == CliOutcome::Succeeded {
+            state
+                .transcript
+                .push(ChatMessage::assistant(reply.clone(), Vec::new()));
+        }
+        let checkpoint = self.cli_checkpoint(&run, &state);
+        let usage = state.usage;
+        let pause_now = handle.pause_requested();
+        let failure = match outcome {
+            CliOutcome::Succeeded => None,
+            CliOutcome::Failed if error.is_empty() => {
+                Some(format!("the agent CLI failed with exit code {exit_code}"))
+            }
+            CliOutcome::Failed => Some(error),
+            CliOutcome::Cancelled => Some("the agent CLI was stopped".to_string()),
+        };
+        let now = self.now();
+        self.cli_commit(&mut run, |run, change| {
+            change.checkpoint = Some(checkpoint.clone());
+            if !usage.is_zero() {
+                change.events.push(event(
+                    kind::USAGE_CHECKPOINT,
+                    json!({"usage": usage_json(&usage), "usage_semantic": "cumulative"}),
+                ));
+            }
+            if let Some(reason) = &failure {
+                mark_failed(run, change, reason, Some(&usage), now);
+                return;
+            }
+            if !reply.is_empty() {
+                run.output_summary
+                    .insert("last_message".into(), json!(clip(&reply, 4096)));
+            }
+            if pause_now || run.pause_requested {
+                mark_paused(run, change, PauseReason::Manual, JsonMap::new());
+            } else if run.input.turn_policy.pauses_after_assistant() {
+                run.output_summary
+                    .insert("usage".into(), usage_json(&usage));
+                mark_paused(
+                    run,
+                    change,
+                    PauseReason::AwaitingUserMessage,
+                    JsonMap::new(),
+                );
+            } else {
+                mark_completed(run, change, Some(&usage), None, now);
+            }
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_turn_prompt_is_preamble_and_instructions() {
+        let transcript = vec![
+            ChatMessage::system("Be brief.\n\nTarget: ticket T-1"),
+            ChatMessage::user("fix it"),
+        ];
+        assert_eq!(
+            turn_prompt(&transcript),
+            "Be brief.\n\nTarget: ticket T-1\n\nfix it"
+        );
+    }
+
+    #[test]
+    fn later_turns_carry_the_conversation() {
+        let transcript = vec![
+            ChatMessage::system("Target: ticket T-1"),
+            ChatMessage::user("first"),
+            ChatMessage::assistant("answer one", Vec::new()),
+            ChatMessage::user("second"),
+            ChatMessage::user("and third"),
+        ];
+        let prompt = turn_prompt(&transcript);
+        assert!(prompt.starts_with("Target: ticket T-1\n\nThe conversation so far"));
+        assert!(prompt.contains("\nUser: first\n"));
+        assert!(prompt.contains("\nAssistant: answer one\n"));
+        assert!(prompt.ends_with("The user's new message:\nsecond\n\nand third"));
+    }
+}
