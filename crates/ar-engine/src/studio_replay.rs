@@ -349,6 +349,84 @@ mod tests {
         assert_ne!(request_key(&a, &tools), request_key(&c, &tools));
     }
 
+    fn gate(side_effects: &str, park_on: &[&str]) -> StudioGate {
+        StudioGate {
+            policy: StudioPolicy {
+                side_effects: side_effects.to_string(),
+                park_on: park_on.iter().map(|t| t.to_string()).collect(),
+                allow: vec!["pay".to_string()],
+                ..StudioPolicy::default()
+            },
+            recorded: vec![
+                RecordedCall {
+                    tool: "pay".into(),
+                    args: canonical_args(r#"{"x":1}"#),
+                    content: "paid-1".into(),
+                },
+                RecordedCall {
+                    tool: "pay".into(),
+                    args: canonical_args(r#"{"x":1}"#),
+                    content: "paid-2".into(),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_gate_substitutes_in_recorded_order_and_parks_the_rest() {
+        let pay = ToolDefinition {
+            name: "pay".into(),
+            description: String::new(),
+            category: String::new(),
+            input_schema: json!({}),
+            mutating: true,
+            risk_level: None,
+            supported_target_types: vec![],
+        };
+        let read = ToolDefinition {
+            name: "read".into(),
+            mutating: false,
+            ..pay.clone()
+        };
+        let call = |id: &str, args: &str| ModelToolCall {
+            id: id.into(),
+            name: "pay".into(),
+            arguments: args.into(),
+        };
+        let calls = vec![
+            call("c1", r#"{"x": 1}"#),
+            call("c2", r#"{"x":1}"#),
+            call("c3", r#"{"x":1}"#),
+        ];
+        let transcript = vec![ChatMessage::assistant(String::new(), calls.clone())];
+        let g = gate("substitute", &[]);
+        assert_eq!(
+            g.intercept(&pay, &calls[0], &transcript),
+            Some(Intercept::Substitute("paid-1".into()))
+        );
+        assert_eq!(
+            g.intercept(&pay, &calls[1], &transcript),
+            Some(Intercept::Substitute("paid-2".into()))
+        );
+        assert_eq!(
+            g.intercept(&pay, &calls[2], &transcript),
+            Some(Intercept::Park { why: "side_effect" })
+        );
+        assert_eq!(g.intercept(&read, &calls[0], &transcript), None);
+        assert_eq!(
+            gate("substitute", &["pay"]).intercept(&pay, &calls[0], &transcript),
+            Some(Intercept::Park { why: "breakpoint" })
+        );
+        assert_eq!(
+            gate("park", &[]).intercept(&pay, &calls[0], &transcript),
+            Some(Intercept::Park { why: "side_effect" })
+        );
+        assert_eq!(
+            gate("allow", &[]).intercept(&pay, &calls[0], &transcript),
+            None
+        );
+    }
+
     #[test]
     fn miss_text_names_step_and_components() {
         assert_eq!(

@@ -21,6 +21,8 @@ use crate::studio_runtime::StudioRuntime;
 
 /// How often the registration is compared with the store's agents and re-sent when it changed.
 const REGISTRATION_REFRESH: Duration = Duration::from_secs(1);
+/// The longest wait between attempts of the link to the embedded studio.
+const EMBEDDED_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// The studio inside the service and this service's runtime side.
 pub struct EmbeddedStudio {
@@ -101,9 +103,14 @@ impl EmbeddedStudio {
         }
         let handler: Arc<dyn CommandHandler> = self.runtime.clone();
         let mut links = Vec::new();
-        for (url, token) in &targets {
+        for (i, (url, token)) in targets.iter().enumerate() {
             let mut config = LinkConfig::new(url.clone());
             config.token = token.clone();
+            if i == 0 {
+                // The own studio is in this process: retry fast (a registration without
+                // agents is refused until the first agent exists).
+                config.backoff_max = EMBEDDED_BACKOFF_MAX;
+            }
             match LinkClient::start(config, handler.clone()) {
                 Ok(link) => links.push(link),
                 Err(error) => tracing::error!(%error, url, "studio link did not start"),

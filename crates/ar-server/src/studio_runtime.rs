@@ -8,13 +8,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ar_config::app::AppConfig;
 use ar_core::ids::{new_id, prefix};
 use ar_core::store::Store;
 use ar_core::tool::ToolDefinition;
-use ar_core::{Agent, ApprovalMode, Run, RunStatus};
+use ar_core::{Agent, ApprovalMode, Run, RunStatus, RuntimeKind};
 use ar_engine::{
     Engine, StartRun, StudioDecision, StudioPolicy, StudioRunError, StudioRunSpec, TranscriptEdit,
 };
@@ -28,6 +28,9 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+/// How long a prepared run waits for its command to execute.
+const PREPARED_TTL: Duration = Duration::from_secs(600);
+
 /// How often a studio command's run is looked at while it executes.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -39,8 +42,10 @@ pub struct StudioRuntime {
     runtime_id: String,
     budget: Mutex<Budget>,
     breakpoints: Mutex<Vec<String>>,
-    /// Runs prepared at admission, started when the command executes (by command id).
-    prepared: Mutex<HashMap<String, (String, StartRun)>>,
+    /// Runs prepared at admission, started when the command executes (by command id). A
+    /// command refused after admission (budget, a lost ack) leaves its entry behind until it
+    /// expires.
+    prepared: Mutex<HashMap<String, (Instant, String, StartRun)>>,
     /// The app of every run this runtime started.
     started: Mutex<HashMap<String, String>>,
     /// Decisions on one run are taken one at a time.
@@ -183,7 +188,12 @@ impl StudioRuntime {
         let mut agents = Vec::new();
         for app_id in self.apps.apps.keys() {
             match self.store.list_agents(app_id).await {
-                Ok(list) => agents.extend(list.iter().map(|a| self.agent_registration(a))),
+                // Forks, scripted replay and the side-effect gate live in the native loop.
+                Ok(list) => agents.extend(
+                    list.iter()
+                        .filter(|a| a.runtime_kind == RuntimeKind::NativeSdk)
+                        .map(|a| self.agent_registration(a)),
+                ),
                 Err(error) => tracing::warn!(%error, app_id, "studio: could not list agents"),
             }
         }
@@ -329,9 +339,9 @@ impl StudioRuntime {
         }
         let app_id = spec.app_id.clone();
         let start = self.engine.prepare_studio_run(spec).await.map_err(reject)?;
-        self.prepared
-            .lock()
-            .insert(cmd.command_id.clone(), (app_id, start));
+        let mut prepared = self.prepared.lock();
+        prepared.retain(|_, (at, _, _)| at.elapsed() < PREPARED_TTL);
+        prepared.insert(cmd.command_id.clone(), (Instant::now(), app_id, start));
         Ok(Admission { run_id })
     }
 
@@ -373,7 +383,7 @@ impl StudioRuntime {
         admission: Admission,
         cancel: CancellationToken,
     ) -> Outcome {
-        let Some((app_id, start)) = self.prepared.lock().remove(&cmd.command_id) else {
+        let Some((_, app_id, start)) = self.prepared.lock().remove(&cmd.command_id) else {
             return Outcome::failed("the command was not admitted here");
         };
         let run_id = admission.run_id.clone();
@@ -401,6 +411,8 @@ impl StudioRuntime {
                 Err(error) => tracing::debug!(%error, run_id, "studio: run watch read failed"),
             }
         };
+        // Later decisions and steers on a finished run find its app through the store.
+        self.started.lock().remove(&run_id);
         outcome_of(&run)
     }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
+use ar_test_support::mock_provider::{MockProvider, Reply, ToolCall, Usage};
 use serde_json::{json, Value};
 
 use crate::harness::*;
@@ -25,7 +25,8 @@ async fn studio_server(mock: &MockProvider) -> (TestServer, tempfile::TempDir) {
 
 /// Waits until the service's runtime is registered with `agent`; returns the runtime id.
 async fn runtime_with(server: &TestServer, agent: &str) -> String {
-    for _ in 0..200 {
+    let started = std::time::Instant::now();
+    for _ in 0..400 {
         let (status, body) = server.get("/api/runtimes").await;
         assert_eq!(status, 200, "{body}");
         for rt in body["runtimes"].as_array().cloned().unwrap_or_default() {
@@ -33,6 +34,7 @@ async fn runtime_with(server: &TestServer, agent: &str) -> String {
                 .as_array()
                 .is_some_and(|a| a.iter().any(|x| x["name"] == agent));
             if has && rt["connected"] == true {
+                eprintln!("runtime registered after {:?}", started.elapsed());
                 return rt["id"].as_str().unwrap_or_default().to_string();
             }
         }
@@ -60,6 +62,20 @@ async fn enqueue(server: &TestServer, body: Value) -> Value {
     let (status, answer) = server.post("/api/playground/runs", body).await;
     assert_eq!(status, 202, "{answer}");
     answer
+}
+
+/// Waits for a studio run to reach one of `statuses` (it may not exist yet right after the
+/// accepted ack: its id is minted at admission, the run starts when the command executes).
+async fn wait_run(server: &TestServer, run_id: &str, statuses: &[&str]) -> Value {
+    for _ in 0..400 {
+        let (status, run) = server.get(&format!("/v1/runs/{run_id}?app_id={APP}")).await;
+        if status == 200 {
+            return server.wait_status(run_id, statuses).await;
+        }
+        assert_eq!(status, 404, "{run}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("run {run_id} never appeared");
 }
 
 async fn run_view(server: &TestServer, run_id: &str) -> Value {
@@ -101,7 +117,7 @@ async fn the_service_runs_studio_commands_end_to_end() {
     let accepted = command_until(&server, &cmd_id, &["accepted"]).await;
     let run_id = accepted["run_id"].as_str().unwrap().to_string();
     assert!(run_id.starts_with("run_"), "{accepted}");
-    server.wait_status(&run_id, &["paused"]).await;
+    wait_run(&server, &run_id, &["paused"]).await;
     let view = run_view(&server, &run_id).await;
     let call_id = view["pending"][0]["call"]["id"]
         .as_str()
@@ -367,4 +383,235 @@ async fn the_console_is_served_offline() {
         .expect("runs");
     assert_eq!(with_query.status(), 200);
     server.stop().await;
+}
+
+#[tokio::test]
+async fn deny_resolve_and_cancel_parked_calls() {
+    let mock = MockProvider::start().await;
+    let (server, _dir) = studio_server(&mock).await;
+    server
+        .agent("helper", json!({"allowed_tools": ["get_context"]}))
+        .await;
+    let runtime = runtime_with(&server, AGENT).await;
+    let (status, _) = server
+        .put(
+            &format!("/api/runtimes/{runtime}/breakpoints"),
+            json!({"tools": ["get_context"]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    mock.push(Reply::tool_calls([
+        ToolCall::new("get_context", r#"{"a":1}"#),
+        ToolCall::new("get_context", r#"{"b":2}"#),
+    ]));
+    mock.push(Reply::text("decided"));
+    let cmd = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT, "input": "Two lookups."}),
+    )
+    .await;
+    let accepted = command_until(&server, cmd["command_id"].as_str().unwrap(), &["accepted"]).await;
+    let run_id = accepted["run_id"].as_str().unwrap().to_string();
+    wait_run(&server, &run_id, &["paused"]).await;
+    let view = run_view(&server, &run_id).await;
+    let first = view["pending"][0]["call"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second = view["pending"][1]["call"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Deny the first: the run stays parked until every call has a decision.
+    let (status, denied) = server
+        .post(
+            &format!("/api/runs/{run_id}/approvals"),
+            json!({"call_id": first, "decision": "deny", "reason": "NOT THIS ONE"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{denied}");
+    let done = command_until(
+        &server,
+        denied["command_id"].as_str().unwrap(),
+        &["finished"],
+    )
+    .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(server.run(&run_id).await["status"], "paused");
+    assert_eq!(mock.model_requests().len(), 1);
+
+    // Resolve the second with content: the run resumes once and both answers reach the model.
+    let (status, resolved) = server
+        .post(
+            &format!("/api/runs/{run_id}/approvals"),
+            json!({"call_id": second, "decision": "resolve", "content": "RESOLVED CONTENT"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{resolved}");
+    let run = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let sent = mock.model_requests()[1].body.to_string();
+    assert!(sent.contains("NOT THIS ONE"), "{sent}");
+    assert!(sent.contains("RESOLVED CONTENT"), "{sent}");
+    let calls = server.list(&run_id, "tool-calls").await;
+    assert!(
+        calls.iter().all(|c| c["output"].is_null()),
+        "no handler ran: {calls:?}"
+    );
+
+    // Cancel a parked run through the studio: its command finishes failed.
+    mock.push(Reply::tool_call("get_context", "{}"));
+    let cmd = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT, "input": "Wait for me."}),
+    )
+    .await;
+    let cmd_id = cmd["command_id"].as_str().unwrap().to_string();
+    let accepted = command_until(&server, &cmd_id, &["accepted"]).await;
+    let run_id = accepted["run_id"].as_str().unwrap().to_string();
+    wait_run(&server, &run_id, &["paused"]).await;
+    let (status, body) = server
+        .post(&format!("/api/runs/{run_id}/cancel"), json!({}))
+        .await;
+    assert!(status == 200 || status == 202, "{status} {body}");
+    server.wait_status(&run_id, &["cancelled"]).await;
+    let finished = command_until(&server, &cmd_id, &["finished"]).await;
+    assert_eq!(finished["status"], "failed", "{finished}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn steering_a_running_run_lands_after_the_tool_results() {
+    let mock = MockProvider::start().await;
+    let (server, _dir) = studio_server(&mock).await;
+    server
+        .agent("helper", json!({"allowed_tools": ["get_context"]}))
+        .await;
+    let runtime = runtime_with(&server, AGENT).await;
+    mock.push(Reply::tool_call("get_context", "{}").delay(Duration::from_millis(800)));
+    mock.push(Reply::text("steered"));
+    let cmd = enqueue(
+        &server,
+        json!({"runtime_id": runtime, "agent": AGENT, "input": "Go."}),
+    )
+    .await;
+    let accepted = command_until(&server, cmd["command_id"].as_str().unwrap(), &["accepted"]).await;
+    let run_id = accepted["run_id"].as_str().unwrap().to_string();
+    wait_run(&server, &run_id, &["running"]).await;
+    let (status, body) = server
+        .post(
+            &format!("/api/runs/{run_id}/steer"),
+            json!({"message": "STEER WHILE RUNNING"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let run = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let first = mock.model_requests()[0].body.to_string();
+    assert!(!first.contains("STEER WHILE RUNNING"));
+    let second = mock.model_requests()[1].body.to_string();
+    let result_at = second.find("function_call_output").expect("tool result");
+    let steer_at = second.find("STEER WHILE RUNNING").expect("steer");
+    assert!(steer_at > result_at, "{second}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn experiment_budgets_are_reserved_at_admission() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dsn = dir.path().join("runtime.db").display().to_string();
+    let mut env = env_for(&mock, &dsn);
+    env.insert("OPENAI_API_KEY".into(), "sk-studio-test".into());
+    env.insert("OPENAI_BASE_URL".into(), mock.base_url());
+    env.insert("AGENT_RUNTIME_NATIVE_PROVIDER".into(), "openai".into());
+    let settings = ar_config::ServiceSettings::from_env(|name| env.get(name).cloned())
+        .unwrap_or_else(|d| panic!("settings: {d:?}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let service = ar_server::Service::build(settings, addr)
+        .await
+        .expect("build");
+    service.studio.runtime.set_budget(0, 1);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let url = |p: &str| format!("http://{addr}{p}");
+    let put = http
+        .put(url("/v1/agents/helper?app_id=host_app"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"app_id": "host_app", "name": "helper", "allowed_tools": ["get_context"]}))
+        .send()
+        .await
+        .expect("agent");
+    assert!(put.status().is_success());
+    let mut runtime = String::new();
+    for _ in 0..200 {
+        let body: Value = http
+            .get(url("/api/runtimes"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("runtimes")
+            .json()
+            .await
+            .unwrap_or_default();
+        if let Some(rt) = body["runtimes"].as_array().and_then(|r| r.first()) {
+            if rt["connected"] == true && rt["agents"].as_array().is_some_and(|a| !a.is_empty()) {
+                runtime = rt["id"].as_str().unwrap_or_default().to_string();
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!runtime.is_empty(), "runtime registered");
+    mock.set_fallback(Some(Reply::text("fine")));
+    let mut states = Vec::new();
+    for _ in 0..2 {
+        let answer: Value = http
+            .post(url("/api/playground/runs"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"runtime_id": runtime, "agent": AGENT, "input": "x", "experiment_id": "exp-1"}))
+            .send()
+            .await
+            .expect("enqueue")
+            .json()
+            .await
+            .unwrap_or_default();
+        let id = answer["command_id"]
+            .as_str()
+            .expect("command id")
+            .to_string();
+        let mut last = Value::Null;
+        for _ in 0..400 {
+            last = http
+                .get(url(&format!("/api/playground/commands/{id}")))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .expect("status")
+                .json()
+                .await
+                .unwrap_or_default();
+            if matches!(last["state"].as_str(), Some("finished" | "rejected")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        states.push(last);
+    }
+    assert_eq!(states[0]["state"], "finished", "{:?}", states[0]);
+    assert_eq!(states[1]["state"], "rejected", "{:?}", states[1]);
+    assert_eq!(
+        states[1]["reason"]["kind"], "budget_exceeded",
+        "{:?}",
+        states[1]
+    );
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
 }
