@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ar_test_support::mock_provider::{MockProvider, Reply};
+use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -251,4 +251,77 @@ async fn a_run_started_right_after_startup_is_delivered() {
         .await;
     }
     receiver_task.abort();
+}
+
+/// Concurrent five-step runs against a callback without a type filter: every persisted event
+/// of every run arrives, each run's events in sequence order. `base` picks the store.
+pub async fn concurrent_runs_deliver_every_event(
+    base: &BTreeMap<String, String>,
+    mock: &MockProvider,
+) {
+    const RUNS: usize = 8;
+    mock.auto(AutoScript::five_step("get_context"));
+    let receiver = Arc::new(Receiver::default());
+    receiver.healthy.store(true, Ordering::SeqCst);
+    let (url, receiver_task) = start_receiver(receiver.clone()).await;
+    let mut env = base.clone();
+    let callbacks = json!({"event_callbacks": [{"url": url, "token": CALLBACK_TOKEN}]});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(mock, callbacks).to_string(),
+    );
+    let server = Server::start(&env).await;
+    let agent = server.create_agent("busy", &["get_context"]).await;
+    let agent_id = agent["id"].as_str().expect("agent id");
+    let starts = (0..RUNS).map(|_| server.start_run(mock, agent_id, json!({})));
+    let run_ids: Vec<String> = futures::future::join_all(starts)
+        .await
+        .iter()
+        .map(|run| run["id"].as_str().expect("run id").to_string())
+        .collect();
+    let mut expected = BTreeSet::new();
+    for run_id in &run_ids {
+        let done = server.wait_status(run_id, &["completed", "failed"]).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        let events = server.events(run_id).await;
+        assert_contiguous(&events);
+        expected.extend(
+            events
+                .iter()
+                .filter_map(|e| e["event_id"].as_str().map(str::to_string)),
+        );
+    }
+    wait_for("every event of every run delivered", WAIT, || async {
+        let delivered = receiver.delivered_ids();
+        expected
+            .iter()
+            .all(|id| delivered.contains(id))
+            .then_some(())
+    })
+    .await;
+    let deliveries = receiver.deliveries();
+    for run_id in &run_ids {
+        let mut order: Vec<i64> = Vec::new();
+        for delivery in &deliveries {
+            if delivery.body["run_id"] == run_id.as_str() {
+                let sequence = delivery.body["sequence_no"].as_i64().expect("sequence_no");
+                if !order.contains(&sequence) {
+                    order.push(sequence);
+                }
+            }
+        }
+        assert_eq!(
+            order,
+            (1..=order.len() as i64).collect::<Vec<_>>(),
+            "run {run_id}: callbacks in log order"
+        );
+    }
+    receiver_task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_deliver_every_event_on_sqlite() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    concurrent_runs_deliver_every_event(&sqlite_env(dir.path(), &mock), &mock).await;
 }

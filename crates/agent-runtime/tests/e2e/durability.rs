@@ -244,7 +244,7 @@ async fn sigterm_abandons_a_step_that_misses_the_grace_period_without_half_writi
     // This model call never ends: shutdown waits out its grace period, then abandons the step.
     mock.push(Reply::hang());
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut env = sqlite_env(dir.path(), &mock);
+    let env = sqlite_env(dir.path(), &mock);
     let dsn = dir.path().join("data").join("runtime.db");
 
     let mut first = Server::start(&env).await;

@@ -90,8 +90,8 @@ async fn without_a_token_a_development_token_is_generated_and_kept_beside_the_da
     );
     assert_only_token_works(&server, &token).await;
 
-    // A restart reuses the same token.
-    server.process.terminate();
+    // Ctrl-C stops it cleanly; a restart reuses the same token.
+    server.process.interrupt();
     assert!(server.process.wait_exit(WAIT).await.success());
     let again = Server::start(&env).await;
     assert_eq!(printed_token(&again.process.stderr()), token);

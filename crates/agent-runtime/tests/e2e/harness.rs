@@ -195,6 +195,12 @@ impl ChildGuard {
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("send SIGTERM");
     }
 
+    /// Sends SIGINT (Ctrl-C; also a graceful shutdown).
+    pub fn interrupt(&self) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("child pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("send SIGINT");
+    }
+
     /// Sends SIGKILL and reaps the child.
     pub fn kill_hard(&mut self) -> ExitStatus {
         if let Some(status) = self.try_status() {

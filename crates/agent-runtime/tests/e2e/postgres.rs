@@ -138,3 +138,14 @@ async fn a_standby_replica_on_postgres_takes_over_a_dead_owners_run() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_deliver_every_event_on_postgres() {
+    on_fresh_database("callbacks_on_postgres", |database_url| async move {
+        let mock = MockProvider::start().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = postgres_env(dir.path(), &mock, &database_url);
+        crate::callbacks::concurrent_runs_deliver_every_event(&env, &mock).await;
+    })
+    .await;
+}
