@@ -292,6 +292,16 @@ impl Service {
             ar_tools::ContextRouter::from_app_config(&settings.app_config)
                 .context("context endpoints")?,
         );
+        // Agent CLIs found on PATH run `codex`, `claude_code` and `opencode` agents.
+        let cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
+        let cli_kinds = cli_config.kinds();
+        let agent_cli: Option<Arc<dyn ar_core::agent_cli::AgentCli>> = if cli_kinds.is_empty() {
+            None
+        } else {
+            Some(Arc::new(crate::agent_cli::DispatchAgentCli::new(
+                cli_config,
+            )))
+        };
         let config = EngineConfig {
             instance_id,
             lease_ttl: settings.lease_ttl,
@@ -315,12 +325,14 @@ impl Service {
                 context,
                 clock: Arc::new(SystemClock),
                 sealer,
-                agent_cli: None,
+                agent_cli,
             },
             config,
         );
         let facts = RuntimeFacts {
-            runtime_kinds: vec!["native_sdk".to_string()],
+            runtime_kinds: std::iter::once("native_sdk".to_string())
+                .chain(cli_kinds.iter().map(|kind| kind.as_str().to_string()))
+                .collect(),
             providers,
             store_driver: settings.store.driver().to_string(),
             store_in_memory: matches!(settings.store, StoreSettings::Memory),
@@ -346,7 +358,7 @@ impl Service {
             store.clone(),
             apps.clone(),
             service_token.clone(),
-            settings.studio.url.as_ref().map(|u| u.to_string()),
+            &settings.studio,
         );
         let background = CancellationToken::new();
         start_callbacks(&apps, store, bus, &background);

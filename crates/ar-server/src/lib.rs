@@ -4,6 +4,7 @@
 //! `run(settings, listener, shutdown)` is the whole service; the binary only parses the command
 //! line and calls it. Tests bind `127.0.0.1:0` and drive the same function.
 
+pub mod agent_cli;
 pub mod auth;
 pub mod compose;
 pub mod convert;

@@ -37,6 +37,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-tools",
                 "ar-engine",
                 "ar-dispatch",
+                "ar-process",
                 "ar-studio",
             ][..],
         ),

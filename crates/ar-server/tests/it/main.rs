@@ -5,6 +5,7 @@ mod harness;
 
 mod admission;
 mod bad_input;
+mod cli_agents;
 mod events;
 mod lifecycle;
 mod native_loop;

@@ -1,0 +1,385 @@
+//! Runs of agents with `runtime_kind` codex, claude_code and opencode through the HTTP API: the
+//! real CLIs, pointed by the service at the mock model provider (the run's model route).
+//!
+//! A missing CLI skips the test loudly; under `CI=true` it fails instead.
+
+use std::time::Duration;
+
+use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+/// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
+fn require_cli(program: &str) -> bool {
+    if ar_process::find_program(program, None).is_some() {
+        return true;
+    }
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("the {program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
+    }
+    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
+    false
+}
+
+/// Polls until the run reaches one of `statuses` (bounded: 120 s; CLIs start slowly).
+async fn wait_for(server: &TestServer, run_id: &str, statuses: &[&str]) -> Value {
+    for _ in 0..1200 {
+        let run = server.run(run_id).await;
+        if statuses.contains(&run["status"].as_str().unwrap_or_default()) {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "run {run_id} never reached {statuses:?}: {}",
+        server.run(run_id).await
+    );
+}
+
+async fn cli_agent(server: &TestServer, id: &str, kind: &str) -> String {
+    server
+        .agent(
+            id,
+            json!({"runtime_kind": kind, "system_prompt": "You are terse."}),
+        )
+        .await
+}
+
+/// Starts a run on the mock endpoint with the given model name.
+async fn start(
+    server: &TestServer,
+    mock: &MockProvider,
+    agent: &str,
+    model: &str,
+    instructions: &str,
+) -> String {
+    let run = server
+        .start_run(
+            mock,
+            agent,
+            json!({
+                "instructions": instructions,
+                "model": {"provider": "openai_compatible", "model": model,
+                          "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key"}},
+            }),
+        )
+        .await;
+    run["id"].as_str().expect("run id").to_string()
+}
+
+fn contents(events: &[Value], kind: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| event["type"] == kind)
+        .map(|event| {
+            event["data"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn capabilities_list_installed_cli_kinds() {
+    let mock = MockProvider::start().await;
+    let server = TestServer::start(&mock).await;
+    let (status, caps) = server.get("/v1/capabilities").await;
+    assert_eq!(status, 200, "{caps}");
+    let kinds: Vec<String> = caps["runtime_kinds"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|k| k.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(kinds.contains(&"native_sdk".to_string()), "{caps}");
+    for (program, kind) in [
+        ("codex", "codex"),
+        ("claude", "claude_code"),
+        ("opencode", "opencode"),
+    ] {
+        let found = ar_process::find_program(program, None).is_some();
+        assert_eq!(
+            kinds.contains(&kind.to_string()),
+            found,
+            "{kind}: {kinds:?}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn codex_run_answers_and_lands_in_the_store() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(
+        Reply::text("Hello from codex").usage(Usage::new(11, 4)),
+    ));
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "coder", "codex").await;
+    let run_id = start(&server, &mock, &agent, "mock-model", "say hello").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    assert_contiguous(&events);
+    let types = event_types(&events);
+    assert_eq!(types.first().map(String::as_str), Some("run.queued"));
+    assert_eq!(types.get(1).map(String::as_str), Some("run.started"));
+    assert_eq!(types.last().map(String::as_str), Some("run.completed"));
+    assert!(
+        types.contains(&"assistant_message_started".to_string()),
+        "{types:?}"
+    );
+    assert!(types.contains(&"usage.checkpoint".to_string()), "{types:?}");
+    assert_eq!(
+        contents(&events, "assistant_message_completed"),
+        vec!["Hello from codex"]
+    );
+    assert!(
+        done["output_summary"]["usage"]["input_tokens"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 11,
+        "{done}"
+    );
+    assert!(
+        done["output_summary"]["usage"]["output_tokens"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 4,
+        "{done}"
+    );
+    let messages = server.list(&run_id, "messages").await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == "Hello from codex"),
+        "{messages:?}"
+    );
+    // The run's route reached codex: the model, the key, the Responses API, the prompt.
+    let requests = mock.model_requests();
+    assert!(!requests.is_empty());
+    let first = &requests[0];
+    assert_eq!(first.path, "/v1/responses");
+    assert_eq!(first.header("authorization"), Some("Bearer sk-test-secret"));
+    assert_eq!(first.body["model"], "mock-model");
+    assert!(first.body.to_string().contains("say hello"));
+    // The per-run workspace under the runtime's data dir.
+    let workdir = done["input"]["metadata"]["workdir"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(workdir.ends_with(&run_id), "{done}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn codex_runs_the_models_shell_command_in_the_run_workdir() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.respond_with(|conv| {
+        if conv.tool_results_in_turn() > 0 {
+            return Some(Reply::text("created the file").usage(Usage::new(20, 5)));
+        }
+        if conv.tool_names().iter().any(|n| n == "exec_command") {
+            Some(Reply::tool_call(
+                "exec_command",
+                r#"{"cmd":"echo made-by-codex > made.txt"}"#,
+            ))
+        } else {
+            Some(Reply::codex_shell("echo made-by-codex > made.txt"))
+        }
+    });
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "shell-coder", "codex").await;
+    let run_id = start(&server, &mock, &agent, "mock-model", "make a file").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    let workdir = done["input"]["metadata"]["workdir"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let made = std::fs::read_to_string(std::path::Path::new(&workdir).join("made.txt"))
+        .unwrap_or_default();
+    assert_eq!(
+        made.trim(),
+        "made-by-codex",
+        "workdir {workdir}: {events:?}"
+    );
+    let types = event_types(&events);
+    for kind in [
+        "tool_call_started",
+        "tool_call_result",
+        "tool_call_finished",
+    ] {
+        assert!(
+            types.contains(&kind.to_string()),
+            "{kind} missing: {types:?}"
+        );
+    }
+    let calls = server.list(&run_id, "tool-calls").await;
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["input"].to_string().contains("made.txt") && c["mutating"] == true),
+        "{calls:?}"
+    );
+    assert_eq!(
+        contents(&events, "assistant_message_completed")
+            .last()
+            .map(String::as_str),
+        Some("created the file")
+    );
+    server.stop().await;
+}
+
+/// Pid of a process-group leader whose command line contains `needle` (bounded wait).
+async fn find_leader(needle: &str) -> Option<i32> {
+    for _ in 0..1000 {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(needle) && pid != std::process::id() as i32 {
+                    found.push(pid);
+                }
+            }
+        }
+        if let Some(leader) = found.iter().copied().find(|p| pgid_of(*p) == Some(*p)) {
+            return Some(leader);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+fn pgid_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancel_kills_the_cli_process_group() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(Reply::hang()));
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "hanger", "codex").await;
+    let marker = format!("service-cancel-marker-{}", std::process::id());
+    let run_id = start(&server, &mock, &agent, "mock-model", &marker).await;
+    let pgid = find_leader(&marker).await.expect("codex process running");
+    for _ in 0..1000 {
+        if mock.active_streams() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(mock.active_streams() > 0, "codex never reached the model");
+    assert!(!ar_process::group_members(pgid).is_empty());
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/cancel?app_id={APP}"),
+            json!({"app_id": APP}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let done = wait_for(&server, &run_id, &["cancelled"]).await;
+    assert_eq!(done["status"], "cancelled");
+    let mut gone = false;
+    for _ in 0..500 {
+        if ar_process::group_members(pgid).is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        gone,
+        "processes survived: {:?}",
+        ar_process::group_members(pgid)
+    );
+    let types = event_types(&server.events(&run_id).await);
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run.cancelled"),
+        "{types:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claude_code_run_answers() {
+    if !require_cli("claude") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(
+        Reply::text("Hello from claude").usage(Usage::new(9, 3)),
+    ));
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "claude", "claude_code").await;
+    let run_id = start(&server, &mock, &agent, "claude-sonnet-4-5", "say hello").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    assert!(
+        contents(&events, "assistant_message_completed").contains(&"Hello from claude".to_string()),
+        "{events:?}"
+    );
+    assert!(event_types(&events).contains(&"usage.checkpoint".to_string()));
+    let requests = mock.model_requests();
+    let messages: Vec<_> = requests
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .collect();
+    assert!(!messages.is_empty(), "claude never called the route");
+    assert_eq!(messages[0].header("x-api-key"), Some("sk-test-secret"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn opencode_run_answers() {
+    if !require_cli("opencode") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(
+        Reply::text("Hello from opencode").usage(Usage::new(8, 3)),
+    ));
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "opencoder", "opencode").await;
+    let run_id = start(&server, &mock, &agent, "mock-model", "say hello").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    assert!(
+        contents(&events, "assistant_message_completed")
+            .iter()
+            .any(|c| c.contains("Hello from opencode")),
+        "{events:?}"
+    );
+    let requests = mock.model_requests();
+    assert!(
+        requests.iter().any(|r| r.path == "/v1/chat/completions"
+            && r.header("authorization") == Some("Bearer sk-test-secret")),
+        "opencode never used the route"
+    );
+    server.stop().await;
+}
