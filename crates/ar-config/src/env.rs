@@ -342,6 +342,23 @@ pub const STUDIO_ADDR: EnvVar = EnvVar::new(
     None,
     "Listen address of a standalone studio (`agent-runtime studio`).",
 );
+pub const STUDIO_TOKEN: EnvVar = EnvVar::secret(
+    STUDIO,
+    "AGENT_RUNTIME_STUDIO_TOKEN",
+    "Bearer token of a hosted studio: required by `agent-runtime studio` when set (without it the studio answers loopback only), and sent by this service's link to AGENT_RUNTIME_STUDIO_URL.",
+);
+pub const STUDIO_MAX_TOKENS_PER_EXPERIMENT: EnvVar = EnvVar::new(
+    STUDIO,
+    "AGENT_RUNTIME_STUDIO_MAX_TOKENS_PER_EXPERIMENT",
+    Some("0"),
+    "Tokens one studio experiment may spend on this service before its next command is refused (0: no cap).",
+);
+pub const STUDIO_MAX_RUNS_PER_EXPERIMENT: EnvVar = EnvVar::new(
+    STUDIO,
+    "AGENT_RUNTIME_STUDIO_MAX_RUNS_PER_EXPERIMENT",
+    Some("0"),
+    "Runs one studio experiment may start on this service, reserved at admission (0: no cap).",
+);
 pub const NODE_ADDR: EnvVar = EnvVar::new(
     NODE,
     "AGENT_RUNTIME_NODE_ADDR",
@@ -430,6 +447,9 @@ pub const ALL: &[EnvVar] = &[
     MCP_ALLOW_HTTP,
     STUDIO_URL,
     STUDIO_ADDR,
+    STUDIO_TOKEN,
+    STUDIO_MAX_TOKENS_PER_EXPERIMENT,
+    STUDIO_MAX_RUNS_PER_EXPERIMENT,
     NODE_ADDR,
     NODE_TOKEN,
     API_BASE_URL,
@@ -574,6 +594,21 @@ impl Reader<'_> {
             },
         };
         std::time::Duration::from_secs(value)
+    }
+
+    /// A whole number of 0 or more, or the declared default.
+    fn count(&mut self, var: &EnvVar) -> i64 {
+        let default = var.default.and_then(|d| d.parse().ok()).unwrap_or(0);
+        match self.get(var) {
+            None => default,
+            Some(text) => match text.parse::<i64>() {
+                Ok(n) if n >= 0 => n,
+                _ => {
+                    self.report(var, "must be a whole number of 0 or more");
+                    default
+                }
+            },
+        }
     }
 
     fn flag(&mut self, var: &EnvVar) -> bool {
@@ -801,6 +836,11 @@ pub struct McpSettings {
 pub struct StudioSettings {
     pub url: Option<Url>,
     pub addr: Option<SocketAddr>,
+    /// The studio's bearer token (standalone studio; this service's link to `url`).
+    pub token: Option<Secret>,
+    /// Experiment caps this service registers with (0: none).
+    pub max_tokens_per_experiment: i64,
+    pub max_runs_per_experiment: i64,
 }
 
 /// Remote execution node.
@@ -887,6 +927,9 @@ impl ServiceSettings {
         let studio = StudioSettings {
             url: r.url(&STUDIO_URL, None),
             addr: r.socket_addr(&STUDIO_ADDR),
+            token: r.secret(&STUDIO_TOKEN),
+            max_tokens_per_experiment: r.count(&STUDIO_MAX_TOKENS_PER_EXPERIMENT),
+            max_runs_per_experiment: r.count(&STUDIO_MAX_RUNS_PER_EXPERIMENT),
         };
         let node = NodeSettings {
             addr: r.socket_addr(&NODE_ADDR),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ar_config::app::AppConfig;
+use ar_config::env::StudioSettings;
 use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::Engine;
@@ -30,6 +31,7 @@ pub struct EmbeddedStudio {
     pub runtime: Arc<StudioRuntime>,
     token: Option<Secret>,
     external: Option<String>,
+    external_token: Option<Secret>,
     store: Arc<dyn Store>,
     apps: Arc<AppConfig>,
 }
@@ -51,18 +53,29 @@ impl StudioLinks {
 }
 
 impl EmbeddedStudio {
+    /// `token` guards the embedded studio (the service token); `settings` names the external
+    /// studio, its token and the experiment caps.
     pub fn new(
         engine: Engine,
         store: Arc<dyn Store>,
         apps: Arc<AppConfig>,
         token: Option<Secret>,
-        external: Option<String>,
+        settings: &StudioSettings,
     ) -> Self {
+        let runtime = Arc::new(StudioRuntime::new(engine, store.clone(), apps.clone()));
+        runtime.set_budget(
+            settings.max_tokens_per_experiment,
+            settings.max_runs_per_experiment,
+        );
         EmbeddedStudio {
             server: StudioServer::new(ServerConfig::default()),
-            runtime: Arc::new(StudioRuntime::new(engine, store.clone(), apps.clone())),
+            runtime,
             token,
-            external: external.map(|u| u.trim_end_matches('/').to_string()),
+            external: settings
+                .url
+                .as_ref()
+                .map(|u| u.as_str().trim_end_matches('/').to_string()),
+            external_token: settings.token.clone(),
             store,
             apps,
         }
@@ -99,7 +112,10 @@ impl EmbeddedStudio {
             self.token.as_ref().map(|t| t.expose().to_string()),
         )];
         if let Some(url) = &self.external {
-            targets.push((url.clone(), None));
+            targets.push((
+                url.clone(),
+                self.external_token.as_ref().map(|t| t.expose().to_string()),
+            ));
         }
         let handler: Arc<dyn CommandHandler> = self.runtime.clone();
         let mut links = Vec::new();
