@@ -32,6 +32,17 @@ pub async fn run() -> anyhow::Result<()> {
         let lines: Vec<String> = diagnostics.iter().map(|d| format!("  {d}")).collect();
         anyhow::anyhow!("invalid configuration:\n{}", lines.join("\n"))
     })?;
+    // Refuse before binding, so a refused configuration never opens a non-loopback socket.
+    // (`Service::build` checks again for callers that bind their own listener.)
+    if settings.service_token.is_none()
+        && settings.allow_anonymous
+        && !settings.addr.ip().is_loopback()
+    {
+        anyhow::bail!(
+            "refusing to serve anonymously on non-loopback address {}: set AGENT_RUNTIME_SERVICE_TOKEN",
+            settings.addr
+        );
+    }
     let listener = tokio::net::TcpListener::bind(settings.addr)
         .await
         .with_context(|| format!("binding {}", settings.addr))?;

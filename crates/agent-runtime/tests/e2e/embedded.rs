@@ -117,11 +117,15 @@ async fn the_default_database_lives_in_the_user_data_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_access_is_refused_on_a_non_loopback_address() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // The port is held on loopback by this test: a binary that bound before refusing would
+    // fail with "address in use" instead of the refusal, and none opens a public socket.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = held.local_addr().expect("addr").port();
     // Go-style ":PORT" means every interface, like 0.0.0.0.
-    for addr in ["0.0.0.0:0", ":0"] {
+    for addr in [format!("0.0.0.0:{port}"), format!(":{port}")] {
         let mut env = embedded_env(dir.path());
         env.insert("AGENT_RUNTIME_ALLOW_ANONYMOUS".into(), "1".into());
-        env.insert("AGENT_RUNTIME_ADDR".into(), addr.into());
+        env.insert("AGENT_RUNTIME_ADDR".into(), addr.clone());
         let (status, _, stderr) = run_command(&["serve"], &env).await;
         assert!(
             !status.success(),
