@@ -64,7 +64,9 @@ CREATE INDEX runs_active_status ON runs (status) WHERE status IN ('queued', 'run
 CREATE INDEX runs_lease_owner ON runs (lease_owner) WHERE lease_owner IS NOT NULL;
 
 CREATE TABLE events (
-    position    INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- The rowid: max + 1 on insert. Events are never deleted, so positions only grow (and
+    -- with one writer they grow in commit order) without AUTOINCREMENT's extra page write.
+    position    INTEGER PRIMARY KEY,
     run_id      TEXT NOT NULL REFERENCES runs (id),
     app_id      TEXT NOT NULL,
     host_run_id TEXT NOT NULL,
@@ -124,7 +126,7 @@ CREATE TABLE interactions (
     created_at              TEXT NOT NULL,
     updated_at              TEXT NOT NULL,
     PRIMARY KEY (run_id, id)
-);
+) WITHOUT ROWID;
 
 CREATE TABLE tool_calls (
     run_id            TEXT NOT NULL REFERENCES runs (id),
@@ -153,7 +155,7 @@ CREATE TABLE run_secrets (
     kind       TEXT NOT NULL,
     ciphertext BLOB NOT NULL,
     PRIMARY KEY (run_id, kind)
-);
+) WITHOUT ROWID;
 
 CREATE TABLE cursors (
     name     TEXT PRIMARY KEY NOT NULL,
