@@ -45,6 +45,20 @@ async fn assert_only_token_works(server: &Server, token: &str) {
             .await;
         assert_eq!((status, &body), (401, &unauthorized), "token {wrong:?}");
     }
+    // The embedded studio's people API and the console's run views are guarded too.
+    for path in [
+        "/api/runtimes",
+        "/api/manifests",
+        "/studio/api/info",
+        "/studio/api/runs",
+    ] {
+        let (status, body) = server.send_as(None, reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 401, "{path} without a token: {body}");
+        let (status, body) = server
+            .send_as(Some(token), reqwest::Method::GET, path, None)
+            .await;
+        assert_eq!(status, 200, "{path} with the token: {body}");
+    }
     // The legacy /internal alias is guarded too; /healthz is not.
     let (status, _) = server
         .send_as(None, reqwest::Method::GET, "/internal/capabilities", None)

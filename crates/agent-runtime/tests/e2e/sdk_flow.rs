@@ -21,7 +21,12 @@ pub async fn sdk_flow(server: &Server, mock: &MockProvider) {
         )
         .usage(Usage::new(120, 12)),
     );
-    mock.push(Reply::text_deltas(["Password ", "reset."]).usage(Usage::new(140, 14)));
+    // Streamed slowly enough that the deltas reach live subscribers as transient frames.
+    mock.push(
+        Reply::text_deltas(["Password ", "reset", "."])
+            .chunk_delay(std::time::Duration::from_millis(30))
+            .usage(Usage::new(140, 14)),
+    );
 
     // Health is unauthenticated; capabilities list the OpenAI-compatible provider.
     let (status, health) = server
@@ -119,6 +124,31 @@ pub async fn sdk_flow(server: &Server, mock: &MockProvider) {
         assert_eq!(frame.data["type"], frame.event.as_str());
         assert_eq!(frame.data["sequence_no"].as_i64(), frame.id);
     }
+
+    // Deltas are live-only frames without an id, in the SDK's `Event` shape.
+    let deltas: Vec<&Frame> = frames
+        .iter()
+        .filter(|frame| frame.event == "assistant_message_delta")
+        .collect();
+    assert!(!deltas.is_empty(), "no live deltas: {frames:?}");
+    for frame in &deltas {
+        assert_eq!(frame.id, None, "deltas carry no id");
+        shapes::check("delta frame", shapes::TRANSIENT, &frame.data);
+        shapes::check(
+            "delta data",
+            shapes::ASSISTANT_MESSAGE_DATA,
+            &frame.data["data"],
+        );
+    }
+    let completed = persisted
+        .iter()
+        .find(|frame| frame.event == "assistant_message_completed")
+        .expect("assistant_message_completed");
+    shapes::check(
+        "assistant_message_completed data",
+        shapes::ASSISTANT_MESSAGE_DATA,
+        &completed.data["data"],
+    );
 
     // ListRunEvents: the same events, with the same ids.
     let history = server.events(&run_id).await;

@@ -114,6 +114,24 @@ pub const EVENT: Shape = &[
     ("data", Object, OmitEmpty),
 ];
 
+/// A transient (never persisted) stream frame: the SDK's `Event`.
+pub const TRANSIENT: Shape = &[
+    ("app_id", Str, Always),
+    ("run_id", Str, Always),
+    ("host_run_id", Str, OmitEmpty),
+    ("type", Str, Always),
+    ("data", Object, OmitEmpty),
+];
+
+/// `AssistantMessageEventData`.
+pub const ASSISTANT_MESSAGE_DATA: Shape = &[
+    ("message_id", Str, Always),
+    ("text", Str, OmitEmpty),
+    ("content", Str, OmitEmpty),
+    // The runtime adds the run's host id to every event's data.
+    ("host_run_id", Str, OmitEmpty),
+];
+
 pub const MESSAGE: Shape = &[
     ("id", Str, Always),
     ("app_id", Str, Always),
