@@ -27,6 +27,11 @@ enum Command {
     Bench(commands::bench::BenchArgs),
     /// Serve a standalone studio: the runtime link, the people API and the console at /studio.
     Studio(commands::studio::StudioArgs),
+    /// Serve this machine's agent CLIs to other machines (node API, bearer token from
+    /// AGENT_RUNTIME_NODE_TOKEN).
+    Node(commands::node::NodeArgs),
+    /// Dispatch one agent run (here or on a node) and show its events live.
+    Exec(commands::exec::ExecArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -54,6 +59,8 @@ fn main() -> std::process::ExitCode {
             Command::Config { action } => commands::config::run(action),
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Studio(args) => commands::studio::run(args).await,
+            Command::Node(args) => commands::node::run(args).await,
+            Command::Exec(args) => commands::exec::run(args).await,
         }
     });
     match result {

@@ -2,5 +2,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod exec;
+pub mod node;
 pub mod serve;
 pub mod studio;

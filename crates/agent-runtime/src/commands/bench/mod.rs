@@ -7,7 +7,8 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Which benchmark: `service` (the 5-step agent over HTTP).
+    /// Which benchmark: `service` (the 5-step agent over HTTP), `dispatch` (process dispatch
+    /// overhead and streaming under load) or `studio` (command stream latency and throughput).
     #[arg(default_value = "service")]
     pub which: String,
     /// Store backends to measure (`sqlite`, `postgres`, or `both`).
@@ -34,6 +35,22 @@ pub struct BenchArgs {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which.as_str() {
         "service" => service::run(&args).await,
-        other => anyhow::bail!("unknown benchmark {other:?} (expected: service)"),
+        "dispatch" => {
+            let dir = tempfile::tempdir()?;
+            let report = ar_dispatch::bench::run_bench(ar_dispatch::bench::BenchConfig::standard(
+                dir.path(),
+            ))
+            .await?;
+            println!("{report}");
+            Ok(())
+        }
+        "studio" => {
+            let report = ar_studio::bench::run_bench().await;
+            println!("{report}");
+            Ok(())
+        }
+        other => {
+            anyhow::bail!("unknown benchmark {other:?} (expected: service, dispatch or studio)")
+        }
     }
 }
