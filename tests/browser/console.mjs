@@ -3,6 +3,7 @@
 // edited tool result. Screenshots go to $ARTIFACTS (target/browser-artifacts by default).
 //
 // Environment: STUDIO_URL (the service, e.g. http://127.0.0.1:8080), STUDIO_TOKEN,
+// STANDALONE_URL (optional: a standalone studio the service is linked to),
 // AGENT (e.g. host_app/helper), TOOL (the tool to break on), CHROMIUM (/usr/bin/chromium).
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
@@ -85,8 +86,19 @@ try {
   await page.waitForSelector("#timeline li", { timeout: 20000 });
   await shot("3-replayed.png");
 
-  if (outside.length) {
-    throw new Error("the console loaded something from elsewhere: " + outside.join(", "));
+  const standalone = process.env.STANDALONE_URL;
+  if (standalone) {
+    step("the standalone studio lists the linked service and its commands");
+    await page.goto(`${standalone}/studio`);
+    await page.waitForSelector('#mode:text-is("standalone")');
+    await page.waitForSelector(`#nr-agent option:text-is("${agent}")`, { state: "attached", timeout: 20000 });
+    await page.waitForSelector("#decide-form:not([hidden])");
+    await shot("4-standalone.png");
+  }
+
+  const foreign = outside.filter((u) => !standalone || !u.startsWith(standalone));
+  if (foreign.length) {
+    throw new Error("the console loaded something from elsewhere: " + foreign.join(", "));
   }
   step("ok");
 } catch (err) {

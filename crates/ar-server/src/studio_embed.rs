@@ -18,7 +18,7 @@ use ar_studio::{ServerConfig, StudioServer};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::studio_runtime::StudioRuntime;
+use crate::studio_runtime::{LinkedRuntime, StudioRuntime};
 
 /// How often the registration is compared with the store's agents and re-sent when it changed.
 const REGISTRATION_REFRESH: Duration = Duration::from_secs(1);
@@ -117,9 +117,12 @@ impl EmbeddedStudio {
                 self.external_token.as_ref().map(|t| t.expose().to_string()),
             ));
         }
-        let handler: Arc<dyn CommandHandler> = self.runtime.clone();
         let mut links = Vec::new();
         for (i, (url, token)) in targets.iter().enumerate() {
+            let handler: Arc<dyn CommandHandler> = Arc::new(LinkedRuntime {
+                runtime: self.runtime.clone(),
+                slot: i,
+            });
             let mut config = LinkConfig::new(url.clone());
             config.token = token.clone();
             if i == 0 {
@@ -168,8 +171,9 @@ async fn refresh_registrations(
             continue;
         }
         last = reg.agents.clone();
-        for (url, token) in &targets {
+        for (slot, (url, token)) in targets.iter().enumerate() {
             let mut reg = reg.clone();
+            reg.breakpoints = runtime.breakpoints_of(slot);
             reg.studio_url = url.clone();
             reg.heartbeat_ms = beat_ms;
             let mut req = http.post(format!("{url}/api/runtime/register")).json(&reg);

@@ -41,7 +41,8 @@ pub struct StudioRuntime {
     apps: Arc<AppConfig>,
     runtime_id: String,
     budget: Mutex<Budget>,
-    breakpoints: Mutex<Vec<String>>,
+    /// The breakpoint set each linked studio sent (by link slot); runs park on their union.
+    breakpoints: Mutex<BTreeMap<usize, Vec<String>>>,
     /// Runs prepared at admission, started when the command executes (by command id). A
     /// command refused after admission (budget, a lost ack) leaves its entry behind until it
     /// expires.
@@ -89,11 +90,36 @@ impl StudioRuntime {
             apps,
             runtime_id,
             budget: Mutex::new(Budget::default()),
-            breakpoints: Mutex::new(Vec::new()),
+            breakpoints: Mutex::new(BTreeMap::new()),
             prepared: Mutex::new(HashMap::new()),
             started: Mutex::new(HashMap::new()),
             deciding: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Records the breakpoint set the studio behind link `slot` sent.
+    pub fn set_breakpoints(&self, slot: usize, tools: Vec<String>) {
+        self.breakpoints.lock().insert(slot, tools);
+    }
+
+    /// The breakpoint set of link `slot`.
+    pub fn breakpoints_of(&self, slot: usize) -> Vec<String> {
+        self.breakpoints
+            .lock()
+            .get(&slot)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every linked studio's breakpoints together.
+    fn all_breakpoints(&self) -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        for tool in self.breakpoints.lock().values().flatten() {
+            if !all.contains(tool) {
+                all.push(tool.clone());
+            }
+        }
+        all
     }
 
     /// The id this runtime registers under.
@@ -207,7 +233,7 @@ impl StudioRuntime {
             weft_version: format!("agent-runtime/{}", env!("CARGO_PKG_VERSION")),
             budget: *self.budget.lock(),
             threads: false,
-            breakpoints: self.breakpoints.lock().clone(),
+            breakpoints: self.all_breakpoints(),
             agents,
             heartbeat_ms: 0,
             instance: self.engine.config().instance_id.clone(),
@@ -285,7 +311,7 @@ impl StudioRuntime {
                 }
             }
         }
-        let mut park_on = self.breakpoints.lock().clone();
+        let mut park_on = self.all_breakpoints();
         for tool in &o.park_on {
             if !park_on.contains(tool) {
                 park_on.push(tool.clone());
@@ -532,6 +558,43 @@ impl CommandHandler for StudioRuntime {
     }
 
     async fn breakpoints(&self, tools: Vec<String>) {
-        *self.breakpoints.lock() = tools;
+        self.set_breakpoints(0, tools);
+    }
+}
+
+/// One link's view of the runtime: the same handler, with the breakpoint set of the studio
+/// at the other end kept apart (a studio's empty set must not clear another studio's).
+pub struct LinkedRuntime {
+    pub runtime: Arc<StudioRuntime>,
+    pub slot: usize,
+}
+
+#[async_trait]
+impl CommandHandler for LinkedRuntime {
+    async fn registration(&self) -> Registration {
+        let mut reg = self.runtime.current_registration().await;
+        reg.breakpoints = self.runtime.breakpoints_of(self.slot);
+        reg
+    }
+
+    async fn admit(&self, work: &Work) -> Result<Admission, Rejection> {
+        self.runtime.admit(work).await
+    }
+
+    async fn execute(
+        &self,
+        work: Work,
+        admission: Admission,
+        cancel: CancellationToken,
+    ) -> Outcome {
+        self.runtime.execute(work, admission, cancel).await
+    }
+
+    async fn steer(&self, steer: SteerMessage) {
+        self.runtime.steer(steer).await
+    }
+
+    async fn breakpoints(&self, tools: Vec<String>) {
+        self.runtime.set_breakpoints(self.slot, tools);
     }
 }

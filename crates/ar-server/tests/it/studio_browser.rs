@@ -1,5 +1,6 @@
 //! The console in a real browser: runs `tests/browser/console.mjs` (playwright-core driving
-//! Debian's chromium) against a service with its embedded studio. Screenshots are kept under
+//! Debian's chromium) against a service with its embedded studio, and a standalone studio the
+//! service links to. Screenshots are kept under
 //! `target/browser-artifacts/`. Under `CI=true` a missing browser fails; locally it skips
 //! loudly (`.ci/steps/install-browser.sh` installs chromium and the npm package).
 
@@ -52,6 +53,19 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
         eprintln!("SKIPPED (not CI): {message}");
         return;
     }
+    // A standalone studio the service links to as well (AGENT_RUNTIME_STUDIO_URL).
+    let standalone = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let standalone_url = format!("http://{}", standalone.local_addr().expect("addr"));
+    let (stop_standalone, standalone_stopped) = tokio::sync::oneshot::channel::<()>();
+    let standalone_task = tokio::spawn(ar_studio::serve_studio(
+        ar_studio::StudioConfig::default(),
+        standalone,
+        async move {
+            let _ = standalone_stopped.await;
+        },
+    ));
     let mock = MockProvider::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let dsn = dir.path().join("runtime.db").display().to_string();
@@ -59,6 +73,7 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
     env.insert("OPENAI_API_KEY".into(), "sk-browser-test".into());
     env.insert("OPENAI_BASE_URL".into(), mock.base_url());
     env.insert("AGENT_RUNTIME_NATIVE_PROVIDER".into(), "openai".into());
+    env.insert("AGENT_RUNTIME_STUDIO_URL".into(), standalone_url.clone());
     let server = TestServer::start_with(env).await;
     server
         .agent("helper", json!({"allowed_tools": ["get_context"]}))
@@ -74,6 +89,7 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
         .current_dir(root.join("tests/browser"))
         .env("STUDIO_URL", format!("http://{}", server.addr))
         .env("STUDIO_TOKEN", TOKEN)
+        .env("STANDALONE_URL", &standalone_url)
         .env("AGENT", "host_app/helper")
         .env("TOOL", "get_context")
         .env("ARTIFACTS", &artifacts)
@@ -91,7 +107,12 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
         "browser test failed (screenshots in {}):\n{stdout}\n{stderr}",
         artifacts.display()
     );
-    for shot in ["1-parked.png", "2-approved.png", "3-replayed.png"] {
+    for shot in [
+        "1-parked.png",
+        "2-approved.png",
+        "3-replayed.png",
+        "4-standalone.png",
+    ] {
         assert!(artifacts.join(shot).exists(), "screenshot {shot}");
     }
     // The fork's model request carried the edit made in the browser.
@@ -103,4 +124,6 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
         .to_string();
     assert!(last.contains("EDITED IN THE BROWSER"), "{last}");
     server.stop().await;
+    let _ = stop_standalone.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), standalone_task).await;
 }

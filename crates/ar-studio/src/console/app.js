@@ -235,6 +235,13 @@
       tr.append(el("li", { class: "msg " + m.role }, el("span", { class: "role" }, label), m.content || "", ...calls));
     }
 
+    const asks = $("interactions").querySelector("tbody");
+    asks.replaceChildren();
+    for (const i of d.interactions || []) {
+      const answer = i.response_payload ? JSON.stringify(i.response_payload).slice(0, 160) : "";
+      asks.append(el("tr", {}, el("td", {}, i.kind), el("td", {}, i.title || ""), el("td", {}, badge(i.status)), el("td", {}, answer)));
+    }
+
     const calls = $("tool-calls").querySelector("tbody");
     calls.replaceChildren();
     for (const c of d.tool_calls || []) {
@@ -278,6 +285,19 @@
 
   $("refresh-runs").addEventListener("click", loadRuns);
 
+  $("decide-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const run = $("dc-run").value.trim();
+    const decision = $("dc-decision").value;
+    const body = { call_id: $("dc-call").value.trim(), decision };
+    if (decision === "deny") body.reason = $("dc-text").value;
+    if (decision === "resolve") body.content = $("dc-text").value;
+    try {
+      track(await api("POST", "/api/runs/" + encodeURIComponent(run) + "/approvals", body));
+      flash(decision + " sent");
+    } catch (e) { flash(e.message, true); }
+  });
+
   async function start() {
     try {
       await api("GET", "/studio/api/info");
@@ -285,6 +305,7 @@
       $("mode").textContent = "embedded in the service";
     } catch (_) {
       $("mode").textContent = "standalone";
+      $("decide-form").hidden = false;
     }
     await loadRuntimes();
     await loadRuns();
