@@ -53,11 +53,20 @@ pub async fn postgres_store(case: &str) -> Option<(PostgresStore, String)> {
     match PostgresStore::connect_with_schema(&postgres_url(), &schema).await {
         Ok(store) => Some((store, schema)),
         Err(ConnectError::Connect { source, .. }) if !in_ci() => {
-            eprintln!(
-                "\n!!!!! SKIPPING postgres::{case}: PostgreSQL at {} is unreachable ({source}). \
-                 Set DATABASE_URL or start PostgreSQL; under CI=true this fails.\n",
-                postgres_url()
-            );
+            // Straight to the stderr handle: the test harness captures `eprintln!` of passing
+            // tests, and a skipped backend must be visible.
+            use std::io::Write as _;
+            static BANNER: std::sync::Once = std::sync::Once::new();
+            BANNER.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n!!!!! PostgreSQL at {} is unreachable ({source}): SKIPPING every \
+                     postgres test. Set DATABASE_URL or start PostgreSQL; with CI=true this \
+                     fails instead.\n",
+                    postgres_url()
+                );
+            });
+            let _ = writeln!(std::io::stderr(), "!!!!! SKIPPED postgres::{case}");
             None
         }
         Err(error) => panic!("postgres::{case}: cannot open a test schema: {error}"),
