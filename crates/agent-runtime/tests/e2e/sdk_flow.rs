@@ -275,3 +275,21 @@ async fn sdk_flow_on_sqlite() {
     let server = Server::start(&sqlite_env(dir.path(), &mock)).await;
     sdk_flow(&server, &mock).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_flow_on_the_memory_store() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = sqlite_env(dir.path(), &mock);
+    env.remove("AGENT_RUNTIME_SQLITE_DSN");
+    env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "memory".into());
+    let server = Server::start(&env).await;
+    sdk_flow(&server, &mock).await;
+    let (status, capabilities) = server.get("/v1/capabilities").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        capabilities["store"],
+        json!({"driver": "memory", "in_memory": true}),
+        "{capabilities}"
+    );
+}
