@@ -453,3 +453,47 @@ pub async fn events_position_feed(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
 }
+
+/// Callers that give up on a commit (a dropped future) leave the store usable: each commit
+/// either happened whole or not at all, and later commits continue the sequences.
+pub async fn commit_abandoned_midway_leaves_store_usable(store: Arc<dyn Store>) {
+    use futures::FutureExt;
+    let run = run("app-a", "h", 0);
+    create(store.as_ref(), &run).await;
+    let mut finished = 0;
+    for n in 0..40 {
+        let change = RunChange {
+            messages: vec![message("assistant", &format!("m{n}"))],
+            ..RunChange::for_run(&run)
+        }
+        .with_event(event(kind::PLAN_UPDATED, n));
+        // Poll once (the statement is usually in flight by then), then drop the future.
+        if store.commit(change).now_or_never().is_some() {
+            finished += 1;
+        }
+        if n % 4 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let last = store
+        .commit(RunChange::for_run(&run).with_event(event(kind::RUN_COMPLETED, 99)))
+        .await
+        .unwrap();
+    let events = store
+        .list_events_after("app-a", &run.id, 0, None)
+        .await
+        .unwrap();
+    let seqs: Vec<i64> = events.iter().map(|event| event.sequence_no).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as i64).collect::<Vec<_>>(),
+        "no gaps"
+    );
+    assert_eq!(last.events[0].sequence_no, events.len() as i64);
+    let messages = store.list_messages("app-a", &run.id).await.unwrap();
+    // Every applied commit wrote its event and its message together.
+    assert_eq!(messages.len(), events.len() - 2);
+    assert!(messages.len() >= finished);
+    let read = store.get_run("app-a", &run.id).await.unwrap().unwrap();
+    assert_eq!(read.version, 1);
+}

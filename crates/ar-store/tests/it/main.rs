@@ -28,6 +28,7 @@ conformance! {
     commit::commit_sequences_contiguous_under_concurrency,
     commit::events_after_with_limit,
     commit::events_position_feed,
+    commit::commit_abandoned_midway_leaves_store_usable,
     records::interactions_upsert_by_id,
     records::tool_calls_upsert_by_id,
     records::checkpoints_latest_and_at,
