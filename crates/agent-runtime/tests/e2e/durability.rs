@@ -62,12 +62,12 @@ fn tool_results(body: &serde_json::Value) -> usize {
 async fn sigterm_lets_the_step_reach_its_checkpoint_and_a_restart_completes_the_run() {
     let mock = MockProvider::start().await;
     mock.push(Reply::tool_call("get_context", "{}"));
-    // The second round is slow: SIGTERM arrives while its model request is in flight.
+    // The second round is slow: SIGTERM arrives while its model request is in flight. The
+    // final answer is only scripted after the first process exited, so it cannot consume it.
     mock.push(
         Reply::tool_call("get_context", json!({"part": 2}).to_string())
-            .delay(Duration::from_secs(2)),
+            .delay(Duration::from_secs(4)),
     );
-    mock.push(Reply::text("finished after the restart"));
     let dir = tempfile::tempdir().expect("tempdir");
     let env = sqlite_env(dir.path(), &mock);
     let dsn = dir.path().join("data").join("runtime.db");
@@ -110,6 +110,7 @@ async fn sigterm_lets_the_step_reach_its_checkpoint_and_a_restart_completes_the_
     );
     assert_eq!(mock.model_requests().len(), 2);
 
+    mock.push(Reply::text("finished after the restart"));
     let second = Server::start(&env).await;
     let done = second.wait_status(&run_id, &["completed", "failed"]).await;
     assert_eq!(done["status"], "completed", "{done}");
