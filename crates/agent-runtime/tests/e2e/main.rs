@@ -13,3 +13,4 @@ mod embedded;
 mod postgres;
 mod replicas;
 mod sdk_flow;
+mod studio;
