@@ -383,3 +383,161 @@ async fn opencode_run_answers() {
     );
     server.stop().await;
 }
+
+/// Text of every user input the model was sent, per request (Responses `input`).
+fn request_texts(mock: &MockProvider) -> Vec<String> {
+    mock.model_requests()
+        .iter()
+        .filter(|r| r.path == "/v1/responses")
+        .map(|r| r.body["input"].to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn codex_chat_turns_pause_after_the_answer_and_resume_with_the_conversation() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.respond_with(|conv| {
+        let body = conv.body.to_string();
+        if body.contains("second question") {
+            Some(Reply::text("second answer").usage(Usage::new(20, 3)))
+        } else {
+            Some(Reply::text("first answer").usage(Usage::new(10, 2)))
+        }
+    });
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "chatter", "codex").await;
+    let run = server
+        .start_run(
+            &mock,
+            &agent,
+            json!({
+                "instructions": "first question",
+                "turn_policy": {"mode": "pause_after_assistant"},
+            }),
+        )
+        .await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let paused = wait_for(&server, &run_id, &["paused", "failed", "completed"]).await;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    assert_eq!(paused["pause_reason"], "awaiting_user_message");
+    let (status, resumed) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "second question"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+    let again = wait_for(&server, &run_id, &["paused", "failed", "completed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(again["status"], "paused", "{again} {events:?}");
+    assert_eq!(
+        contents(&events, "assistant_message_completed"),
+        vec!["first answer", "second answer"]
+    );
+    // The second turn is a fresh process that was given the conversation so far.
+    let texts = request_texts(&mock);
+    let second = texts
+        .iter()
+        .find(|t| t.contains("second question"))
+        .expect("second turn reached the model");
+    assert!(
+        second.contains("first question") && second.contains("first answer"),
+        "{second}"
+    );
+    assert_eq!(
+        again["output_summary"]["usage"]["input_tokens"], 30,
+        "{again}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pause_takes_effect_at_the_turn_boundary_and_resume_runs_the_next_turn() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.respond_with(|conv| {
+        let body = conv.body.to_string();
+        if body.contains("carry on please") {
+            Some(Reply::text("finished the rest").usage(Usage::new(5, 2)))
+        } else {
+            Some(
+                Reply::text("first part done")
+                    .usage(Usage::new(5, 2))
+                    .delay(Duration::from_millis(1500)),
+            )
+        }
+    });
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "pausable", "codex").await;
+    let run_id = start(&server, &mock, &agent, "mock-model", "do the first part").await;
+    // Pause while the model call of the first turn is in flight (its reply is delayed).
+    for _ in 0..1000 {
+        if !mock.model_requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(server.run(&run_id).await["status"], "running");
+    let (status, body) = server
+        .post(&format!("/v1/runs/{run_id}/pause?app_id={APP}"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let paused = wait_for(&server, &run_id, &["paused", "failed", "completed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(paused["status"], "paused", "{paused} {events:?}");
+    assert_eq!(paused["pause_reason"], "manual");
+    // The turn in flight was not cut short: its answer is recorded.
+    assert_eq!(
+        contents(&events, "assistant_message_completed"),
+        vec!["first part done"]
+    );
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "continue", "content": "carry on please"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    assert_eq!(
+        contents(&events, "assistant_message_completed"),
+        vec!["first part done", "finished the rest"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_cli_turn_fails_the_run_with_its_error() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "doomed", "codex").await;
+    // The model endpoint refuses every request (a 400 is not retried).
+    mock.set_fallback(Some(Reply::error(400, "bad request from the mock")));
+    let run_id = start(&server, &mock, &agent, "mock-model", "anything").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(
+        !done["error_message"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{done}"
+    );
+    let types = event_types(&server.events(&run_id).await);
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run.failed"),
+        "{types:?}"
+    );
+    server.stop().await;
+}
