@@ -227,6 +227,8 @@ impl AgentCli for DispatchAgentCli {
                 }))
             }
             RuntimeKind::ClaudeCode => {
+                // Text deltas arrive as `stream_event` lines before each complete message.
+                extra.push("--include-partial-messages".into());
                 if self.config.bypass_permissions {
                     extra.push("--dangerously-skip-permissions".into());
                     env.push(("IS_SANDBOX".into(), "1".into()));
@@ -600,6 +602,21 @@ impl LineParser {
             .cloned()
             .unwrap_or_default();
         match text_at(value, &["type"]) {
+            "stream_event" => {
+                let event = value.get("event").unwrap_or(&Value::Null);
+                if text_at(event, &["type"]) == "content_block_delta"
+                    && text_at(event, &["delta", "type"]) == "text_delta"
+                {
+                    let text = text_at(event, &["delta", "text"]);
+                    if !text.is_empty() {
+                        return vec![CliEvent::AssistantDelta {
+                            text: text.to_string(),
+                        }];
+                    }
+                }
+                // Other stream events (message and block boundaries, tool input) are diagnostics.
+                Vec::new()
+            }
             "assistant" => {
                 let mut out = Vec::new();
                 for block in blocks {
@@ -766,6 +783,13 @@ mod tests {
         assert!(
             matches!(&result[0], CliEvent::ToolFinished { name, output, input, .. } if name == "Bash" && output == "x" && input["command"] == "ls")
         );
+    }
+
+    #[test]
+    fn claude_partial_messages_are_deltas() {
+        let mut parser = LineParser::new(RuntimeKind::ClaudeCode);
+        let delta = parser.parse(r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}}"#);
+        assert_eq!(delta, vec![CliEvent::AssistantDelta { text: "Hel".into() }]);
     }
 
     #[test]

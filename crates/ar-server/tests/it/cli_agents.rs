@@ -541,3 +541,54 @@ async fn a_failing_cli_turn_fails_the_run_with_its_error() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claude_code_tool_call_is_recorded_and_runs_in_the_workdir() {
+    if !require_cli("claude") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.push(
+        Reply::tool_call(
+            "Bash",
+            r#"{"command":"echo from-claude > c.txt","description":"write a file"}"#,
+        )
+        .usage(Usage::new(10, 3)),
+    );
+    mock.set_fallback(Some(
+        Reply::text_deltas(["All ", "done"]).usage(Usage::new(10, 3)),
+    ));
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "claude-tools", "claude_code").await;
+    let run_id = start(&server, &mock, &agent, "claude-sonnet-4-5", "write a file").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    let workdir = done["input"]["metadata"]["workdir"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let written =
+        std::fs::read_to_string(std::path::Path::new(&workdir).join("c.txt")).unwrap_or_default();
+    assert_eq!(written.trim(), "from-claude", "{events:?}");
+    let calls = server.list(&run_id, "tool-calls").await;
+    assert!(
+        calls.iter().any(|c| c["tool_name"] == "Bash"
+            && c["input"]["command"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("c.txt")),
+        "{calls:?}"
+    );
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{events:?}");
+    assert_eq!(finished[0]["data"]["tool_name"], "Bash");
+    assert!(
+        contents(&events, "assistant_message_completed").contains(&"All done".to_string()),
+        "{events:?}"
+    );
+    server.stop().await;
+}
