@@ -3,9 +3,23 @@
 //! [`SqliteStore`] is the embedded default (a file, or memory for tests and demos);
 //! [`PostgresStore`] serves deployments with several processes. Both implement
 //! [`ar_core::store::Store`] with identical observable behaviour: the conformance suite in
-//! `tests/it` runs the same cases against each. Values are normalized on write (NUL characters
-//! stripped from text, timestamps truncated to microseconds) so a record reads back exactly
-//! as the store reported it.
+//! `tests/it` runs the same cases against each. Choices callers can see:
+//!
+//! - Values are normalized on write: NUL characters are stripped from all text, JSON strings
+//!   and keys (PostgreSQL rejects them), also in lookup keys; timestamps are truncated to
+//!   microseconds. Records returned by `commit` are the normalized ones, so they equal what a
+//!   later read returns.
+//! - `commit` on a run that does not exist (or belongs to another app) is `NotFound`; a stale
+//!   `expected_version` is `Conflict`. Without `expected_version`, the run record's own
+//!   `version` guards the update. The run row's identity (`id`, `app_id`, `host_run_id`,
+//!   `created_at`) and its lease are never changed by a commit.
+//! - Interactions and tool calls are replaced by id within their run (provider tool-call ids
+//!   repeat across conversations).
+//! - On PostgreSQL the position feed (`list_events_after_position`) only shows events of
+//!   transactions older than every transaction still running, so a reader never skips a
+//!   position that commits late; the feed may lag a running transaction by its duration.
+//! - A store keeps its connections checked out for its whole life (see `lanes`); `close` ends
+//!   them. A commit whose caller gives up midway is rolled back whole.
 
 use std::sync::Arc;
 
