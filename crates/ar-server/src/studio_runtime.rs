@@ -381,6 +381,7 @@ impl StudioRuntime {
         let app = self.app_of(&d.run_id).await.ok_or_else(|| {
             Rejection::with_kind(format!("unknown run {}", d.run_id), "not_found")
         })?;
+        self.studio_started(&app, &d.run_id).await?;
         let state = self
             .engine
             .loop_state(&app, &d.run_id)
@@ -400,6 +401,22 @@ impl StudioRuntime {
             Some(_) => Ok(Admission {
                 run_id: d.run_id.clone(),
             }),
+        }
+    }
+
+    /// Refuses runs the app started itself: they are view-only for the studio.
+    async fn studio_started(&self, app: &str, run_id: &str) -> Result<(), Rejection> {
+        match self.store.get_run(app, run_id).await {
+            Ok(Some(run)) if StudioPolicy::of(&run).is_some() => Ok(()),
+            Ok(Some(_)) => Err(Rejection::with_kind(
+                format!("run {run_id} was not started from the studio: it is view-only"),
+                "forbidden",
+            )),
+            Ok(None) => Err(Rejection::with_kind(
+                format!("unknown run {run_id}"),
+                "not_found",
+            )),
+            Err(error) => Err(Rejection::with_kind(error.to_string(), "internal")),
         }
     }
 
@@ -548,6 +565,14 @@ impl CommandHandler for StudioRuntime {
             tracing::debug!(run_id = steer.run_id, "studio: steer for an unknown run");
             return;
         };
+        if let Err(refused) = self.studio_started(&app, &steer.run_id).await {
+            tracing::info!(
+                run_id = steer.run_id,
+                why = refused.message,
+                "studio: steer refused"
+            );
+            return;
+        }
         if let Err(error) = self
             .engine
             .studio_steer(&app, &steer.run_id, &steer.message)

@@ -518,7 +518,7 @@ async fn steering_a_running_run_lands_after_the_tool_results() {
 }
 
 #[tokio::test]
-async fn experiment_budgets_are_reserved_at_admission() {
+async fn experiment_budgets_are_reserved_at_admission_and_the_runtime_rechecks() {
     let mock = MockProvider::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let dsn = dir.path().join("runtime.db").display().to_string();
@@ -536,6 +536,7 @@ async fn experiment_budgets_are_reserved_at_admission() {
         .await
         .expect("build");
     service.studio.runtime.set_budget(0, 1);
+    let runtime_side = service.studio.runtime.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(service.serve(listener, async move {
         let _ = stopped.await;
@@ -612,6 +613,55 @@ async fn experiment_budgets_are_reserved_at_admission() {
         "{:?}",
         states[1]
     );
+
+    // The runtime re-checks what the studio checked: a run the app started itself is
+    // view-only, and a decision on a call that is not parked is refused.
+    mock.set_fallback(None);
+    mock.push(Reply::text("own run"));
+    let own: Value = http
+        .post(url("/v1/runs"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"app_id": APP, "agent_id": "helper", "target": {"type": "ticket", "id": "T-9"},
+                      "instructions": "x",
+                      "model": {"provider": "openai_compatible", "model": "mock-model",
+                                "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key"}},
+                      "model_credential": {"type": "api_key", "api_key": "sk-own"}}))
+        .send()
+        .await
+        .expect("own run")
+        .json()
+        .await
+        .unwrap_or_default();
+    let own_id = own["id"].as_str().expect("own run id").to_string();
+    use ar_studio::link::{CommandHandler as _, Work};
+    let decision = |run_id: &str| {
+        Work::Approve(ar_studio::wire::ApprovalDecision {
+            command_id: "cmd_manual".into(),
+            run_id: run_id.to_string(),
+            call_id: "call_x".into(),
+            decision: "approve".into(),
+            ..Default::default()
+        })
+    };
+    let refused = runtime_side
+        .admit(&decision(&own_id))
+        .await
+        .expect_err("view-only");
+    assert_eq!(refused.reason.map(|r| r.kind).as_deref(), Some("forbidden"));
+    let studio_run = states[0]["run_id"]
+        .as_str()
+        .expect("studio run")
+        .to_string();
+    let refused = runtime_side
+        .admit(&decision(&studio_run))
+        .await
+        .expect_err("not parked");
+    assert_eq!(refused.reason.map(|r| r.kind).as_deref(), Some("not_found"));
+    let refused = runtime_side
+        .admit(&decision("run_unknown"))
+        .await
+        .expect_err("unknown");
+    assert_eq!(refused.reason.map(|r| r.kind).as_deref(), Some("not_found"));
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
 }
