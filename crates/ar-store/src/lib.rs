@@ -19,7 +19,7 @@
 //!   transactions older than every transaction still running, so a reader never skips a
 //!   position that commits late; the feed may lag a running transaction by its duration.
 //! - A store keeps its connections checked out for its whole life (see `lanes`); `close` ends
-//!   them. A commit whose caller gives up midway is rolled back whole.
+//!   them. A commit whose caller gives up midway applies whole or not at all.
 
 use std::sync::Arc;
 
