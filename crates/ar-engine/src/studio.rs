@@ -64,7 +64,17 @@ pub struct RunSeed {
     pub state: LoopState,
 }
 
-/// An edit of the kept prefix (the studio's `TranscriptEdit`).
+/// An edit of the kept prefix (the studio's `TranscriptEdit`). Edits apply in the order given;
+/// positions come from `step` (and `call_id`), so the wire form's `index` is not needed.
+///
+/// - `tool_result`: the result of call `call_id` of step `step` becomes `tool_result` (or
+///   `content`);
+/// - `reply`: the text of step `step`'s response becomes `content` (its calls stay);
+/// - `user`: the last user message before step `step` becomes `content`;
+/// - `tool_args`: the arguments of call `call_id` become `args`, checked against the tool's
+///   input schema (required fields, property types);
+/// - `insert`: a user message `content` goes in before step `step` (`step` may equal
+///   `from_step`: the message then ends the prefix).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TranscriptEdit {
     /// `tool_result`, `reply`, `user`, `tool_args` or `insert`; empty: the fields decide.
