@@ -13,18 +13,29 @@ use crate::convert::{
 use crate::error::{json, ApiJson, ApiResult};
 use crate::state::AppState;
 
+/// The caller's app id, once the run is known to exist in that app (404 otherwise).
+async fn visible_run(state: &AppState, params: &Params, run_id: &str) -> ApiResult<String> {
+    let app_id = params.app_id()?;
+    load(state, &app_id, run_id).await?;
+    Ok(app_id)
+}
+
+/// A 200 JSON array of records converted to their wire form.
+fn json_list<T, W: serde::Serialize>(rows: &[T], to_wire: fn(&T) -> W) -> Response {
+    json(
+        StatusCode::OK,
+        &rows.iter().map(to_wire).collect::<Vec<_>>(),
+    )
+}
+
 pub async fn list_messages(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = params.app_id()?;
-    load(&state, &app_id, &run_id).await?;
+    let app_id = visible_run(&state, &params, &run_id).await?;
     let rows = state.store.list_messages(&app_id, &run_id).await?;
-    Ok(json(
-        StatusCode::OK,
-        &rows.iter().map(message_to_wire).collect::<Vec<_>>(),
-    ))
+    Ok(json_list(&rows, message_to_wire))
 }
 
 pub async fn append_message(
@@ -52,13 +63,9 @@ pub async fn list_artifacts(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = params.app_id()?;
-    load(&state, &app_id, &run_id).await?;
+    let app_id = visible_run(&state, &params, &run_id).await?;
     let rows = state.store.list_artifacts(&app_id, &run_id).await?;
-    Ok(json(
-        StatusCode::OK,
-        &rows.iter().map(artifact_to_wire).collect::<Vec<_>>(),
-    ))
+    Ok(json_list(&rows, artifact_to_wire))
 }
 
 pub async fn append_artifact(
@@ -90,13 +97,9 @@ pub async fn list_interactions(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = params.app_id()?;
-    load(&state, &app_id, &run_id).await?;
+    let app_id = visible_run(&state, &params, &run_id).await?;
     let rows = state.store.list_interactions(&app_id, &run_id).await?;
-    Ok(json(
-        StatusCode::OK,
-        &rows.iter().map(interaction_to_wire).collect::<Vec<_>>(),
-    ))
+    Ok(json_list(&rows, interaction_to_wire))
 }
 
 pub async fn list_tool_calls(
@@ -104,13 +107,9 @@ pub async fn list_tool_calls(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = params.app_id()?;
-    load(&state, &app_id, &run_id).await?;
+    let app_id = visible_run(&state, &params, &run_id).await?;
     let rows = state.store.list_tool_calls(&app_id, &run_id).await?;
-    Ok(json(
-        StatusCode::OK,
-        &rows.iter().map(tool_call_to_wire).collect::<Vec<_>>(),
-    ))
+    Ok(json_list(&rows, tool_call_to_wire))
 }
 
 pub async fn list_tools(
