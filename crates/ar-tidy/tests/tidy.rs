@@ -22,7 +22,10 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-store", &["ar-core"][..]),
         ("ar-events", &["ar-core"][..]),
         ("ar-llm", &["ar-core"][..]),
-        ("ar-tools", &["ar-core", "ar-config", "ar-process", "ar-wire"][..]),
+        (
+            "ar-tools",
+            &["ar-core", "ar-config", "ar-process", "ar-wire"][..],
+        ),
         ("ar-dispatch", &["ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
         (
