@@ -12,9 +12,10 @@
 //!   (`@ai-sdk/openai-compatible`, `baseURL`, `apiKey` read from `AR_MODEL_API_KEY`), model `ar/<model>`.
 //!
 //! When the runtime hands a route, the CLI also gets a private home (`HOME`, `CODEX_HOME`,
-//! `XDG_*` under `<root>/.homes/<run>`), so the operator's own CLI configuration and logins
-//! neither leak into the run nor override the route. Without a route the CLI runs with the
-//! service's environment and its own configuration.
+//! `XDG_*` under `<root>/.homes/<run>`, removed when the turn ends), so the operator's own CLI
+//! configuration and logins neither leak into the run nor override the route. Without a route
+//! the CLI runs with the service's environment and its own configuration. The workdir
+//! (`<root>/<run>` unless the run's workspace lease names one) is the run's workspace and is kept.
 //!
 //! Runs are non-interactive: nobody can answer a CLI's permission prompt. codex runs with
 //! `--dangerously-bypass-approvals-and-sandbox` (its sandbox needs kernel features containers
@@ -184,9 +185,12 @@ impl AgentCli for DispatchAgentCli {
             AgentCliError::Start(format!("creating {}: {error}", workdir.display()))
         })?;
         let mut env: Vec<(String, String)> = Vec::new();
-        if request.route.is_some() {
-            let home = self.config.root.join(".homes").join(&request.run_id);
-            env.extend(private_home_env(&home)?);
+        let home = request
+            .route
+            .is_some()
+            .then(|| self.config.root.join(".homes").join(&request.run_id));
+        if let Some(home) = &home {
+            env.extend(private_home_env(home)?);
         }
         let mut extra: Vec<String> = Vec::new();
         let model = request
@@ -321,6 +325,7 @@ impl AgentCli for DispatchAgentCli {
             queue: VecDeque::new(),
             done: false,
             workdir: workdir.display().to_string(),
+            home,
         };
         let stream = futures::stream::unfold(reader, |mut reader| async move {
             loop {
@@ -367,6 +372,8 @@ struct TurnReader {
     queue: VecDeque<CliEvent>,
     done: bool,
     workdir: String,
+    /// The turn's private home, removed when the turn ends (each turn starts afresh).
+    home: Option<PathBuf>,
 }
 
 impl TurnReader {
@@ -399,6 +406,11 @@ impl TurnReader {
         }
         self.done = true;
         let status = self.run.wait_status().await;
+        if let Some(home) = self.home.take() {
+            if let Err(error) = tokio::fs::remove_dir_all(&home).await {
+                tracing::debug!(%error, home = %home.display(), "could not remove a CLI home");
+            }
+        }
         let outcome = match status.state {
             State::Succeeded if self.parser.error.is_empty() => CliOutcome::Succeeded,
             State::Canceled => CliOutcome::Cancelled,

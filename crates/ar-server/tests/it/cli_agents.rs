@@ -174,6 +174,9 @@ async fn codex_run_answers_and_lands_in_the_store() {
         .unwrap_or_default()
         .to_string();
     assert!(workdir.ends_with(&run_id), "{done}");
+    // The turn's private CLI home is gone once the turn ended.
+    let root = std::path::Path::new(&workdir).parent().expect("root");
+    assert!(!root.join(".homes").join(&run_id).exists());
     server.stop().await;
 }
 
