@@ -89,7 +89,10 @@ impl EmbeddedStudio {
             self.server.clone(),
             RouterOptions {
                 token: token.clone(),
-                runs: None,
+                runs: Some(Arc::new(StoreRuns {
+                    store: self.store.clone(),
+                    apps: self.apps.clone(),
+                })),
             },
         );
         api.merge(ar_studio::console::routes())
@@ -146,6 +149,24 @@ impl EmbeddedStudio {
 
     pub async fn shutdown(&self) {
         self.server.shutdown().await;
+    }
+}
+
+/// Source runs of playground commands are looked up in the service's store (404 when unknown).
+struct StoreRuns {
+    store: Arc<dyn Store>,
+    apps: Arc<AppConfig>,
+}
+
+#[async_trait::async_trait]
+impl ar_studio::http::RunLookup for StoreRuns {
+    async fn run_exists(&self, run_id: &str) -> bool {
+        for app in self.apps.apps.keys() {
+            if let Ok(Some(_)) = self.store.get_run(app, run_id).await {
+                return true;
+            }
+        }
+        false
     }
 }
 

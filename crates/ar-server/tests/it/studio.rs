@@ -345,6 +345,14 @@ async fn bad_studio_commands_change_nothing() {
         )
         .await;
     assert_eq!(status, 404);
+    // An unknown source run is 404 at the studio (it looks runs up in the service's store).
+    let (status, answer) = server
+        .post(
+            "/api/playground/runs",
+            json!({"runtime_id": runtime, "agent": AGENT, "source": {"run_id": "run_missing", "from_step": 0}}),
+        )
+        .await;
+    assert_eq!(status, 404, "{answer}");
     // Nothing ran: no run exists and the mock saw no request.
     let (status, view) = server.get("/studio/api/runs").await;
     assert_eq!(status, 200);

@@ -19,9 +19,10 @@ use super::playground::validate_run;
 
 /// Tells the studio whether a source run exists, when the integrator can (the service's run
 /// store). Without one, any source run id is passed on and the runtime checks it.
+#[async_trait::async_trait]
 pub trait RunLookup: Send + Sync + 'static {
     /// Whether `run_id` names a recorded run.
-    fn run_exists(&self, run_id: &str) -> bool;
+    async fn run_exists(&self, run_id: &str) -> bool;
 }
 
 /// State of the people routes.
@@ -119,7 +120,7 @@ pub(crate) async fn playground_run(
         .ok_or_else(|| ApiError::not_found(format!("unknown runtime {}", run.runtime_id)))?;
     validate_run(&reg, &run.command)?;
     if let (Some(lookup), Some(source)) = (&s.runs, &run.command.source) {
-        if !lookup.run_exists(&source.run_id) {
+        if !lookup.run_exists(&source.run_id).await {
             return Err(ApiError::not_found(format!(
                 "unknown source run {}",
                 source.run_id
