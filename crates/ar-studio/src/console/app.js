@@ -239,7 +239,7 @@
     asks.replaceChildren();
     for (const i of d.interactions || []) {
       const answer = i.response_payload ? JSON.stringify(i.response_payload).slice(0, 160) : "";
-      asks.append(el("tr", {}, el("td", {}, i.kind), el("td", {}, i.title || ""), el("td", {}, badge(i.status)), el("td", {}, answer)));
+      asks.append(el("tr", {}, el("td", {}, i.interaction_kind || ""), el("td", {}, i.title || ""), el("td", {}, badge(i.status)), el("td", {}, answer)));
     }
 
     const calls = $("tool-calls").querySelector("tbody");
