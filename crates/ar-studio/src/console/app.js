@@ -206,7 +206,8 @@
     pending.replaceChildren();
     const waiting = (d.pending || []).filter((p) => !p.decision && p.interaction_id);
     if (!waiting.length) pending.textContent = "Nothing is parked.";
-    for (const p of waiting) {
+    else if (!d.studio) pending.textContent = waiting.length + " call(s) wait for the app: its own runs are view-only here.";
+    for (const p of d.studio ? waiting : []) {
       const reason = el("input", { placeholder: "reason (deny) or result (resolve)", class: "decision-text" });
       const decide = (decision) => async () => {
         const body = { call_id: p.call.id, decision };
