@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
+use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply, Usage};
 use serde_json::{json, Value};
 
 use crate::harness::*;
@@ -592,6 +592,59 @@ async fn claude_code_tool_call_is_recorded_and_runs_in_the_workdir() {
     assert!(
         contents(&events, "assistant_message_completed").contains(&"All done".to_string()),
         "{events:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn opencode_shell_tool_is_recorded_and_runs_in_the_workdir() {
+    if !require_cli("opencode") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.auto(
+        AutoScript::shell(1, "wrote it")
+            .commands(|_| "echo from-opencode > o.txt".to_string())
+            .usage(Usage::new(7, 2)),
+    );
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "opencode-tools", "opencode").await;
+    let run_id = start(&server, &mock, &agent, "mock-model", "write a file").await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    let workdir = done["input"]["metadata"]["workdir"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let written =
+        std::fs::read_to_string(std::path::Path::new(&workdir).join("o.txt")).unwrap_or_default();
+    assert_eq!(written.trim(), "from-opencode", "{events:?}");
+    let calls = server.list(&run_id, "tool-calls").await;
+    assert!(
+        calls.iter().any(|c| c["tool_name"] == "bash"
+            && c["input"]["command"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("o.txt")),
+        "{calls:?}"
+    );
+    assert!(
+        event_types(&events).contains(&"tool_call_finished".to_string()),
+        "{events:?}"
+    );
+    assert!(
+        contents(&events, "assistant_message_completed")
+            .iter()
+            .any(|c| c.contains("wrote it")),
+        "{events:?}"
+    );
+    assert!(
+        done["output_summary"]["usage"]["output_tokens"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 2,
+        "{done}"
     );
     server.stop().await;
 }
