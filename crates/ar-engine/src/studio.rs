@@ -228,6 +228,7 @@ pub fn apply_edits(
         }
         let positions = assistant_positions(transcript);
         let step = edit.step as usize;
+        let no_step = || at(format!("the prefix has no step {step}"));
         match kind {
             "insert" => {
                 if edit.content.trim().is_empty() {
@@ -237,13 +238,17 @@ pub fn apply_edits(
                 transcript.insert(where_, ChatMessage::user(edit.content.clone()));
             }
             "reply" => {
-                let pos = positions[step];
+                let pos = *positions.get(step).ok_or_else(no_step)?;
                 // A rewrite keeps the step's calls: only the text changes.
                 transcript[pos].content = edit.content.clone();
             }
             "user" => {
-                let start = if step == 0 { 0 } else { positions[step - 1] };
-                let pos = (start..positions[step])
+                let end = *positions.get(step).ok_or_else(no_step)?;
+                let start = match step {
+                    0 => 0,
+                    _ => *positions.get(step - 1).ok_or_else(no_step)?,
+                };
+                let pos = (start..end)
                     .rev()
                     .find(|&p| transcript[p].role == ChatRole::User)
                     .ok_or_else(|| at(format!("step {step} has no user message to edit")))?;
@@ -253,7 +258,7 @@ pub fn apply_edits(
                 if edit.call_id.is_empty() {
                     return Err(at("call_id is required".into()));
                 }
-                let pos = positions[step];
+                let pos = *positions.get(step).ok_or_else(no_step)?;
                 let Some(call) = transcript[pos]
                     .tool_calls
                     .iter_mut()
