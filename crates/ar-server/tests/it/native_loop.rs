@@ -228,3 +228,52 @@ async fn target_context_is_resolved_at_admission_and_at_every_turn() {
     assert!(first_system.contains("ticket summary v2"), "{first_system}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_openai_provider_uses_the_global_key_when_the_run_brings_none() {
+    let mock = MockProvider::start().await;
+    mock.auto(AutoScript::new(1, "get_context", "global route works"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("openai.db").display().to_string());
+    env.insert("OPENAI_API_KEY".into(), "sk-global".into());
+    env.insert("OPENAI_BASE_URL".into(), mock.base_url());
+    let server = TestServer::start_with(env).await;
+    let agent = server
+        .agent(
+            "openai",
+            json!({"provider": "openai", "model": "gpt-test", "allowed_tools": ["get_context"]}),
+        )
+        .await;
+    let body = json!({"app_id": APP, "agent_id": agent, "target": {"type": "ticket", "id": "1"}, "instructions": "go"});
+    let (status, run) = server.post("/v1/runs", body).await;
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["input"]["model"]["provider"], "openai");
+    assert_eq!(run["input"]["model"]["model"], "gpt-test");
+    assert!(run["input"].get("credential_source").is_none());
+    let done = server
+        .wait_status(run["id"].as_str().unwrap(), &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0].path, "/v1/responses",
+        "openai speaks the Responses API"
+    );
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-global")
+    );
+    assert_eq!(requests[0].body["model"], "gpt-test");
+    let (_, caps) = server.get("/v1/capabilities").await;
+    let openai = caps["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "openai")
+        .unwrap()
+        .clone();
+    assert_eq!(openai["configured"], true);
+    assert_eq!(openai["base_url_overridden"], true);
+    server.stop().await;
+}
