@@ -7,6 +7,7 @@ mod admission;
 mod bad_input;
 mod cli_agents;
 mod events;
+mod host_tools;
 mod lifecycle;
 mod native_loop;
 mod recovery;

@@ -1,0 +1,164 @@
+//! Host command tools through the approval gate: a mutating command waits for approval, runs
+//! exactly once after it, and the approval is consumed; routine mutations pass under
+//! `risk_based`.
+
+use std::sync::{Arc, Mutex};
+
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+/// A host command provider recording every `/execute` call.
+async fn command_provider() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let calls: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen = calls.clone();
+    let app = axum::Router::new().route(
+        "/execute",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, axum::Json(body): axum::Json<Value>| {
+                let seen = seen.clone();
+                async move {
+                    assert_eq!(headers["authorization"], "Bearer cmd-token");
+                    seen.lock().unwrap().push(body.clone());
+                    axum::Json(json!({"output": {"done": body["command_name"]}}))
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, calls)
+}
+
+async fn server_with_commands(
+    mock: &MockProvider,
+    provider_url: &str,
+) -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(mock, &dir.path().join("tools.db").display().to_string());
+    let config = json!({"apps": [{
+        "app_id": APP,
+        "model_endpoints": [{"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key", "allow_http": true}],
+        "command_provider": {"transport": "http", "base_url": provider_url, "token": "cmd-token", "commands": [
+            {"name": "close_ticket", "description": "Close a ticket", "mutating": true, "risk_level": "sensitive_mutation",
+             "input_schema": {"type": "object", "properties": {"reason": {"type": "string"}}}},
+            {"name": "tag_ticket", "description": "Tag a ticket", "mutating": true, "risk_level": "routine_mutation",
+             "input_schema": {"type": "object"}}
+        ]}
+    }]});
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), config.to_string());
+    (TestServer::start_with(env).await, dir)
+}
+
+#[tokio::test]
+async fn a_mutating_host_command_waits_for_approval_and_runs_once() {
+    let (provider_url, calls) = command_provider().await;
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "close_ticket",
+        json!({"reason": "fixed"}).to_string(),
+    ));
+    mock.push(Reply::text("closed"));
+    let (server, _dir) = server_with_commands(&mock, &provider_url).await;
+    let agent = server
+        .agent(
+            "closer",
+            json!({"approval_mode": "mutating_tools", "allowed_tools": ["close_ticket"]}),
+        )
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap();
+    let paused = server.wait_status(run_id, &["paused"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval");
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "nothing ran before approval"
+    );
+    let interaction = server.list(run_id, "interactions").await[0].clone();
+    assert_eq!(interaction["request_payload"]["tool_name"], "close_ticket");
+    assert_eq!(
+        interaction["request_payload"]["risk_level"],
+        "sensitive_mutation"
+    );
+    let gated = server.list(run_id, "tool-calls").await;
+    assert_eq!(gated.len(), 1);
+    assert_eq!(gated[0]["approval_required"], true);
+
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let done = server.wait_status(run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["approval_state"], "not_required",
+        "the approval was single-use"
+    );
+    let executed = calls.lock().unwrap().clone();
+    assert_eq!(executed.len(), 1, "ran exactly once: {executed:?}");
+    assert_eq!(executed[0]["command_name"], "close_ticket");
+    assert_eq!(executed[0]["input"]["reason"], "fixed");
+    assert_eq!(executed[0]["meta"]["run_id"], run_id);
+    assert_eq!(executed[0]["meta"]["target_type"], "ticket");
+    let rows = server.list(run_id, "tool-calls").await;
+    assert_eq!(rows.len(), 1, "the gated row is completed in place");
+    assert!(
+        rows[0]["output"].to_string().contains("close_ticket"),
+        "{rows:?}"
+    );
+    let second = &mock.model_requests()[1].body;
+    let result = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert!(
+        result["content"].as_str().unwrap().contains("close_ticket"),
+        "{result}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn risk_based_lets_routine_mutations_through_and_gates_sensitive_ones() {
+    let (provider_url, calls) = command_provider().await;
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("tag_ticket", "{}"));
+    mock.push(Reply::tool_call("close_ticket", "{}"));
+    let (server, _dir) = server_with_commands(&mock, &provider_url).await;
+    let agent = server
+        .agent(
+            "risky",
+            json!({"approval_mode": "risk_based", "allowed_tools": ["close_ticket", "tag_ticket"]}),
+        )
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap();
+    let paused = server.wait_status(run_id, &["paused"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval");
+    let executed: Vec<Value> = calls.lock().unwrap().clone();
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["command_name"], "tag_ticket");
+    mock.push(Reply::text("ok"));
+    let (status, _) = server
+        .post(
+            &format!("/v1/runs/{run_id}/request-changes?app_id={APP}"),
+            json!({"content": "do not close"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    server.wait_status(run_id, &["completed"]).await;
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        1,
+        "the rejected mutation never ran"
+    );
+    server.stop().await;
+}
