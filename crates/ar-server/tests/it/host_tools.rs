@@ -162,3 +162,73 @@ async fn risk_based_lets_routine_mutations_through_and_gates_sensitive_ones() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_run_tool_gateway_lists_and_calls_tools_through_the_same_gate() {
+    let (provider_url, calls) = command_provider().await;
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_user_input",
+        json!({"questions": [{"id": "q", "question": "?"}]}).to_string(),
+    ));
+    let (server, _dir) = server_with_commands(&mock, &provider_url).await;
+    let agent = server
+        .agent(
+            "gateway",
+            json!({"approval_mode": "mutating_tools", "allowed_tools": ["get_context", "close_ticket", "request_user_input"]}),
+        )
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap();
+    server.wait_status(run_id, &["paused"]).await;
+    let (status, tools) = server
+        .get(&format!("/v1/runs/{run_id}/tools?app_id={APP}"))
+        .await;
+    assert_eq!(status, 200, "{tools}");
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"get_context") && names.contains(&"close_ticket"),
+        "{names:?}"
+    );
+    let (status, result) = server
+        .post(
+            &format!("/v1/runs/{run_id}/tools?app_id={APP}"),
+            json!({"tool_name": "get_context", "input": {}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(result["content"][0]["type"], "text");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("T-1"),
+        "{result}"
+    );
+    let (status, gated) = server
+        .post(
+            &format!("/v1/runs/{run_id}/tools?app_id={APP}"),
+            json!({"tool_name": "close_ticket", "input": {"reason": "x"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{gated}");
+    assert_eq!(gated["approval_required"], true);
+    assert!(gated["interaction_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("int_"));
+    assert!(calls.lock().unwrap().is_empty(), "gated call did not run");
+    let (status, unknown) = server
+        .post(
+            &format!("/v1/runs/{run_id}/tools?app_id={APP}"),
+            json!({"tool_name": "drop_database"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{unknown}");
+    server.stop().await;
+}
