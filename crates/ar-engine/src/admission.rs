@@ -350,7 +350,15 @@ impl Engine {
                         .publish(ar_core::event::LiveEvent::Persisted(stored.clone()));
                 }
                 // 8. Dispatch (lightweight: this process).
-                self.spawn_owner(&run.app_id, &run.id);
+                self.spawn_owner_with(
+                    &run.app_id,
+                    &run.id,
+                    Some(crate::owner::OwnerStart {
+                        run: run.clone(),
+                        agent,
+                        seeded: request.seed.is_some(),
+                    }),
+                );
                 Ok(run)
             }
         }

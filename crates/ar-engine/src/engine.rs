@@ -152,6 +152,13 @@ impl Engine {
             match self.inner.deps.store.commit(change).await {
                 Ok(committed) => {
                     next.version = committed.version;
+                    if next.is_terminal() {
+                        if let Some(owner) = self.inner.owners.get(run_id) {
+                            owner
+                                .terminal
+                                .store(true, std::sync::atomic::Ordering::Release);
+                        }
+                    }
                     for event in &committed.events {
                         self.inner
                             .deps

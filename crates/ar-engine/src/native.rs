@@ -104,8 +104,17 @@ impl Engine {
         app_id: &str,
         run_id: &str,
         handle: &Arc<OwnerHandle>,
+        start: Option<crate::owner::OwnerStart>,
     ) -> EngineResult<()> {
-        let run = self.load_run(app_id, run_id).await?;
+        // The creating request's copy saves reading the run back (not for a run waiting for
+        // approval: that branch decides on the copy without a version check).
+        let (run, known) = match start {
+            Some(start) if start.run.approval_state != ApprovalState::Pending => {
+                let known = (start.agent, start.seeded, start.run.version);
+                (start.run, Some(known))
+            }
+            _ => (self.load_run(app_id, run_id).await?, None),
+        };
         if run.is_terminal() || run.status == RunStatus::Paused {
             return Ok(());
         }
@@ -121,11 +130,18 @@ impl Engine {
             .await?;
             return Ok(());
         }
+        // No checkpoint to load when this owner started the run it was handed, with nothing
+        // committed in between (the version moved by exactly this commit) and none seeded.
+        let mut fresh = false;
         let run = if run.status == RunStatus::Queued {
             let (run, _, started) = self
                 .transact(app_id, run_id, Some(run), |run, change| {
                     if run.status != RunStatus::Queued {
                         return Ok(Decide::Skip(run.status == RunStatus::Running));
+                    }
+                    if run.approval_state == ApprovalState::Pending {
+                        // Became pending after the copy was taken: the owner looks again.
+                        return Ok(Decide::Skip(false));
                     }
                     run.status = RunStatus::Running;
                     run.started_at.get_or_insert(now);
@@ -137,20 +153,27 @@ impl Engine {
             if !started {
                 return Ok(());
             }
+            fresh = matches!(&known, Some((_, false, version)) if run.version == version + 1);
             run
         } else {
             run
         };
-        let Some(agent) = self.deps().store.get_agent(app_id, &run.agent_id).await? else {
-            self.fail_run(app_id, run_id, "agent not found").await;
-            return Ok(());
+        let agent = match known {
+            Some((agent, _, _)) => agent,
+            None => match self.deps().store.get_agent(app_id, &run.agent_id).await? {
+                Some(agent) => agent,
+                None => {
+                    self.fail_run(app_id, run_id, "agent not found").await;
+                    return Ok(());
+                }
+            },
         };
         let agent = Self::studio_agent(agent, &run);
         let Some(run) = self.refresh_context(run).await? else {
             return Ok(());
         };
         match run.runtime_kind {
-            RuntimeKind::NativeSdk => self.native_loop(run, agent, handle).await,
+            RuntimeKind::NativeSdk => self.native_loop(run, agent, handle, fresh).await,
             kind if self.serves_cli(kind) => self.cli_loop(run, agent, handle).await,
             other => {
                 self.fail_run(
@@ -242,8 +265,13 @@ impl Engine {
         mut run: Run,
         agent: Agent,
         handle: &Arc<OwnerHandle>,
+        fresh: bool,
     ) -> EngineResult<()> {
-        let mut state = self.load_state(&run).await?;
+        let mut state = if fresh {
+            LoopState::default()
+        } else {
+            self.load_state(&run).await?
+        };
         let tools = self.effective_tools(&run, &agent);
         let specs: Vec<ToolSpec> = tools
             .iter()

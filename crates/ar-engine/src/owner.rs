@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ar_core::{Run, RunStatus};
+use ar_core::{Agent, Run, RunStatus};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +19,8 @@ pub(crate) struct OwnerHandle {
     pub(crate) pause: AtomicBool,
     /// Steer messages for the loop's next safe boundary (studio runs).
     pub(crate) steers: parking_lot::Mutex<Vec<String>>,
+    /// Set when a commit made the run terminal (final: nothing can resume it).
+    pub(crate) terminal: AtomicBool,
 }
 
 impl OwnerHandle {
@@ -31,9 +33,23 @@ impl OwnerHandle {
     }
 }
 
+/// What the request that created a run already read, handed to the run's first owner so it
+/// does not read it back: the run as created, its agent, and whether a checkpoint was created
+/// with it. The run copy only saves a read; every change still commits under its version.
+pub(crate) struct OwnerStart {
+    pub(crate) run: Run,
+    pub(crate) agent: Agent,
+    pub(crate) seeded: bool,
+}
+
 impl Engine {
     /// Starts executing a run in this process unless it already is.
     pub(crate) fn spawn_owner(&self, app_id: &str, run_id: &str) {
+        self.spawn_owner_with(app_id, run_id, None);
+    }
+
+    /// `spawn_owner` with what the creating request knows (see [`OwnerStart`]).
+    pub(crate) fn spawn_owner_with(&self, app_id: &str, run_id: &str, start: Option<OwnerStart>) {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
@@ -48,18 +64,26 @@ impl Engine {
         let app_id = app_id.to_string();
         let run_id = run_id.to_string();
         self.inner.tasks.spawn(async move {
-            engine.own(app_id, run_id, handle).await;
+            engine.own(app_id, run_id, handle, start).await;
         });
     }
 
     /// Drives the run until it pauses, ends or the process stops; then hands it back.
-    async fn own(&self, app_id: String, run_id: String, mut handle: Arc<OwnerHandle>) {
+    async fn own(
+        &self,
+        app_id: String,
+        run_id: String,
+        mut handle: Arc<OwnerHandle>,
+        mut start: Option<OwnerStart>,
+    ) {
         loop {
-            self.drive_with_lease(&app_id, &run_id, &handle).await;
+            self.drive_with_lease(&app_id, &run_id, &handle, start.take())
+                .await;
             self.inner.owners.remove(&run_id);
             // A resume that landed while this owner was finishing saw an owner and did not
             // spawn one; look once more so the run is never left running without an owner.
-            if self.inner.shutdown.is_cancelled() {
+            // A run seen committed terminal cannot be resumed: no need to look.
+            if self.inner.shutdown.is_cancelled() || handle.terminal.load(Ordering::Acquire) {
                 return;
             }
             let needs_owner = matches!(
@@ -80,7 +104,13 @@ impl Engine {
         }
     }
 
-    async fn drive_with_lease(&self, app_id: &str, run_id: &str, handle: &Arc<OwnerHandle>) {
+    async fn drive_with_lease(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        handle: &Arc<OwnerHandle>,
+        start: Option<OwnerStart>,
+    ) {
         let store = &self.deps().store;
         let now = self.now();
         let until =
@@ -99,7 +129,7 @@ impl Engine {
                 return;
             }
         }
-        let outcome = std::panic::AssertUnwindSafe(self.execute(app_id, run_id, handle))
+        let outcome = std::panic::AssertUnwindSafe(self.execute(app_id, run_id, handle, start))
             .catch_unwind()
             .await;
         match outcome {
