@@ -30,3 +30,24 @@ pub fn rss_mib(pid: u32) -> Option<f64> {
 pub fn peak_rss_mib(pid: u32) -> Option<f64> {
     status_kib(pid, "VmHWM:").map(|kib| kib as f64 / 1024.0)
 }
+
+/// Context switches (voluntary and involuntary) of all of `pid`'s live threads. Threads that
+/// exited are not counted; the server's runtime and SQLite worker threads live as long as it.
+pub fn context_switches(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        total += status
+            .lines()
+            .filter(|line| {
+                line.starts_with("voluntary_ctxt_switches:")
+                    || line.starts_with("nonvoluntary_ctxt_switches:")
+            })
+            .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Some(total)
+}

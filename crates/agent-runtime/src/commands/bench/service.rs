@@ -10,7 +10,7 @@ use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use super::proc_stats::{cpu_ms, peak_rss_mib, rss_mib};
+use super::proc_stats::{context_switches, cpu_ms, peak_rss_mib, rss_mib};
 use super::BenchArgs;
 
 const TOKEN: &str = "bench-token";
@@ -167,6 +167,10 @@ impl Server {
     fn cpu(&self) -> f64 {
         cpu_ms(self.process.pid()).unwrap_or(0.0)
     }
+
+    fn switches(&self) -> f64 {
+        context_switches(self.process.pid()).unwrap_or(0) as f64
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -206,6 +210,7 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
     // Sequential: latency, time to first SSE event, per-step overhead, CPU per run.
     let sequential = 200.min(args.runs);
     let cpu_before = server.cpu();
+    let switches_before = server.switches();
     let mut latencies = Vec::with_capacity(sequential);
     let mut first_events = Vec::with_capacity(sequential);
     for _ in 0..sequential {
@@ -217,6 +222,7 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
         first_events.push(first.as_secs_f64() * 1000.0);
     }
     let cpu_per_run = (server.cpu() - cpu_before) / sequential as f64;
+    let switches_per_run = (server.switches() - switches_before) / sequential as f64;
     latencies.sort_by(f64::total_cmp);
     first_events.sort_by(f64::total_cmp);
 
@@ -224,6 +230,8 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
     let total = args.runs;
     let concurrency = args.concurrency.max(1);
     let cpu_before = server.cpu();
+    let switches_before = server.switches();
+    let client_cpu_before = cpu_ms(std::process::id()).unwrap_or(0.0);
     let started = Instant::now();
     let mut concurrent_latencies: Vec<f64> = futures::stream::iter(0..total)
         .map(|_| async {
@@ -240,6 +248,9 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let elapsed = started.elapsed().as_secs_f64();
     let concurrent_cpu = (server.cpu() - cpu_before) / total as f64;
+    let concurrent_switches = (server.switches() - switches_before) / total as f64;
+    // The client and the mock provider share the machine with the server.
+    let client_cpu = (cpu_ms(std::process::id()).unwrap_or(0.0) - client_cpu_before) / total as f64;
     concurrent_latencies.sort_by(f64::total_cmp);
     let peak = peak_rss_mib(pid).unwrap_or(0.0);
 
@@ -295,6 +306,7 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
         percentile(&latencies, 0.5) / 5.0
     );
     println!("    server CPU per run:        {cpu_per_run:.2} ms");
+    println!("    server context switches per run: {switches_per_run:.0}");
     println!("  concurrent: {total} runs, {concurrency} at a time");
     println!(
         "    throughput:                {:.0} runs/s",
@@ -309,6 +321,8 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
         percentile(&concurrent_latencies, 0.99)
     );
     println!("    server CPU per run:        {concurrent_cpu:.2} ms");
+    println!("    server context switches per run: {concurrent_switches:.0}");
+    println!("    client + mock model CPU per run: {client_cpu:.2} ms");
     println!("  memory");
     println!("    idle RSS:                  {idle_rss:.1} MiB");
     println!("    peak RSS (throughput):     {peak:.1} MiB");
