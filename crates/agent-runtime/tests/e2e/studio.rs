@@ -85,9 +85,17 @@ async fn serve_registers_with_a_standalone_studio_that_runs_commands_on_it() {
         }
     })
     .await;
-    // The service is in its own embedded studio too.
-    let (status, own) = server.get("/api/runtimes").await;
-    assert_eq!(status, 200, "{own}");
+    // The service is in its own embedded studio too (its link there registers on its own
+    // schedule, so wait for it rather than race it).
+    let own = wait_for("the service in its embedded studio", WAIT, || async {
+        let (status, own) = server.get("/api/runtimes").await;
+        assert_eq!(status, 200, "{own}");
+        own["runtimes"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+            .then_some(own)
+    })
+    .await;
     assert_eq!(own["runtimes"][0]["id"], runtime.as_str());
 
     mock.push(Reply::text("hello from the studio").usage(Usage::new(5, 2)));
