@@ -1,0 +1,465 @@
+//! The native agent loop (`runtime_kind: native_sdk`): model rounds, tool rounds, the approval
+//! gate, runtime-control tools, explicit completion, checkpoints after every step.
+
+use std::sync::Arc;
+
+use ar_core::event::kind;
+use ar_core::ids::{new_id, prefix};
+use ar_core::model::{ChatMessage, ModelError, ModelRequest, ModelRoute, ModelToolCall, ToolSpec};
+use ar_core::records::interaction_kind;
+use ar_core::store::{Checkpoint, RunChange};
+use ar_core::tool::{ToolDefinition, ToolOutput};
+use ar_core::{Agent, ApprovalState, JsonMap, PauseReason, Run, RunStatus, RuntimeKind};
+use serde_json::{json, Value};
+
+use crate::admission::MODEL_CREDENTIAL_SECRET;
+use crate::control_tools;
+use crate::engine::{Decide, Engine};
+use crate::error::EngineResult;
+use crate::model_route::{resolve_route, RunCredential};
+use crate::owner::OwnerHandle;
+use crate::records::{event, interaction, mark_failed, mark_paused, object};
+use crate::transcript::LoopState;
+
+mod pending;
+mod round;
+mod stream;
+
+/// How long the first streamed deltas of a model call are held back to see whether the whole
+/// answer arrives at once (saving a commit per step); later deltas stream without delay.
+const DELTA_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// How a step's commit ended for the loop.
+enum Flow {
+    Continue,
+    /// The run paused, ended, or is no longer ours: the owner stops.
+    Stop,
+}
+
+/// What to do with one tool call of a model response.
+enum Plan {
+    /// Answer immediately with an error the model sees.
+    Reject(String),
+    /// Run through the tool host.
+    Run { tool: ToolDefinition, input: Value },
+    /// Update the plan (artifact + event), answered at once.
+    Replan { input: Value },
+    /// Answered with a recorded result (studio replay); the handler does not run.
+    Substitute(String),
+    /// Park for a person.
+    Park {
+        kind: &'static str,
+        title: String,
+        reason: PauseReason,
+        payload: Value,
+        record: bool,
+    },
+}
+
+/// A call answered in this round: the call, its output, the tool and input if it ran, and
+/// how long it took.
+type Answered = (
+    ModelToolCall,
+    ToolOutput,
+    Option<(ToolDefinition, Value)>,
+    u64,
+);
+
+/// Why a route could not be built.
+pub(crate) enum RouteProblem {
+    Authentication(String),
+    Other(String),
+}
+
+/// Live-event bookkeeping for one model call.
+struct StreamMarks {
+    message_id: String,
+    reasoning_id: String,
+    text_started: bool,
+    reasoning_started: bool,
+    /// Tool calls (by index) whose `tool_call_started` was committed, with their ids.
+    tools_started: Vec<(usize, String)>,
+}
+
+fn truncate(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+impl Engine {
+    /// Executes a run's current turn until it pauses, ends, or this process stops.
+    pub(crate) async fn execute(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        handle: &Arc<OwnerHandle>,
+        start: Option<crate::owner::OwnerStart>,
+    ) -> EngineResult<()> {
+        // The creating request's copy saves reading the run back (not for a run waiting for
+        // approval: that branch decides on the copy without a version check).
+        let (run, known) = match start {
+            Some(start) if start.run.approval_state != ApprovalState::Pending => {
+                let known = (start.agent, start.seeded, start.run.version);
+                (start.run, Some(known))
+            }
+            _ => (self.load_run(app_id, run_id).await?, None),
+        };
+        if run.is_terminal() || run.status == RunStatus::Paused {
+            return Ok(());
+        }
+        let now = self.now();
+        if run.approval_state == ApprovalState::Pending {
+            self.transact(app_id, run_id, Some(run), |run, change| {
+                if run.is_terminal() || run.status == RunStatus::Paused {
+                    return Ok(Decide::Skip(()));
+                }
+                mark_paused(run, change, PauseReason::HumanApproval, JsonMap::new());
+                Ok(Decide::Commit(()))
+            })
+            .await?;
+            return Ok(());
+        }
+        // No checkpoint to load when this owner started the run it was handed, with nothing
+        // committed in between (the version moved by exactly this commit) and none seeded.
+        let mut fresh = false;
+        let run = if run.status == RunStatus::Queued {
+            let (run, _, started) = self
+                .transact(app_id, run_id, Some(run), |run, change| {
+                    if run.status != RunStatus::Queued {
+                        return Ok(Decide::Skip(run.status == RunStatus::Running));
+                    }
+                    if run.approval_state == ApprovalState::Pending {
+                        // Became pending after the copy was taken: the owner looks again.
+                        return Ok(Decide::Skip(false));
+                    }
+                    run.status = RunStatus::Running;
+                    run.started_at.get_or_insert(now);
+                    run.set_metadata("turn_started_at", json!(now.to_rfc3339()));
+                    change.events.push(event(kind::RUN_STARTED, json!({})));
+                    Ok(Decide::Commit(true))
+                })
+                .await?;
+            if !started {
+                return Ok(());
+            }
+            fresh = matches!(&known, Some((_, false, version)) if run.version == version + 1);
+            run
+        } else {
+            run
+        };
+        let agent = match known {
+            Some((agent, _, _)) => agent,
+            None => match self.deps().store.get_agent(app_id, &run.agent_id).await? {
+                Some(agent) => agent,
+                None => {
+                    self.fail_run(app_id, run_id, "agent not found").await;
+                    return Ok(());
+                }
+            },
+        };
+        let agent = Self::studio_agent(agent, &run);
+        let Some(run) = self.refresh_context(run).await? else {
+            return Ok(());
+        };
+        match run.runtime_kind {
+            RuntimeKind::NativeSdk => self.native_loop(run, agent, handle, fresh).await,
+            kind if self.serves_cli(kind) => self.cli_loop(run, agent, handle).await,
+            other => {
+                self.fail_run(
+                    app_id,
+                    run_id,
+                    &format!("runtime kind {other} is not available on this runtime"),
+                )
+                .await;
+                Ok(())
+            }
+        }
+    }
+
+    async fn load_state(&self, run: &Run) -> EngineResult<LoopState> {
+        match self.deps().store.latest_checkpoint(&run.id).await? {
+            Some(checkpoint) => Ok(LoopState::from_json(&checkpoint.state).unwrap_or_else(|error| {
+                tracing::error!(run_id = %run.id, %error, "checkpoint unreadable; starting the transcript afresh");
+                LoopState::default()
+            })),
+            None => Ok(LoopState::default()),
+        }
+    }
+
+    fn checkpoint(&self, run: &Run, state: &LoopState) -> Checkpoint {
+        Checkpoint {
+            run_id: run.id.clone(),
+            step: state.step,
+            state: state.to_json(),
+            created_at: self.now(),
+        }
+    }
+
+    fn system_prompt(agent: &Agent, run: &Run, tools: &[ToolDefinition]) -> String {
+        let mut prompt = agent.system_prompt.trim().to_string();
+        if prompt.is_empty() {
+            prompt = "You are an agent working for a host application.".to_string();
+        }
+        prompt.push_str(&format!(
+            "\n\nTarget: {} {}",
+            run.target.target_type, run.target.id
+        ));
+        if let Some(display) = &run.target.display {
+            if !display.title.is_empty() {
+                prompt.push_str(&format!(" ({})", display.title));
+            }
+        }
+        if !run.input.context_summary.is_empty() {
+            prompt.push_str("\n\nContext:\n");
+            prompt.push_str(&run.input.context_summary);
+        }
+        if run.input.turn_policy.is_explicit_completion()
+            && tools.iter().any(|t| t.name == control_tools::FINISH_TURN)
+        {
+            prompt.push_str("\n\nWhen your work for this turn is done, call finish_turn as the only tool call of your response.");
+        }
+        prompt
+    }
+
+    /// Commits `build`'s change on the cached run; `Stop` when the run is no longer executing.
+    async fn commit_step(
+        &self,
+        run: &mut Run,
+        mut build: impl FnMut(&mut Run, &mut RunChange),
+    ) -> EngineResult<Flow> {
+        let app_id = run.app_id.clone();
+        let run_id = run.id.clone();
+        let (fresh, _, proceed) = self
+            .transact(&app_id, &run_id, Some(run.clone()), |current, change| {
+                if current.status != RunStatus::Running {
+                    return Ok(Decide::Skip(false));
+                }
+                build(current, change);
+                Ok(Decide::Commit(true))
+            })
+            .await?;
+        *run = fresh;
+        if !proceed {
+            return Ok(Flow::Stop);
+        }
+        Ok(if run.status == RunStatus::Running {
+            Flow::Continue
+        } else {
+            Flow::Stop
+        })
+    }
+
+    async fn native_loop(
+        &self,
+        mut run: Run,
+        agent: Agent,
+        handle: &Arc<OwnerHandle>,
+        fresh: bool,
+    ) -> EngineResult<()> {
+        let mut state = if fresh {
+            LoopState::default()
+        } else {
+            self.load_state(&run).await?
+        };
+        let tools = self.effective_tools(&run, &agent);
+        let specs: Vec<ToolSpec> = tools
+            .iter()
+            .map(|tool| ToolSpec {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.input_schema.clone(),
+            })
+            .collect();
+        loop {
+            // Safe point: cancel, shutdown, pause.
+            if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
+                return Ok(());
+            }
+            if handle.pause_requested() || run.pause_requested {
+                let checkpoint = self.checkpoint(&run, &state);
+                self.commit_step(&mut run, |run, change| {
+                    mark_paused(run, change, PauseReason::Manual, JsonMap::new());
+                    change.checkpoint = Some(checkpoint.clone());
+                })
+                .await?;
+                return Ok(());
+            }
+            if state.transcript.is_empty() {
+                state
+                    .transcript
+                    .push(ChatMessage::system(Self::system_prompt(
+                        &agent, &run, &tools,
+                    )));
+                let instructions = if run.input.instructions.is_empty() {
+                    "Begin.".to_string()
+                } else {
+                    run.input.instructions.clone()
+                };
+                state.transcript.push(ChatMessage::user(instructions));
+            }
+            if !state.pending.is_empty() {
+                if let Flow::Stop = self
+                    .settle_pending(&mut run, &agent, &tools, &mut state)
+                    .await?
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            state.queued_user_messages.extend(handle.take_steers());
+            state.flush_queued_messages();
+            let limit = self.step_limit(&run);
+            if state.turn_steps >= limit {
+                let usage = state.usage;
+                self.commit_step(&mut run, |run, change| {
+                    mark_failed(
+                        run,
+                        change,
+                        &format!("tool step limit of {limit} reached"),
+                        Some(&usage),
+                        self.now(),
+                    );
+                })
+                .await?;
+                return Ok(());
+            }
+            let route = match self.route_for(&run).await {
+                Ok(route) => route,
+                Err(RouteProblem::Authentication(reason)) => {
+                    self.pause_for_authentication(&mut run, &state, &reason)
+                        .await?;
+                    return Ok(());
+                }
+                Err(RouteProblem::Other(reason)) => {
+                    let usage = state.usage;
+                    self.commit_step(&mut run, |run, change| {
+                        mark_failed(run, change, &reason, Some(&usage), self.now())
+                    })
+                    .await?;
+                    return Ok(());
+                }
+            };
+            let request = ModelRequest {
+                messages: state.transcript.clone(),
+                tools: specs.clone(),
+            };
+            let mut marks = StreamMarks {
+                message_id: new_id(prefix::MESSAGE),
+                reasoning_id: new_id(prefix::MESSAGE),
+                text_started: false,
+                reasoning_started: false,
+                tools_started: Vec::new(),
+            };
+            let response = match self
+                .call_model(&mut run, &route, &request, handle, &mut marks)
+                .await?
+            {
+                Some(Ok(response)) => response,
+                Some(Err(ModelError::Authentication(reason))) => {
+                    self.pause_for_authentication(&mut run, &state, &reason)
+                        .await?;
+                    return Ok(());
+                }
+                Some(Err(error)) => {
+                    let usage = state.usage;
+                    let message = error.to_string();
+                    self.commit_step(&mut run, |run, change| {
+                        mark_failed(run, change, &message, Some(&usage), self.now())
+                    })
+                    .await?;
+                    return Ok(());
+                }
+                None => return Ok(()),
+            };
+            state.step += 1;
+            state.turn_steps += 1;
+            state.usage.add(&response.usage);
+            if let Flow::Stop = self
+                .handle_response(&mut run, &agent, &tools, &mut state, response, marks)
+                .await?
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    pub(crate) async fn route_for(&self, run: &Run) -> Result<ModelRoute, RouteProblem> {
+        if crate::studio_replay::is_scripted(run) {
+            return Ok(crate::studio_replay::scripted_route(run));
+        }
+        let Some(model) = run.input.model.as_ref() else {
+            return Err(RouteProblem::Other("run has no model route".to_string()));
+        };
+        let credential = if run.input.credential_source == "app" {
+            let sealed = self
+                .deps()
+                .store
+                .get_secret(&run.id, MODEL_CREDENTIAL_SECRET)
+                .await
+                .map_err(|error| RouteProblem::Other(error.to_string()))?;
+            let Some(sealed) = sealed else {
+                return Err(RouteProblem::Authentication(
+                    "the run's model credential was revoked".to_string(),
+                ));
+            };
+            let Some(sealer) = self.deps().sealer.as_ref() else {
+                return Err(RouteProblem::Other(
+                    "run credentials cannot be opened: no encryption key".to_string(),
+                ));
+            };
+            let plaintext = sealer
+                .open(&run.app_id, &run.id, MODEL_CREDENTIAL_SECRET, &sealed)
+                .map_err(|error| RouteProblem::Authentication(error.to_string()))?;
+            let credential: RunCredential = serde_json::from_slice(&plaintext).map_err(|_| {
+                RouteProblem::Authentication("stored model credential is unreadable".to_string())
+            })?;
+            if matches!(credential.expires_at, Some(expiry) if expiry <= self.now()) {
+                return Err(RouteProblem::Authentication(
+                    "the run's model credential expired".to_string(),
+                ));
+            }
+            Some(credential)
+        } else {
+            None
+        };
+        resolve_route(&self.inner.config, model, credential.as_ref()).map_err(RouteProblem::Other)
+    }
+
+    async fn pause_for_authentication(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        reason: &str,
+    ) -> EngineResult<()> {
+        let provider = run
+            .input
+            .model
+            .as_ref()
+            .map(|model| model.provider.clone())
+            .unwrap_or_default();
+        let now = self.now();
+        let checkpoint = self.checkpoint(run, state);
+        self.commit_step(run, |run, change| {
+            let payload = json!({"provider": provider, "reason": reason});
+            change.interactions.push(interaction(
+                run,
+                interaction_kind::AUTHENTICATION,
+                "Model authentication required",
+                reason,
+                payload,
+                now,
+            ));
+            let extra = object(json!({"provider": provider}));
+            mark_paused(run, change, PauseReason::Authentication, extra);
+            change.checkpoint = Some(checkpoint.clone());
+        })
+        .await?;
+        Ok(())
+    }
+}

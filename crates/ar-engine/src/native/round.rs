@@ -1,0 +1,592 @@
+//! One model response handled: finish or correct a turn, or plan and run a tool round
+//! through the approval gate, and the records and events each writes.
+
+use std::time::Instant;
+
+use ar_core::event::kind;
+use ar_core::model::{ChatMessage, ModelResponse, ModelToolCall};
+use ar_core::records::{interaction_kind, message_type, Interaction, ToolCallRecord};
+use ar_core::store::RunChange;
+use ar_core::tool::{canonical_tool_name, ToolDefinition, ToolOutput};
+use ar_core::{Agent, JsonMap, PauseReason, Run};
+use serde_json::{json, Value};
+
+use crate::control_tools;
+use crate::engine::Engine;
+use crate::error::EngineResult;
+use crate::gate::{approval_payload, needs_approval};
+use crate::records::{
+    event, interaction, mark_completed, mark_failed, mark_paused, message, tool_call_record,
+    usage_json,
+};
+use crate::transcript::{Decision, LoopState, PendingCall};
+
+use super::*;
+
+impl Engine {
+    /// Plans what to do with each tool call of a response.
+    pub(super) fn plan_calls(
+        &self,
+        run: &Run,
+        agent: &Agent,
+        tools: &[ToolDefinition],
+        calls: &[ModelToolCall],
+        studio: Option<(&crate::studio_replay::StudioGate, &[ChatMessage])>,
+    ) -> Vec<Plan> {
+        calls
+            .iter()
+            .map(|call| {
+                let name = canonical_tool_name(&call.name);
+                let input: Value = if call.arguments.trim().is_empty() {
+                    json!({})
+                } else {
+                    match serde_json::from_str(&call.arguments) {
+                        Ok(value) => value,
+                        Err(error) => {
+                            return Plan::Reject(format!(
+                                "invalid tool arguments (not JSON): {error}"
+                            ))
+                        }
+                    }
+                };
+                let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
+                    return Plan::Reject(format!("tool {name} is not available to this run"));
+                };
+                match name.as_str() {
+                    control_tools::FINISH_TURN => {
+                        Plan::Reject("finish_turn must be the only tool call in a response".into())
+                    }
+                    control_tools::UPDATE_PLAN => Plan::Replan { input },
+                    control_tools::REQUEST_USER_INPUT => Plan::Park {
+                        kind: interaction_kind::REQUEST_USER_INPUT,
+                        title: "Input requested".into(),
+                        reason: PauseReason::HumanInput,
+                        payload: json!({"schema": "request_user_input_v1", "input": input}),
+                        record: false,
+                    },
+                    control_tools::REQUEST_APPROVAL | control_tools::REQUEST_REVIEW_CHECKPOINT => {
+                        let title = input
+                            .get("title")
+                            .and_then(Value::as_str)
+                            .unwrap_or("Approval requested")
+                            .to_string();
+                        let (kind, schema) = if name == control_tools::REQUEST_APPROVAL {
+                            (interaction_kind::APPROVAL_REQUEST, "approval_request_v1")
+                        } else {
+                            (interaction_kind::REVIEW_CHECKPOINT, "review_checkpoint_v1")
+                        };
+                        Plan::Park {
+                            kind,
+                            title,
+                            reason: PauseReason::HumanApproval,
+                            payload: json!({"schema": schema, "input": input}),
+                            record: false,
+                        }
+                    }
+                    _ => match studio.and_then(|(gate, seen)| gate.intercept(tool, call, seen)) {
+                        Some(crate::studio_replay::Intercept::Substitute(content)) => {
+                            Plan::Substitute(content)
+                        }
+                        Some(crate::studio_replay::Intercept::Park { why }) => {
+                            let mut payload = approval_payload(tool, &input);
+                            payload["studio"] = json!(why);
+                            payload["tool_call_id"] = json!(call.id);
+                            Plan::Park {
+                                kind: interaction_kind::APPROVAL_REQUEST,
+                                title: format!("Approve {name} ({why})"),
+                                reason: PauseReason::HumanApproval,
+                                payload,
+                                record: true,
+                            }
+                        }
+                        None if needs_approval(agent.approval_mode, run, tool) => Plan::Park {
+                            kind: interaction_kind::APPROVAL_REQUEST,
+                            title: "Approve tool call".into(),
+                            reason: PauseReason::HumanApproval,
+                            payload: approval_payload(tool, &input),
+                            record: true,
+                        },
+                        None => Plan::Run {
+                            tool: tool.clone(),
+                            input,
+                        },
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Validates a `finish_turn` call; the error text is what the model is told.
+    pub(super) fn check_finish(call: &ModelToolCall) -> Result<Value, String> {
+        let input: Value = serde_json::from_str(&call.arguments)
+            .map_err(|_| "finish_turn arguments must be a JSON object".to_string())?;
+        let outcome = input
+            .get("outcome")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let summary = input
+            .get("summary")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !matches!(outcome, "completed" | "blocked") {
+            return Err("finish_turn.outcome must be completed or blocked".into());
+        }
+        if summary.trim().is_empty() {
+            return Err("finish_turn.summary is required".into());
+        }
+        if outcome == "blocked"
+            && input
+                .get("blocker")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim()
+                .is_empty()
+        {
+            return Err("finish_turn.blocker is required when outcome is blocked".into());
+        }
+        Ok(input)
+    }
+
+    /// Events and rows common to every response: started events the stream did not open,
+    /// the completed assistant message, and its transcript row.
+    pub(super) fn response_records(
+        &self,
+        run: &Run,
+        response: &ModelResponse,
+        marks: &StreamMarks,
+        change: &mut RunChange,
+    ) {
+        if !response.reasoning.is_empty() {
+            if !marks.reasoning_started {
+                change.events.push(event(
+                    kind::REASONING_MESSAGE_STARTED,
+                    json!({"message_id": marks.reasoning_id}),
+                ));
+            }
+            change.events.push(event(
+                kind::REASONING_MESSAGE_COMPLETED,
+                json!({"message_id": marks.reasoning_id, "content": response.reasoning}),
+            ));
+        }
+        if !response.text.is_empty() {
+            if !marks.text_started {
+                change.events.push(event(
+                    kind::ASSISTANT_MESSAGE_STARTED,
+                    json!({"message_id": marks.message_id}),
+                ));
+            }
+            change.events.push(event(
+                kind::ASSISTANT_MESSAGE_COMPLETED,
+                json!({"message_id": marks.message_id, "content": response.text}),
+            ));
+        }
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            if !marks.tools_started.iter().any(|(_, id)| id == &call.id)
+                && !marks.tools_started.iter().any(|(seen, _)| *seen == index)
+            {
+                change.events.push(event(
+                    kind::TOOL_CALL_STARTED,
+                    json!({"tool_call_id": call.id, "tool_name": canonical_tool_name(&call.name), "parent_message_id": marks.message_id}),
+                ));
+            }
+        }
+        let message_kind = if response.tool_calls.is_empty() {
+            message_type::MESSAGE
+        } else {
+            message_type::ASSISTANT_TURN
+        };
+        let mut row = message(run, "assistant", &response.text, message_kind, self.now());
+        row.id = marks.message_id.clone();
+        row.runtime_message_id = marks.message_id.clone();
+        if !response.tool_calls.is_empty() {
+            row.tool_invocations = Some(json!(response
+                .tool_calls
+                .iter()
+                .map(|call| json!({"id": call.id, "name": canonical_tool_name(&call.name), "arguments": call.arguments}))
+                .collect::<Vec<_>>()));
+        }
+        change.messages.push(row);
+    }
+
+    /// Finishes a turn: pause for the next user message (chat) or complete the run.
+    pub(super) fn finish_turn(
+        &self,
+        run: &mut Run,
+        change: &mut RunChange,
+        state: &LoopState,
+        summary: Option<&Value>,
+    ) {
+        if let Some(summary) = summary {
+            run.output_summary
+                .insert("finish_turn".into(), summary.clone());
+        }
+        if !state.usage.is_zero() {
+            change.events.push(event(
+                kind::USAGE_CHECKPOINT,
+                json!({"usage": usage_json(&state.usage), "usage_semantic": "cumulative"}),
+            ));
+        }
+        if run.input.turn_policy.pauses_after_assistant() {
+            run.output_summary
+                .insert("usage".into(), usage_json(&state.usage));
+            mark_paused(
+                run,
+                change,
+                PauseReason::AwaitingUserMessage,
+                JsonMap::new(),
+            );
+        } else {
+            mark_completed(run, change, Some(&state.usage), None, self.now());
+        }
+    }
+
+    pub(super) async fn handle_response(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        tools: &[ToolDefinition],
+        state: &mut LoopState,
+        response: ModelResponse,
+        marks: StreamMarks,
+    ) -> EngineResult<Flow> {
+        state.transcript.push(ChatMessage::assistant(
+            response.text.clone(),
+            response.tool_calls.clone(),
+        ));
+        let explicit = run.input.turn_policy.is_explicit_completion();
+        let max_corrections = run.input.turn_policy.max_completion_corrections;
+
+        // A lone finish_turn ends the turn (valid) or earns a correction (invalid).
+        let finish = match response.tool_calls.as_slice() {
+            [only] if canonical_tool_name(&only.name) == control_tools::FINISH_TURN => {
+                Some((only.clone(), Self::check_finish(only)))
+            }
+            _ => None,
+        };
+        if let Some((call, Ok(summary))) = &finish {
+            state
+                .transcript
+                .push(ChatMessage::tool_result(call.id.clone(), "turn finished"));
+            state.pending.clear();
+            let checkpoint = self.checkpoint(run, state);
+            let frozen = state.clone();
+            return self
+                .commit_step(run, |run, change| {
+                    self.response_records(run, &response, &marks, change);
+                    self.tool_result_records(run, change, call, "turn finished", false, 0);
+                    change.checkpoint = Some(checkpoint.clone());
+                    self.finish_turn(run, change, &frozen, Some(summary));
+                })
+                .await;
+        }
+        if response.tool_calls.is_empty() || matches!(finish, Some((_, Err(_)))) {
+            if explicit {
+                state.corrections += 1;
+                let problem = match &finish {
+                    Some((call, Err(problem))) => {
+                        state.transcript.push(ChatMessage::tool_result(
+                            call.id.clone(),
+                            format!("error: {problem}"),
+                        ));
+                        problem.clone()
+                    }
+                    _ => "the turn ended without calling finish_turn".to_string(),
+                };
+                if state.corrections > max_corrections {
+                    let usage = state.usage;
+                    let checkpoint = self.checkpoint(run, state);
+                    return self
+                        .commit_step(run, |run, change| {
+                            self.response_records(run, &response, &marks, change);
+                            change.checkpoint = Some(checkpoint.clone());
+                            mark_failed(
+                                run,
+                                change,
+                                &format!("turn_completion_guard_exhausted: {problem}"),
+                                Some(&usage),
+                                self.now(),
+                            );
+                        })
+                        .await;
+                }
+                let correction = format!(
+                    "Runtime completion correction {}/{}: {problem}. Call finish_turn as the only tool call with outcome, summary (and blocker when blocked).",
+                    state.corrections, max_corrections
+                );
+                state.transcript.push(ChatMessage::user(correction.clone()));
+                let checkpoint = self.checkpoint(run, state);
+                let usage = state.usage;
+                return self
+                    .commit_step(run, |run, change| {
+                        self.response_records(run, &response, &marks, change);
+                        if let Some((call, Err(problem))) = &finish {
+                            self.tool_result_records(
+                                run,
+                                change,
+                                call,
+                                &format!("error: {problem}"),
+                                true,
+                                0,
+                            );
+                        }
+                        change.messages.push(message(
+                            run,
+                            "user",
+                            &correction,
+                            message_type::SYSTEM_NOTIFICATION,
+                            self.now(),
+                        ));
+                        change.events.push(event(
+                            kind::USAGE_CHECKPOINT,
+                            json!({"usage": usage_json(&usage), "usage_semantic": "cumulative"}),
+                        ));
+                        change.checkpoint = Some(checkpoint.clone());
+                    })
+                    .await;
+            }
+            let checkpoint = self.checkpoint(run, state);
+            let frozen = state.clone();
+            return self
+                .commit_step(run, |run, change| {
+                    self.response_records(run, &response, &marks, change);
+                    change.checkpoint = Some(checkpoint.clone());
+                    self.finish_turn(run, change, &frozen, None);
+                })
+                .await;
+        }
+
+        // A tool round.
+        let gate = self.studio_gate(run).await?;
+        let studio = gate.as_ref().map(|g| (g, state.transcript.as_slice()));
+        let plans = self.plan_calls(run, agent, tools, &response.tool_calls, studio);
+        let now = self.now();
+        let mut interactions: Vec<Interaction> = Vec::new();
+        let mut gated_records: Vec<ToolCallRecord> = Vec::new();
+        let mut pause_reason: Option<PauseReason> = None;
+        let mut answered: Vec<Answered> = Vec::new();
+        let mut to_run: Vec<(ModelToolCall, ToolDefinition, Value)> = Vec::new();
+        let mut plan_events: Vec<(String, Value)> = Vec::new();
+        for (call, plan) in response.tool_calls.iter().zip(plans) {
+            match plan {
+                Plan::Reject(reason) => {
+                    answered.push((call.clone(), ToolOutput::error(reason), None, 0))
+                }
+                Plan::Substitute(content) => {
+                    answered.push((call.clone(), ToolOutput::text(content), None, 0))
+                }
+                Plan::Replan { input } => {
+                    plan_events.push((call.id.clone(), input.clone()));
+                    answered.push((call.clone(), ToolOutput::text("plan updated"), None, 0));
+                }
+                Plan::Park {
+                    kind,
+                    title,
+                    reason,
+                    payload,
+                    record,
+                } => {
+                    let pending = interaction(run, kind, &title, "", payload, now);
+                    let record_id = if record {
+                        let tool = tools
+                            .iter()
+                            .find(|tool| tool.name == canonical_tool_name(&call.name));
+                        let input = serde_json::from_str(&call.arguments).unwrap_or(json!({}));
+                        let row = tool_call_record(
+                            run,
+                            &canonical_tool_name(&call.name),
+                            input,
+                            tool.map(|t| t.mutating).unwrap_or(true),
+                            true,
+                            now,
+                        );
+                        let id = row.id.clone();
+                        gated_records.push(row);
+                        Some(id)
+                    } else {
+                        None
+                    };
+                    state.pending.push(PendingCall {
+                        call: call.clone(),
+                        interaction_id: Some(pending.id.clone()),
+                        record_id,
+                        decision: None,
+                        started: false,
+                    });
+                    interactions.push(pending);
+                    pause_reason = match (pause_reason, reason) {
+                        (Some(PauseReason::HumanInput), _) | (_, PauseReason::HumanInput) => {
+                            Some(PauseReason::HumanInput)
+                        }
+                        (_, other) => Some(other),
+                    };
+                }
+                Plan::Run { tool, input } => to_run.push((call.clone(), tool, input)),
+            }
+        }
+        // Non-mutating calls run in parallel; mutating ones one by one after a started marker.
+        let (mutating, reading): (Vec<_>, Vec<_>) =
+            to_run.into_iter().partition(|(_, tool, _)| tool.mutating);
+        let context = self.tool_context(run);
+        let results = futures::future::join_all(reading.into_iter().map(|(call, tool, input)| {
+            let context = &context;
+            async move {
+                let started = Instant::now();
+                let output = self
+                    .deps()
+                    .tools
+                    .call(context, &tool.name, input.clone())
+                    .await;
+                (
+                    call,
+                    output,
+                    Some((tool, input)),
+                    started.elapsed().as_millis() as u64,
+                )
+            }
+        }))
+        .await;
+        answered.extend(results);
+        // The first commit of the round records the response and everything answered so far.
+        let mut transcript_results: Vec<(String, String)> = Vec::new();
+        for (call, output, _, _) in &answered {
+            transcript_results.push((call.id.clone(), output.content.clone()));
+        }
+        for (id, content) in &transcript_results {
+            state
+                .transcript
+                .push(ChatMessage::tool_result(id.clone(), content.clone()));
+        }
+        for (call, tool, _) in &mutating {
+            state.pending.push(PendingCall {
+                call: call.clone(),
+                interaction_id: None,
+                record_id: None,
+                decision: Some(Decision::Approved),
+                started: false,
+            });
+            let _ = tool;
+        }
+        // Order pending so the transcript keeps the model's call order for mutating calls.
+        let pause = pause_reason;
+        let only_parked = mutating.is_empty();
+        let checkpoint = self.checkpoint(run, state);
+        let usage = state.usage;
+        let flow = self
+            .commit_step(run, |run, change| {
+                self.response_records(run, &response, &marks, change);
+                for (call_id, input) in &plan_events {
+                    self.plan_records(run, change, call_id, input);
+                }
+                for (call, output, ran, duration) in &answered {
+                    let record = ran
+                        .as_ref()
+                        .map(|(tool, input)| (tool.mutating, input.clone()));
+                    if let Some((mutating, input)) = record {
+                        let mut row = tool_call_record(
+                            run,
+                            &canonical_tool_name(&call.name),
+                            input,
+                            mutating,
+                            false,
+                            now,
+                        );
+                        row.output = Some(json!({"content": output.content}));
+                        if output.is_error {
+                            row.error = output.content.clone();
+                        }
+                        change.tool_calls.push(row);
+                    }
+                    self.tool_result_records(
+                        run,
+                        change,
+                        call,
+                        &output.content,
+                        output.is_error,
+                        *duration,
+                    );
+                }
+                change.interactions.extend(interactions.iter().cloned());
+                change.tool_calls.extend(gated_records.iter().cloned());
+                if !usage.is_zero() {
+                    change.events.push(event(
+                        kind::USAGE_CHECKPOINT,
+                        json!({"usage": usage_json(&usage), "usage_semantic": "cumulative"}),
+                    ));
+                }
+                change.checkpoint = Some(checkpoint.clone());
+                if let (Some(reason), true) = (pause, only_parked) {
+                    mark_paused(run, change, reason, JsonMap::new());
+                }
+            })
+            .await?;
+        if let Flow::Stop = flow {
+            return Ok(Flow::Stop);
+        }
+        if !mutating.is_empty() {
+            // Mutating calls (already approved or not gated) settle through the pending path,
+            // which writes the started marker before each one.
+            return self.settle_pending(run, agent, tools, state).await;
+        }
+        Ok(Flow::Continue)
+    }
+
+    pub(super) fn plan_records(
+        &self,
+        run: &Run,
+        change: &mut RunChange,
+        call_id: &str,
+        input: &Value,
+    ) {
+        let plan = input.get("plan").cloned().unwrap_or(json!([]));
+        let note = input
+            .get("explanation")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let content = serde_json::to_string(input).unwrap_or_default();
+        change.artifacts.push(crate::records::artifact(
+            run,
+            "run_plan",
+            "json",
+            &content,
+            self.now(),
+        ));
+        change.events.push(event(
+            kind::PLAN_UPDATED,
+            json!({"content": content, "plan": plan, "note": note, "data": {"tool_call_id": call_id}}),
+        ));
+    }
+
+    /// Result rows and events of one answered call.
+    pub(super) fn tool_result_records(
+        &self,
+        run: &Run,
+        change: &mut RunChange,
+        call: &ModelToolCall,
+        content: &str,
+        is_error: bool,
+        duration_ms: u64,
+    ) {
+        let mut row = message(run, "tool", content, message_type::TOOL_RESULT, self.now());
+        row.runtime_message_id = call.id.clone();
+        let result_id = row.id.clone();
+        change.messages.push(row);
+        let name = canonical_tool_name(&call.name);
+        change.events.push(event(
+            kind::TOOL_CALL_RESULT,
+            json!({"tool_call_id": call.id, "tool_name": name, "content": truncate(content, 16 * 1024), "result_message_id": result_id}),
+        ));
+        let mut finished = json!({
+            "tool_call_id": call.id,
+            "tool_name": name,
+            "tool_input": truncate(&call.arguments, 16 * 1024),
+            "output_summary": truncate(content, 512),
+            "duration_ms": duration_ms,
+        });
+        if is_error {
+            finished["error"] = json!(truncate(content, 2048));
+        }
+        change
+            .events
+            .push(event(kind::TOOL_CALL_FINISHED, finished));
+    }
+}

@@ -1,0 +1,165 @@
+//! Streaming one model call: deltas published live, `*_started` events committed as the
+//! stream opens them (or folded into the step's commit when the answer arrives at once).
+
+use std::sync::Arc;
+
+use ar_core::event::{kind, EventDraft};
+use ar_core::model::{ModelError, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
+use ar_core::tool::canonical_tool_name;
+use ar_core::Run;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::engine::Engine;
+use crate::error::EngineResult;
+use crate::owner::OwnerHandle;
+use crate::records::{event, object};
+
+use super::*;
+
+impl Engine {
+    /// Streams one model call, publishing deltas live and committing `*_started` events as the
+    /// stream opens them. `None` when the run was cancelled or stopped meanwhile.
+    pub(super) async fn call_model(
+        &self,
+        run: &mut Run,
+        route: &ModelRoute,
+        request: &ModelRequest,
+        handle: &Arc<OwnerHandle>,
+        marks: &mut StreamMarks,
+    ) -> EngineResult<Option<Result<ModelResponse, ModelError>>> {
+        if let Some(answer) = self.scripted_answer(run, request).await? {
+            return Ok(Some(answer));
+        }
+        let (sender, mut receiver) = mpsc::unbounded_channel::<StreamDelta>();
+        let models = self.deps().models.clone();
+        let call = async move {
+            let mut sink = move |delta: StreamDelta| {
+                let _ = sender.send(delta);
+            };
+            models.complete(route, request, &mut sink).await
+        };
+        let cancel = handle.cancel.clone();
+        let guarded = async move {
+            tokio::select! {
+                result = call => Some(result),
+                _ = cancel.cancelled() => None,
+            }
+        };
+        let consume = async {
+            let mut stopped = false;
+            let mut first_batch = true;
+            while let Some(first) = receiver.recv().await {
+                let mut batch = vec![first];
+                if first_batch {
+                    // A short answer often arrives whole within a few milliseconds; then the
+                    // step's one commit carries its `*_started` events and no delta is needed.
+                    first_batch = false;
+                    let window = tokio::time::sleep(DELTA_COALESCE_WINDOW);
+                    tokio::pin!(window);
+                    loop {
+                        tokio::select! {
+                            next = receiver.recv() => match next {
+                                Some(delta) => batch.push(delta),
+                                None => return Ok(false),
+                            },
+                            _ = &mut window => break,
+                        }
+                    }
+                }
+                while let Ok(next) = receiver.try_recv() {
+                    batch.push(next);
+                }
+                if stopped {
+                    continue;
+                }
+                match self.publish_deltas(run, marks, batch).await {
+                    Ok(true) => {}
+                    Ok(false) => stopped = true,
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(stopped)
+        };
+        let (result, stopped) = tokio::join!(guarded, consume);
+        if stopped? {
+            return Ok(None);
+        }
+        Ok(result)
+    }
+
+    /// Commits the `*_started` events a batch of deltas opens, then publishes the deltas.
+    pub(super) async fn publish_deltas(
+        &self,
+        run: &mut Run,
+        marks: &mut StreamMarks,
+        batch: Vec<StreamDelta>,
+    ) -> EngineResult<bool> {
+        let mut opened: Vec<EventDraft> = Vec::new();
+        for delta in &batch {
+            match delta {
+                StreamDelta::Text(_) if !marks.text_started => {
+                    marks.text_started = true;
+                    opened.push(event(
+                        kind::ASSISTANT_MESSAGE_STARTED,
+                        json!({"message_id": marks.message_id}),
+                    ));
+                }
+                StreamDelta::Reasoning(_) if !marks.reasoning_started => {
+                    marks.reasoning_started = true;
+                    opened.push(event(
+                        kind::REASONING_MESSAGE_STARTED,
+                        json!({"message_id": marks.reasoning_id}),
+                    ));
+                }
+                StreamDelta::ToolCallStarted { index, id, name }
+                    if !marks.tools_started.iter().any(|(seen, _)| seen == index) =>
+                {
+                    marks.tools_started.push((*index, id.clone()));
+                    opened.push(event(
+                        kind::TOOL_CALL_STARTED,
+                        json!({"tool_call_id": id, "tool_name": canonical_tool_name(name), "parent_message_id": marks.message_id}),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if !opened.is_empty() {
+            if let Flow::Stop = self
+                .commit_step(run, |_, change| {
+                    change.events.extend(opened.iter().cloned())
+                })
+                .await?
+            {
+                return Ok(false);
+            }
+        }
+        for delta in batch {
+            match delta {
+                StreamDelta::Text(text) => self.publish_transient(
+                    run,
+                    kind::ASSISTANT_MESSAGE_DELTA,
+                    object(json!({"message_id": marks.message_id, "text": text})),
+                ),
+                StreamDelta::Reasoning(text) => self.publish_transient(
+                    run,
+                    kind::REASONING_MESSAGE_DELTA,
+                    object(json!({"message_id": marks.reasoning_id, "text": text})),
+                ),
+                StreamDelta::ToolCallArguments { index, delta } => {
+                    if let Some((_, id)) =
+                        marks.tools_started.iter().find(|(seen, _)| *seen == index)
+                    {
+                        self.publish_transient(
+                            run,
+                            kind::TOOL_CALL_ARGS_DELTA,
+                            object(json!({"tool_call_id": id, "args_delta": delta})),
+                        );
+                    }
+                }
+                StreamDelta::ToolCallStarted { .. } => {}
+            }
+        }
+        Ok(true)
+    }
+}
