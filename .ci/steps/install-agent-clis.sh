@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the agent CLIs the dispatch tests drive (codex, claude, opencode) from npm.
-# Idempotent: a CLI already on PATH is left alone. Needs node/npm (Debian: apt-get install nodejs npm).
+# Idempotent: a CLI already on PATH is left alone; missing ones install at the versions the
+# tests were verified with. Needs node/npm (Debian: apt-get install nodejs npm).
 set -euo pipefail
 
 need_npm() {
@@ -12,9 +13,9 @@ need_npm() {
 }
 
 missing=()
-command -v codex >/dev/null 2>&1 || missing+=("@openai/codex")
-command -v claude >/dev/null 2>&1 || missing+=("@anthropic-ai/claude-code")
-command -v opencode >/dev/null 2>&1 || missing+=("opencode-ai")
+command -v codex >/dev/null 2>&1 || missing+=("@openai/codex@0.171.0")
+command -v claude >/dev/null 2>&1 || missing+=("@anthropic-ai/claude-code@2.1.197")
+command -v opencode >/dev/null 2>&1 || missing+=("opencode-ai@1.18.33")
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-agent-clis: codex, claude and opencode already installed"
