@@ -41,6 +41,20 @@ pub struct ProviderCommand {
     pub turns: Option<TurnProtocol>,
 }
 
+impl ProviderCommand {
+    /// A single-turn command with null stdin and no extra environment.
+    pub fn one_shot(program: &str, args: Vec<String>) -> Self {
+        ProviderCommand {
+            program: program.to_string(),
+            args,
+            stdin_open: false,
+            initial_input: None,
+            env: Vec::new(),
+            turns: None,
+        }
+    }
+}
+
 /// One classified piece of a stdout line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classified {
@@ -148,14 +162,7 @@ impl Provider for CodexProvider {
         args.extend(self.extra_args.iter().cloned());
         args.push("--".into());
         args.push(spec.prompt.clone());
-        Ok(ProviderCommand {
-            program: self.program.clone(),
-            args,
-            stdin_open: false,
-            initial_input: None,
-            env: Vec::new(),
-            turns: None,
-        })
+        Ok(ProviderCommand::one_shot(&self.program, args))
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
         classify_codex(line)
@@ -288,14 +295,7 @@ impl Provider for ClaudeProvider {
         }
         args.push("--".into());
         args.push(spec.prompt.clone());
-        Ok(ProviderCommand {
-            program: self.program.clone(),
-            args,
-            stdin_open: false,
-            initial_input: None,
-            env: Vec::new(),
-            turns: None,
-        })
+        Ok(ProviderCommand::one_shot(&self.program, args))
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
         classify_claude(line)
@@ -404,14 +404,7 @@ impl Provider for OpenCodeProvider {
         args.extend(self.extra_args.iter().cloned());
         args.push("--".into());
         args.push(spec.prompt.clone());
-        Ok(ProviderCommand {
-            program: self.program.clone(),
-            args,
-            stdin_open: false,
-            initial_input: None,
-            env: Vec::new(),
-            turns: None,
-        })
+        Ok(ProviderCommand::one_shot(&self.program, args))
     }
     fn classify(&self, line: &str) -> Vec<Classified> {
         classify_opencode(line)
