@@ -455,15 +455,3 @@ fn start_callbacks(
     let cancel = cancel.clone();
     tokio::spawn(async move { dispatcher.run(cancel).await });
 }
-
-/// Runs the whole service on `listener` until `shutdown` resolves.
-pub async fn run(
-    settings: ServiceSettings,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let addr = listener.local_addr()?;
-    let service = Service::build(settings, addr).await?;
-    tracing::info!(%addr, "agent runtime listening");
-    service.serve(listener, shutdown).await
-}

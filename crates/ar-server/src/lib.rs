@@ -1,8 +1,9 @@
 //! HTTP face of the service (axum): routes, auth, SSE, wire conversion, and the composition
 //! root that picks the concrete store, model client, tools and event plumbing.
 //!
-//! `run(settings, listener, shutdown)` is the whole service; the binary only parses the command
-//! line and calls it. Tests bind `127.0.0.1:0` and drive the same function.
+//! `Service::build(settings, addr)` followed by `serve(listener, shutdown)` is the whole
+//! service; the binary only parses the command line and calls them. Tests bind `127.0.0.1:0`
+//! and drive the same two calls.
 
 pub mod agent_cli;
 pub mod auth;
@@ -15,5 +16,5 @@ pub mod studio_console;
 pub mod studio_embed;
 pub mod studio_runtime;
 
-pub use compose::{run, Service};
+pub use compose::Service;
 pub use routes::router;
