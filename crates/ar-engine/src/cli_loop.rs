@@ -203,7 +203,7 @@ impl Engine {
         agent: &Agent,
     ) -> Result<Option<ModelRoute>, RouteProblem> {
         if run.input.model.is_some() {
-            return self.route_for(run).await.map(Some);
+            return self.route_for(run).await.map(|(route, _)| Some(route));
         }
         let config = self.config();
         let route = default_model(config, &agent.provider, &agent.model)

@@ -550,6 +550,7 @@ impl Engine {
                 Ok(Decide::Commit(()))
             })
             .await?;
+        self.mark_route_stale(run_id);
         Ok((run, expires_at))
     }
 
@@ -566,6 +567,7 @@ impl Engine {
             Ok(Decide::Commit(()))
         })
         .await?;
+        self.mark_route_stale(run_id);
         Ok(())
     }
 }

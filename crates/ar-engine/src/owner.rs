@@ -21,11 +21,19 @@ pub(crate) struct OwnerHandle {
     pub(crate) steers: parking_lot::Mutex<Vec<String>>,
     /// Set when a commit made the run terminal (final: nothing can resume it).
     pub(crate) terminal: AtomicBool,
+    /// Set when the run's model credential may have changed since the loop resolved its
+    /// model route (replaced or revoked here, or the run changed under another process).
+    pub(crate) route_stale: AtomicBool,
 }
 
 impl OwnerHandle {
     pub(crate) fn take_steers(&self) -> Vec<String> {
         std::mem::take(&mut *self.steers.lock())
+    }
+
+    /// Whether the cached model route must be resolved again (clears the mark).
+    pub(crate) fn take_route_stale(&self) -> bool {
+        self.route_stale.swap(false, Ordering::AcqRel)
     }
 
     pub(crate) fn pause_requested(&self) -> bool {
@@ -43,6 +51,13 @@ pub(crate) struct OwnerStart {
 }
 
 impl Engine {
+    /// Tells the run's owner in this process, if any, to resolve its model route again.
+    pub(crate) fn mark_route_stale(&self, run_id: &str) {
+        if let Some(owner) = self.inner.owners.get(run_id) {
+            owner.route_stale.store(true, Ordering::Release);
+        }
+    }
+
     /// Starts executing a run in this process unless it already is.
     pub(crate) fn spawn_owner(&self, app_id: &str, run_id: &str) {
         self.spawn_owner_with(app_id, run_id, None);

@@ -10,6 +10,7 @@ use ar_core::records::interaction_kind;
 use ar_core::store::{Checkpoint, RunChange};
 use ar_core::tool::{ToolDefinition, ToolOutput};
 use ar_core::{Agent, ApprovalState, JsonMap, PauseReason, Run, RunStatus, RuntimeKind};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::admission::MODEL_CREDENTIAL_SECRET;
@@ -235,7 +236,8 @@ impl Engine {
     ) -> EngineResult<Flow> {
         let app_id = run.app_id.clone();
         let run_id = run.id.clone();
-        let (fresh, _, proceed) = self
+        let before = run.version;
+        let (fresh, committed, proceed) = self
             .transact(&app_id, &run_id, Some(run.clone()), |current, change| {
                 if current.status != RunStatus::Running {
                     return Ok(Decide::Skip(false));
@@ -244,6 +246,12 @@ impl Engine {
                 Ok(Decide::Commit(true))
             })
             .await?;
+        // A version beyond this commit's own means the run changed elsewhere (another
+        // process may have replaced or revoked its credential).
+        let own = i64::from(committed.version != 0);
+        if fresh.version != before + own {
+            self.mark_route_stale(&run_id);
+        }
         *run = fresh;
         if !proceed {
             return Ok(Flow::Stop);
@@ -276,6 +284,7 @@ impl Engine {
                 parameters: tool.input_schema.clone(),
             })
             .collect();
+        let mut route: Option<(ModelRoute, Option<DateTime<Utc>>)> = None;
         loop {
             // Safe point: cancel, shutdown, pause.
             if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
@@ -329,8 +338,20 @@ impl Engine {
                 .await?;
                 return Ok(());
             }
-            let route = match self.route_for(&run).await {
-                Ok(route) => route,
+            // The route (and the sealed credential behind it) is read once per owner: a
+            // run's credential only changes while it is paused, when no owner runs it. Its
+            // expiry is still checked before every call.
+            if handle.take_route_stale() {
+                route = None;
+            }
+            let cached = match route.take() {
+                Some((resolved, expires_at)) if !matches!(expires_at, Some(expiry) if expiry <= self.now()) => {
+                    Ok((resolved, expires_at))
+                }
+                _ => self.route_for(&run).await,
+            };
+            let current = match cached {
+                Ok(current) => current,
                 Err(RouteProblem::Authentication(reason)) => {
                     self.pause_for_authentication(&mut run, &state, &reason)
                         .await?;
@@ -349,6 +370,7 @@ impl Engine {
                 messages: state.transcript.clone(),
                 tools: specs.clone(),
             };
+            let model_route = &route.insert(current).0;
             let mut marks = StreamMarks {
                 message_id: new_id(prefix::MESSAGE),
                 reasoning_id: new_id(prefix::MESSAGE),
@@ -357,7 +379,7 @@ impl Engine {
                 tools_started: Vec::new(),
             };
             let response = match self
-                .call_model(&mut run, &route, &request, handle, &mut marks)
+                .call_model(&mut run, model_route, &request, handle, &mut marks)
                 .await?
             {
                 Some(Ok(response)) => response,
@@ -389,9 +411,13 @@ impl Engine {
         }
     }
 
-    pub(crate) async fn route_for(&self, run: &Run) -> Result<ModelRoute, RouteProblem> {
+    /// The run's model route and when its credential expires (`None`: never).
+    pub(crate) async fn route_for(
+        &self,
+        run: &Run,
+    ) -> Result<(ModelRoute, Option<DateTime<Utc>>), RouteProblem> {
         if crate::studio_replay::is_scripted(run) {
-            return Ok(crate::studio_replay::scripted_route(run));
+            return Ok((crate::studio_replay::scripted_route(run), None));
         }
         let Some(model) = run.input.model.as_ref() else {
             return Err(RouteProblem::Other("run has no model route".to_string()));
@@ -428,7 +454,12 @@ impl Engine {
         } else {
             None
         };
-        resolve_route(&self.inner.config, model, credential.as_ref()).map_err(RouteProblem::Other)
+        let expires_at = credential
+            .as_ref()
+            .and_then(|credential| credential.expires_at);
+        resolve_route(&self.inner.config, model, credential.as_ref())
+            .map(|route| (route, expires_at))
+            .map_err(RouteProblem::Other)
     }
 
     async fn pause_for_authentication(

@@ -38,7 +38,12 @@ async fn start_server(
     let app_config = json!({"apps": [{"app_id": APP, "model_endpoints": [
         {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none", "allow_http": true}
     ]}]});
-    let mut env = EnvPolicy::standard()
+    let mut env = EnvPolicy::standard();
+    // Lets a run of the benchmark try the server with another runtime size.
+    if let Ok(threads) = std::env::var("TOKIO_WORKER_THREADS") {
+        env = env.with("TOKIO_WORKER_THREADS", threads);
+    }
+    env = env
         .with("AGENT_RUNTIME_ADDR", format!("127.0.0.1:{port}"))
         .with("AGENT_RUNTIME_SERVICE_TOKEN", TOKEN)
         .with("AGENT_RUNTIME_APP_CONFIG", app_config.to_string())
