@@ -153,27 +153,27 @@ impl LlmClient {
         } else {
             route.base_url.as_str()
         };
-        let (url, body, parser): (String, serde_json::Value, Box<dyn StreamParser>) = match wire {
+        let encode = |error: serde_json::Error| LlmError::Request(error.to_string());
+        let as_bytes = |body: serde_json::Value| serde_json::to_vec(&body).map_err(encode);
+        let (url, body, parser): (String, Vec<u8>, Box<dyn StreamParser>) = match wire {
             WireApi::ChatCompletions => (
                 chat::endpoint(base),
-                chat::body(route, request),
+                chat::body(route, request).map_err(encode)?,
                 Box::new(chat::Parser::default()),
             ),
             WireApi::Responses => (
                 responses::endpoint(base),
-                responses::body(route, request),
+                as_bytes(responses::body(route, request))?,
                 Box::new(responses::Parser::default()),
             ),
             WireApi::AnthropicMessages => (
                 anthropic::endpoint(base),
-                anthropic::body(route, request),
+                as_bytes(anthropic::body(route, request))?,
                 Box::new(anthropic::Parser::default()),
             ),
         };
-        // Serialise once; every retry re-sends the same bytes.
-        let bytes = bytes::Bytes::from(
-            serde_json::to_vec(&body).map_err(|e| LlmError::Request(e.to_string()))?,
-        );
+        // Serialised once; every retry re-sends the same bytes.
+        let bytes = bytes::Bytes::from(body);
         let response = self
             .send_with_retry(|| {
                 let builder = self

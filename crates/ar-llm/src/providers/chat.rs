@@ -1,9 +1,10 @@
 //! OpenAI Chat Completions: request body, endpoint, and the `chat.completion.chunk` stream parser
 //! (text, reasoning, tool-call delta assembly, `stream_options.include_usage` usage chunk).
 
-use ar_core::model::{ChatRole, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
+use ar_core::model::{ChatMessage, ChatRole, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::Usage;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{join, normalize_finish, ToolCallAssembler};
 use crate::client::StreamParser;
@@ -14,67 +15,130 @@ pub(crate) fn endpoint(base_url: &str) -> String {
     join(base_url, "chat/completions")
 }
 
-pub(crate) fn body(route: &ModelRoute, request: &ModelRequest) -> Value {
-    let messages: Vec<Value> = request
-        .messages
+/// The request body, serialized straight from the transcript (no intermediate JSON tree: the
+/// transcript is re-sent at every step, so copying it into `Value`s cost more than the write).
+pub(crate) fn body(
+    route: &ModelRoute,
+    request: &ModelRequest,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let messages: Vec<WireMessage<'_>> = request.messages.iter().map(WireMessage::from).collect();
+    let tools: Vec<WireTool<'_>> = request
+        .tools
         .iter()
-        .map(|m| match m.role {
-            ChatRole::System => json!({ "role": "system", "content": m.content }),
-            ChatRole::User => json!({ "role": "user", "content": m.content }),
-            ChatRole::Assistant => {
-                let mut v = json!({ "role": "assistant" });
-                if m.tool_calls.is_empty() || !m.content.is_empty() {
-                    v["content"] = Value::from(m.content.as_str());
-                } else {
-                    v["content"] = Value::Null;
-                }
-                if !m.tool_calls.is_empty() {
-                    let calls: Vec<Value> = m
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id,
-                                "type": "function",
-                                "function": { "name": c.name, "arguments": c.arguments },
-                            })
-                        })
-                        .collect();
-                    v["tool_calls"] = Value::from(calls);
-                }
-                v
-            }
-            ChatRole::Tool => json!({
-                "role": "tool",
-                "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
-                "content": m.content,
-            }),
+        .map(|tool| WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
         })
         .collect();
-    let mut body = json!({
-        "model": route.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                })
-            })
-            .collect();
-        body["tools"] = Value::from(tools);
+    serde_json::to_vec(&WireRequest {
+        model: &route.model,
+        messages,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools,
+    })
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    /// `null` for an assistant message that only calls tools.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
+    fn from(message: &'a ChatMessage) -> Self {
+        let content = Some(message.content.as_str());
+        match message.role {
+            ChatRole::System => WireMessage::plain("system", content),
+            ChatRole::User => WireMessage::plain("user", content),
+            ChatRole::Assistant => WireMessage {
+                role: "assistant",
+                content: content.filter(|text| message.tool_calls.is_empty() || !text.is_empty()),
+                tool_calls: message
+                    .tool_calls
+                    .iter()
+                    .map(|call| WireCall {
+                        id: &call.id,
+                        kind: "function",
+                        function: WireCallFunction {
+                            name: &call.name,
+                            arguments: &call.arguments,
+                        },
+                    })
+                    .collect(),
+                tool_call_id: None,
+            },
+            ChatRole::Tool => WireMessage {
+                tool_call_id: Some(message.tool_call_id.as_deref().unwrap_or_default()),
+                ..WireMessage::plain("tool", content)
+            },
+        }
     }
-    body
+}
+
+impl<'a> WireMessage<'a> {
+    fn plain(role: &'static str, content: Option<&'a str>) -> Self {
+        WireMessage {
+            role,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 /// Stream state for one Chat Completions call.
