@@ -2,10 +2,15 @@
 
 /// A new id with `prefix` followed by a ULID (sortable by creation time).
 pub fn new_id(prefix: &str) -> String {
-    format!(
-        "{prefix}_{}",
-        ulid::Ulid::new().to_string().to_ascii_lowercase()
-    )
+    // Encoded in place: ids are minted for every event and record of every step.
+    let mut buffer = [0u8; ulid::ULID_LEN];
+    let encoded = ulid::Ulid::new().array_to_str(&mut buffer);
+    encoded.make_ascii_lowercase();
+    let mut id = String::with_capacity(prefix.len() + 1 + ulid::ULID_LEN);
+    id.push_str(prefix);
+    id.push('_');
+    id.push_str(encoded);
+    id
 }
 
 /// Prefixes used for the records the runtime creates.
@@ -51,6 +56,11 @@ mod tests {
         assert!(first.starts_with("run_"));
         assert_eq!(first.len(), 30);
         assert_ne!(first, second);
+        let ulid = &first["run_".len()..];
+        assert!(ulid
+            .chars()
+            .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
+        assert!(ulid::Ulid::from_string(&ulid.to_ascii_uppercase()).is_ok());
     }
 
     #[test]

@@ -344,10 +344,10 @@ impl Engine {
         match store.create_run(change).await? {
             CreateRun::HostRunIdTaken(existing) => Ok(*existing),
             CreateRun::Created(committed) => {
-                for stored in &committed.events {
+                for stored in committed.events {
                     self.deps()
                         .bus
-                        .publish(ar_core::event::LiveEvent::Persisted(stored.clone()));
+                        .publish(ar_core::event::LiveEvent::Persisted(stored));
                 }
                 // 8. Dispatch (lightweight: this process).
                 self.spawn_owner_with(

@@ -150,7 +150,7 @@ impl Engine {
             change.run = Some(next.clone());
             change.expected_version = Some(current.version);
             match self.inner.deps.store.commit(change).await {
-                Ok(committed) => {
+                Ok(mut committed) => {
                     next.version = committed.version;
                     if next.is_terminal() {
                         if let Some(owner) = self.inner.owners.get(run_id) {
@@ -159,11 +159,9 @@ impl Engine {
                                 .store(true, std::sync::atomic::Ordering::Release);
                         }
                     }
-                    for event in &committed.events {
-                        self.inner
-                            .deps
-                            .bus
-                            .publish(LiveEvent::Persisted(event.clone()));
+                    // Published, not handed back: no caller reads a commit's events.
+                    for event in std::mem::take(&mut committed.events) {
+                        self.inner.deps.bus.publish(LiveEvent::Persisted(event));
                     }
                     return Ok((next, committed, value));
                 }

@@ -83,6 +83,13 @@ fn approval_properties() -> serde_json::Map<String, Value> {
 /// The runtime-control tools, as offered to the model. The engine executes them itself; only
 /// `finish_turn` is offered without being allowlisted (for explicit-completion runs).
 pub fn runtime_control_tools() -> Vec<ToolDefinition> {
+    // Built once: every run's tool list starts from them.
+    static TOOLS: std::sync::LazyLock<Vec<ToolDefinition>> =
+        std::sync::LazyLock::new(build_runtime_control_tools);
+    TOOLS.clone()
+}
+
+fn build_runtime_control_tools() -> Vec<ToolDefinition> {
     let update_plan = tool(
         names::UPDATE_PLAN,
         CATEGORY_RUNTIME,
