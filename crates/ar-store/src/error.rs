@@ -32,6 +32,16 @@ pub enum ConnectError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("opening the SQLite database: {source}")]
+    Open {
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("starting the SQLite checkpoint thread: {source}")]
+    Thread {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("migrating the {backend} schema: {source}")]
     Migrate {
         backend: &'static str,
@@ -51,6 +61,6 @@ pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
 }
 
 /// A column that could not be decoded into its Rust type.
-pub(crate) fn corrupt(column: &str, error: sqlx::Error) -> StoreError {
+pub(crate) fn corrupt(column: &str, error: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{column}: {error}"))
 }

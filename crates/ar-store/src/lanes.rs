@@ -1,7 +1,7 @@
-//! Long-lived connections checked out of a sqlx pool once and reused ("lanes").
+//! Long-lived PostgreSQL connections checked out of a sqlx pool once and reused ("lanes").
 //!
-//! sqlx's pool pings every connection when it is returned (one more round trip, or one more
-//! hop to SQLite's worker thread, per operation) and spawns a task to do so. A store makes a
+//! sqlx's pool pings every connection when it is returned (one more round trip per operation)
+//! and spawns a task to do so. A store makes a
 //! few operations per step of every run, so it keeps its connections instead: each lane holds
 //! one pooled connection for the life of the store, behind a mutex, and a semaphore hands out
 //! free lanes. The pool still creates (and configures, through its connect options and
@@ -31,9 +31,6 @@ pub(crate) struct Lanes<DB: Database> {
 struct Slot<DB: Database> {
     conn: Option<PoolConnection<DB>>,
     last_used: Instant,
-    /// A multi-statement batch that opens its own transaction was started on this connection
-    /// and its caller went away before seeing it finish; the next user must end it first.
-    in_batch: bool,
 }
 
 /// One lane, checked out.
@@ -66,7 +63,6 @@ impl<DB: Database> Lanes<DB> {
                     Arc::new(Mutex::new(Slot {
                         conn: None,
                         last_used: Instant::now(),
-                        in_batch: false,
                     }))
                 })
                 .collect(),
@@ -88,8 +84,8 @@ impl<DB: Database> Lanes<DB> {
             .map_err(|_| StoreError::Backend(format!("{context}: store is closed")))?;
         // Every holder of a slot holds a permit, so with a permit in hand a slot is free.
         // The scan prefers the lowest free lane: a sequential caller keeps using one warm
-        // connection (its worker thread awake, its statements prepared) and the others are
-        // only used under concurrency.
+        // connection (its statements prepared) and the others are only used under
+        // concurrency.
         let count = self.slots.len();
         let mut slot = None;
         for offset in 0..count {
@@ -114,7 +110,6 @@ impl<DB: Database> Lanes<DB> {
         }
         if slot.conn.is_none() {
             slot.conn = Some(self.pool.acquire().await.map_err(db(context))?);
-            slot.in_batch = false;
         }
         Ok(Lane {
             slot,
@@ -169,16 +164,6 @@ impl<DB: Database> Lane<DB> {
             self.broken = true;
         }
         db(context)(error)
-    }
-
-    /// Marks the start and end of a batch that manages its own transaction.
-    pub fn set_in_batch(&mut self, in_batch: bool) {
-        self.slot.in_batch = in_batch;
-    }
-
-    /// Whether an earlier batch on this connection never reported back.
-    pub fn was_in_batch(&self) -> bool {
-        self.slot.in_batch
     }
 }
 

@@ -18,8 +18,9 @@
 //! - On PostgreSQL the position feed (`list_events_after_position`) only shows events of
 //!   transactions older than every transaction still running, so a reader never skips a
 //!   position that commits late; the feed may lag a running transaction by its duration.
-//! - A store keeps its connections checked out for its whole life (see `lanes`); `close` ends
-//!   them. A commit whose caller gives up midway applies whole or not at all.
+//! - A store keeps its connections open for its whole life (SQLite: see `sqlite`; PostgreSQL:
+//!   `lanes`); `close` ends them. A commit whose caller gives up midway applies whole or not
+//!   at all.
 
 use std::sync::Arc;
 

@@ -1,15 +1,23 @@
-//! The embedded SQLite store: one writer connection through which every write goes (SQLite has
-//! a single writer anyway; each commit is one `BEGIN IMMEDIATE … COMMIT` batch, so the write
-//! lock is taken up front), a few reader connections in WAL mode, or a single connection
-//! shared by readers and the writer for an in-memory database.
+//! The embedded SQLite store: statements run inline on the calling thread through rusqlite,
+//! on one writer connection (SQLite has one writer anyway; each commit is one
+//! `BEGIN IMMEDIATE … COMMIT`) and a few reader connections in WAL mode, or on one connection
+//! for reads and writes alike for an in-memory database.
+//!
+//! The schema is applied at connect by sqlx's migrator (the same `_sqlx_migrations` table as
+//! always, so existing databases open unchanged) through a short-lived sqlx pool that is closed
+//! before the store is used. How an operation runs on a connection (inline, or on the
+//! blocking pool while another process holds the lock) is in `conn`; the commit transaction in
+//! `commit`; WAL checkpoints in `checkpoint`.
+
+mod checkpoint;
+mod commit;
+mod conn;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
 use ar_core::agent::Agent;
-use ar_core::ids::new_id;
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::store::{
     Checkpoint, Committed, CreateRun, RunChange, RunSearch, Store, StoreError, StoreResult,
@@ -17,38 +25,42 @@ use ar_core::store::{
 use ar_core::{Run, RunStatus, StoredEvent};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
-};
-use sqlx::{Row, Sqlite, SqliteConnection};
+use rusqlite::types::{FromSql, ValueRef};
+use rusqlite::{params, Connection, Params};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::change::{AgentRow, Counters, Prepared, RunRow};
+use self::checkpoint::Checkpointer;
+use self::commit::{Applied, Kind};
+use self::conn::{
+    is_unique_violation, lock_writer, write_transaction, DbResult, Fail, Readers, Role, Target,
+    WriterSlot, BUSY_TIMEOUT,
+};
+use crate::change::{AgentRow, Prepared};
 use crate::codec::{self, clean, parse_ts, ts_text, Cols};
-use crate::error::{corrupt, is_unique_violation, ConnectError};
-use crate::lanes::{Lane, Lanes};
+use crate::error::{corrupt, ConnectError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-
-/// Read connections of a file database.
-const READERS: u32 = 4;
-/// How long a statement waits for another process's write lock.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`Store`] on SQLite.
 #[derive(Clone)]
 pub struct SqliteStore {
-    /// One connection; every write goes through it.
-    writer: Arc<Lanes<Sqlite>>,
-    /// Readers (the writer itself for an in-memory database).
-    reader: Arc<Lanes<Sqlite>>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Every write goes through this connection; an in-memory database reads through it too.
+    writer: WriterSlot,
+    /// Readers of a file database (`None` in memory).
+    readers: Option<Arc<Readers>>,
+    /// WAL checkpoints of a file database.
+    checkpointer: Option<Checkpointer>,
     in_memory: bool,
 }
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore")
-            .field("in_memory", &self.in_memory)
+            .field("in_memory", &self.inner.in_memory)
             .finish_non_exhaustive()
     }
 }
@@ -62,165 +74,203 @@ fn is_memory(dsn: &str) -> bool {
     ) || (dsn.starts_with("sqlite:") && dsn.contains("mode=memory"))
 }
 
+/// Applies the migrations through a short-lived sqlx pool of one connection.
+async fn migrate(options: SqliteConnectOptions) -> Result<(), ConnectError> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(options)
+        .await
+        .map_err(|source| ConnectError::Connect {
+            backend: "sqlite",
+            source,
+        })?;
+    let result = MIGRATOR.run(&pool).await;
+    pool.close().await;
+    result.map_err(|source| ConnectError::Migrate {
+        backend: "sqlite",
+        source,
+    })
+}
+
+fn open_error(source: rusqlite::Error) -> ConnectError {
+    ConnectError::Open { source }
+}
+
 impl SqliteStore {
     /// Opens (creating if missing) the database at a file path or `sqlite:` URL, or an
     /// in-memory database for `:memory:` / `sqlite::memory:`, and applies the migrations.
+    ///
+    /// A URL's query parameters are checked and honoured by the migration connection; the
+    /// store's own connections always open the file read-write with a private cache.
     pub async fn connect(dsn_or_path: &str) -> Result<Self, ConnectError> {
         let dsn = dsn_or_path.trim();
         if dsn.is_empty() || dsn == "sqlite:" || dsn == "sqlite://" {
             // SQLite would open a private temporary database per connection.
             return Err(ConnectError::MissingPath);
         }
-        let invalid = |source| ConnectError::InvalidAddress {
-            backend: "sqlite",
-            address: dsn.to_string(),
-            source,
-        };
-        let connect = |source| ConnectError::Connect {
-            backend: "sqlite",
-            source,
-        };
-
-        // Each pool allows one connection more than it has lanes: the spare serves
-        // migrations and `writer_pool` users without waiting for a lane.
-        let store = if is_memory(dsn) {
-            // A named, shared-cache in-memory database that lives while a connection to it
-            // is open. The store keeps one connection for readers and the writer alike.
-            let options = SqliteConnectOptions::from_str("sqlite::memory:")
-                .map_err(invalid)?
-                .foreign_keys(true)
-                .busy_timeout(BUSY_TIMEOUT);
-            let pool = SqlitePoolOptions::new()
-                .max_connections(2)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .test_before_acquire(false)
-                .connect_with(options)
-                .await
-                .map_err(connect)?;
-            let lanes = Arc::new(Lanes::new(pool, 1, None));
-            SqliteStore {
-                writer: Arc::clone(&lanes),
-                reader: lanes,
-                in_memory: true,
-            }
+        if is_memory(dsn) {
+            return Self::connect_memory().await;
+        }
+        let options = if dsn.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(dsn).map_err(|source| ConnectError::InvalidAddress {
+                backend: "sqlite",
+                address: dsn.to_string(),
+                source,
+            })?
         } else {
-            let options = if dsn.starts_with("sqlite:") {
-                SqliteConnectOptions::from_str(dsn).map_err(invalid)?
-            } else {
-                SqliteConnectOptions::new().filename(dsn)
-            };
-            create_parent_dir(options.get_filename())?;
-            let options = options
+            SqliteConnectOptions::new().filename(dsn)
+        };
+        create_parent_dir(options.get_filename())?;
+        let target = Target::File(options.get_filename().to_path_buf());
+        // Creates the file and switches it to WAL (a property of the file) before the
+        // store's connections open it.
+        migrate(
+            options
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(BUSY_TIMEOUT)
-                .foreign_keys(true);
-            let writer = SqlitePoolOptions::new()
-                .max_connections(2)
-                .max_lifetime(None)
-                .idle_timeout(None)
-                .test_before_acquire(false)
-                .connect_with(options.clone())
-                .await
-                .map_err(connect)?;
-            let reader = SqlitePoolOptions::new()
-                .max_connections(READERS)
-                .max_lifetime(None)
-                .idle_timeout(None)
-                .test_before_acquire(false)
-                .connect_with(options)
-                .await
-                .map_err(connect)?;
-            SqliteStore {
-                writer: Arc::new(Lanes::new(writer, 1, None)),
-                reader: Arc::new(Lanes::new(reader, READERS as usize, None)),
+                .foreign_keys(true),
+        )
+        .await?;
+        let writer: WriterSlot = Arc::new(tokio::sync::Mutex::new(Some(
+            target.open(Role::Writer).map_err(open_error)?,
+        )));
+        let reader = target.open(Role::Reader).map_err(open_error)?;
+        let checkpointer = Checkpointer::start(
+            target.open(Role::Checkpointer).map_err(open_error)?,
+            Arc::clone(&writer),
+        )
+        .map_err(|source| ConnectError::Thread { source })?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer,
+                readers: Some(Readers::new(target, reader)),
+                checkpointer: Some(checkpointer),
                 in_memory: false,
+            }),
+        })
+    }
+
+    /// A named in-memory database with one connection for the store. The database lives while
+    /// that connection is open, so it is opened before the migration connection and outlives it.
+    async fn connect_memory() -> Result<Self, ConnectError> {
+        let target = Target::new_memory();
+        let conn = target.open(Role::Writer).map_err(open_error)?;
+        migrate(
+            SqliteConnectOptions::new()
+                .filename(target.path())
+                .in_memory(true)
+                .shared_cache(true)
+                .foreign_keys(true),
+        )
+        .await?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer: Arc::new(tokio::sync::Mutex::new(Some(conn))),
+                readers: None,
+                checkpointer: None,
+                in_memory: true,
+            }),
+        })
+    }
+
+    /// Reads a pragma (its query form, `PRAGMA name`) on the writer connection, as text; for
+    /// diagnostics and tests. `name` must be a plain identifier.
+    pub async fn pragma(&self, name: &str) -> StoreResult<Option<String>> {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(StoreError::Backend(format!(
+                "sqlite: invalid pragma name {name:?}"
+            )));
+        }
+        let sql = format!("PRAGMA {name}");
+        let (_, value) = self
+            .write("sqlite: pragma", sql, |conn, sql| {
+                let mut statement = conn.prepare(sql)?;
+                let mut rows = statement.query([])?;
+                let Some(row) = rows.next()? else {
+                    return Ok(None);
+                };
+                Ok(match row.get_ref(0)? {
+                    ValueRef::Null => None,
+                    ValueRef::Integer(value) => Some(value.to_string()),
+                    ValueRef::Real(value) => Some(value.to_string()),
+                    ValueRef::Text(text) | ValueRef::Blob(text) => {
+                        Some(String::from_utf8_lossy(text).into_owned())
+                    }
+                })
+            })
+            .await?;
+        Ok(value)
+    }
+
+    /// Closes every connection and stops the checkpoint thread. Operations after this fail.
+    pub async fn close(&self) {
+        let mut conns = Vec::new();
+        if let Some(readers) = &self.inner.readers {
+            conns.extend(readers.close());
+        }
+        if let Some(writer) = self.inner.writer.lock().await.take() {
+            conns.push(writer);
+        }
+        let thread = self
+            .inner
+            .checkpointer
+            .as_ref()
+            .and_then(Checkpointer::stop);
+        // Closing the last connection to a file checkpoints the WAL into it: not on this thread.
+        let closing = tokio::task::spawn_blocking(move || {
+            drop(conns);
+            if let Some(thread) = thread {
+                let _ = thread.join();
+            }
+        });
+        if let Err(error) = closing.await {
+            tracing::warn!(%error, "sqlite: closing connections");
+        }
+    }
+
+    /// Runs a read on a reader (the single connection of an in-memory database).
+    async fn read<T, F>(&self, context: &'static str, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> DbResult<T> + Send + 'static,
+    {
+        let op = move |conn: &Connection, _: &()| op(conn);
+        let ((), value) = match &self.inner.readers {
+            Some(readers) => conn::run(readers.take(context)?, context, (), op).await?,
+            None => {
+                let writer = lock_writer(&self.inner.writer, context).await?;
+                conn::run(writer, context, (), op).await?
             }
         };
-        MIGRATOR
-            .run(store.writer.pool())
-            .await
-            .map_err(|source| ConnectError::Migrate {
-                backend: "sqlite",
-                source,
-            })?;
-        Ok(store)
+        Ok(value)
     }
 
-    /// A pool on the database for diagnostics and tests (a spare connection beside the
-    /// store's own writer).
-    pub fn writer_pool(&self) -> &SqlitePool {
-        self.writer.pool()
-    }
-
-    /// Closes every connection.
-    pub async fn close(&self) {
-        self.reader.close().await;
-        self.writer.close().await;
-    }
-
-    /// Runs a commit batch on the writer connection. A batch that fails is rolled back here;
-    /// one whose caller went away mid-flight is rolled back by the next writer (a no-op when
-    /// it had committed).
-    async fn run_batch(&self, batch: Batch, change: Prepared) -> StoreResult<(Prepared, Outcome)> {
-        let sql = match batch {
-            Batch::Create => COMMIT_CREATE.as_str(),
-            Batch::Update => COMMIT_UPDATE.as_str(),
-            Batch::Touch => COMMIT_TOUCH.as_str(),
-        };
-        let encoded = Encoded::new(&change)?;
-        let query = bind_batch(sql, batch, &change, &encoded)?;
-        let mut lane = self.writer_lane("sqlite: commit").await?;
-        lane.set_in_batch(true);
-        let result = query.fetch_all(lane.conn()).await;
-        if result.is_err() {
-            rollback(lane.conn()).await;
+    /// Runs a write on the writer connection; `input` travels with it and is handed back.
+    async fn write<S, T, F>(&self, context: &'static str, input: S, op: F) -> StoreResult<(S, T)>
+    where
+        S: Send + 'static,
+        T: Send + 'static,
+        F: Fn(&Connection, &S) -> DbResult<T> + Send + 'static,
+    {
+        let writer = lock_writer(&self.inner.writer, context).await?;
+        let result = conn::run(writer, context, input, op).await;
+        if result.is_ok() {
+            if let Some(checkpointer) = &self.inner.checkpointer {
+                checkpointer.note_write();
+            }
         }
-        lane.set_in_batch(false);
-        let rows = result.map_err(|error| lane.fail("sqlite: commit", error))?;
-        drop(lane);
-        let outcome = outcome_from(&rows)?;
-        Ok((change, outcome))
+        result
     }
 
-    /// A lane for reading: a reader, or the one connection of an in-memory database.
-    async fn read_lane(&self, context: &'static str) -> StoreResult<Lane<Sqlite>> {
-        if self.in_memory {
-            self.writer_lane(context).await
-        } else {
-            self.reader.get(context).await
-        }
-    }
-
-    /// The writer lane, with any batch a cancelled caller left open rolled back.
-    async fn writer_lane(&self, context: &'static str) -> StoreResult<Lane<Sqlite>> {
-        let mut lane = self.writer.get(context).await?;
-        if lane.was_in_batch() {
-            rollback(lane.conn()).await;
-            lane.set_in_batch(false);
-        }
-        Ok(lane)
-    }
-
-    async fn run_by_host_run_id(
-        &self,
-        app_id: &str,
-        host_run_id: &str,
-    ) -> StoreResult<Option<Run>> {
-        let mut lane = self.read_lane("sqlite: get run by host run id").await?;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE app_id = $1 AND host_run_id = $2"
-        ))
-        .bind(clean(app_id))
-        .bind(clean(host_run_id))
-        .fetch_optional(lane.conn())
+    /// Runs a commit transaction; the change is handed back with what it did.
+    async fn apply(&self, kind: Kind, change: Prepared) -> StoreResult<(Prepared, Applied)> {
+        self.write("sqlite: commit", change, move |conn, change| {
+            commit::apply(conn, kind, change)
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: get run by host run id", error))?;
-        row.as_ref().map(codec::run_from).transpose()
     }
 }
 
@@ -236,25 +286,44 @@ fn create_parent_dir(path: &Path) -> Result<(), ConnectError> {
     }
 }
 
-impl Cols for SqliteRow {
+// ---- Reading rows -----------------------------------------------------------------------
+
+/// One result row with the names of the columns its query selected, in order. Columns are
+/// looked up in this list (a few pointer-sized comparisons) rather than through SQLite's
+/// column names, which are C strings checked for UTF-8 on every lookup.
+struct SqlRow<'a, 'r> {
+    row: &'a rusqlite::Row<'r>,
+    names: &'a [&'static str],
+}
+
+impl SqlRow<'_, '_> {
+    fn get<T: FromSql>(&self, column: &str) -> StoreResult<T> {
+        let Some(index) = self.names.iter().position(|name| *name == column) else {
+            return Err(StoreError::Corrupt(format!("{column}: not selected")));
+        };
+        self.row.get(index).map_err(|error| corrupt(column, error))
+    }
+}
+
+impl Cols for SqlRow<'_, '_> {
     fn text(&self, column: &str) -> StoreResult<String> {
-        self.try_get(column).map_err(|error| corrupt(column, error))
+        self.get(column)
     }
 
     fn text_opt(&self, column: &str) -> StoreResult<Option<String>> {
-        self.try_get(column).map_err(|error| corrupt(column, error))
+        self.get(column)
     }
 
     fn int(&self, column: &str) -> StoreResult<i64> {
-        self.try_get(column).map_err(|error| corrupt(column, error))
+        self.get(column)
     }
 
     fn flag(&self, column: &str) -> StoreResult<bool> {
-        self.try_get(column).map_err(|error| corrupt(column, error))
+        self.get(column)
     }
 
     fn bytes(&self, column: &str) -> StoreResult<Vec<u8>> {
-        self.try_get(column).map_err(|error| corrupt(column, error))
+        self.get(column)
     }
 
     fn ts(&self, column: &str) -> StoreResult<DateTime<Utc>> {
@@ -268,405 +337,195 @@ impl Cols for SqliteRow {
     }
 }
 
-type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
-
-fn ts_opt_text(at: Option<DateTime<Utc>>) -> Option<String> {
-    at.map(ts_text)
+/// The names in a column list (`"a, b, c"`).
+fn names(list: &'static str) -> Vec<&'static str> {
+    list.split(',').map(str::trim).collect()
 }
 
-/// Binds the mutable columns of a run, as `$19..$37` of the commit batch.
-fn bind_run_mutable<'q>(query: SqliteQuery<'q>, run: &'q RunRow) -> SqliteQuery<'q> {
-    query
-        .bind(run.agent_id.as_str())
-        .bind(run.target_type.as_str())
-        .bind(run.target_id.as_str())
-        .bind(run.target.as_str())
-        .bind(run.runtime_kind)
-        .bind(run.execution_mode)
-        .bind(run.invocation_mode)
-        .bind(run.external_actor_id.as_str())
-        .bind(run.status)
-        .bind(run.pause_reason)
-        .bind(run.approval_state)
-        .bind(run.input.as_str())
-        .bind(run.output_summary.as_str())
-        .bind(run.workspace_lease.as_deref())
-        .bind(run.error_message.as_str())
-        .bind(ts_opt_text(run.started_at))
-        .bind(ts_opt_text(run.completed_at))
-        .bind(ts_text(run.updated_at))
-        .bind(run.pause_requested)
+/// A query's SQL with the names of the columns it selects.
+struct Select {
+    sql: LazyLock<String>,
+    names: LazyLock<Vec<&'static str>>,
 }
 
-// ---- The commit batch -------------------------------------------------------------------
-//
-// A commit is one multi-statement query, so it costs one hop to the connection's worker
-// thread: `BEGIN IMMEDIATE`, the run-row statement, the record statements, `COMMIT`. The run
-// statement stamps the row with a fresh `commit_token`; every record statement joins the run
-// row on that token, so when the run statement matched nothing (stale version, unknown run,
-// taken host run id) the records write nothing either. Records arrive as JSON arrays of
-// arrays and are unpacked with `json_each`, which keeps the SQL text fixed (prepared once).
-//
-// Parameters: $1 run id, $2 app id, $3 token, $4..$6 event/message/artifact counts, $7 events,
-// $8 event time, $9 messages, $10 artifacts, $11 interactions, $12 tool calls, $13..$15
-// checkpoint step/state/time, $16 delete all secrets, $17 secret kinds to delete, $18 secrets
-// to put; from $19 the run statement's own values.
-
-/// Mutable run columns in binding order (`bind_run_mutable`).
-const RUN_MUTABLE: [&str; 19] = [
-    "agent_id",
-    "target_type",
-    "target_id",
-    "target",
-    "runtime_kind",
-    "execution_mode",
-    "invocation_mode",
-    "external_actor_id",
-    "status",
-    "pause_reason",
-    "approval_state",
-    "input",
-    "output_summary",
-    "workspace_lease",
-    "error_message",
-    "started_at",
-    "completed_at",
-    "updated_at",
-    "pause_requested",
-];
-
-const RUN_RETURNING: &str = "RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
-
-const GATE: &str = "r.id = $1 AND r.commit_token = $3";
-
-static RECORDS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, event_type, data, \
-         created_at) \
-         SELECT r.id, r.app_id, r.host_run_id, r.event_seq - $4 + j.key + 1, j.value ->> 0, \
-         j.value ->> 1, j.value ->> 2, $8 FROM runs r, json_each($7) j WHERE {GATE} \
-         ORDER BY j.key RETURNING position, sequence_no;
-         INSERT INTO messages (run_id, sequence_no, id, app_id, runtime_message_id, role, content, \
-         message_type, content_blocks, tool_invocations, created_at) \
-         SELECT r.id, r.message_seq - $5 + j.key + 1, j.value ->> 0, r.app_id, j.value ->> 1, \
-         j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7 \
-         FROM runs r, json_each($9) j WHERE {GATE};
-         INSERT INTO artifacts (run_id, sequence_no, id, app_id, artifact_type, format, \
-         storage_mode, inline_content, metadata, created_at) \
-         SELECT r.id, r.artifact_seq - $6 + j.key + 1, j.value ->> 0, r.app_id, j.value ->> 1, \
-         j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6 \
-         FROM runs r, json_each($10) j WHERE {GATE};
-         INSERT INTO interactions (run_id, id, app_id, runtime_kind, interaction_kind, status, \
-         title, summary, request_payload, response_payload, resolved_by_external_id, resolved_at, \
-         created_at, updated_at) \
-         SELECT r.id, j.value ->> 0, r.app_id, j.value ->> 1, j.value ->> 2, j.value ->> 3, \
-         j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, \
-         j.value ->> 9, j.value ->> 10, j.value ->> 11 \
-         FROM runs r, json_each($11) j WHERE {GATE} \
-         ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id, \
-         runtime_kind = excluded.runtime_kind, interaction_kind = excluded.interaction_kind, \
-         status = excluded.status, title = excluded.title, summary = excluded.summary, \
-         request_payload = excluded.request_payload, response_payload = excluded.response_payload, \
-         resolved_by_external_id = excluded.resolved_by_external_id, \
-         resolved_at = excluded.resolved_at, created_at = excluded.created_at, \
-         updated_at = excluded.updated_at;
-         INSERT INTO tool_calls (run_id, id, app_id, tool_name, input, output, error, mutating, \
-         approval_required, created_at) \
-         SELECT r.id, j.value ->> 0, r.app_id, j.value ->> 1, j.value ->> 2, j.value ->> 3, \
-         j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7 \
-         FROM runs r, json_each($12) j WHERE {GATE} \
-         ON CONFLICT (run_id, id) DO UPDATE SET app_id = excluded.app_id, \
-         tool_name = excluded.tool_name, input = excluded.input, output = excluded.output, \
-         error = excluded.error, mutating = excluded.mutating, \
-         approval_required = excluded.approval_required, created_at = excluded.created_at;
-         INSERT INTO checkpoints (run_id, step, state, created_at) \
-         SELECT r.id, $13, $14, $15 FROM runs r WHERE {GATE} AND $13 IS NOT NULL \
-         ON CONFLICT (run_id, step) DO UPDATE SET state = excluded.state, \
-         created_at = excluded.created_at;
-         DELETE FROM run_secrets WHERE run_id = $1 \
-         AND EXISTS (SELECT 1 FROM runs r WHERE {GATE}) \
-         AND ($16 OR kind IN (SELECT value FROM json_each($17))) \
-         AND kind NOT IN (SELECT value ->> 0 FROM json_each($18));
-         INSERT INTO run_secrets (run_id, kind, ciphertext) \
-         SELECT r.id, j.value ->> 0, unhex(j.value ->> 1) FROM runs r, json_each($18) j \
-         WHERE {GATE} \
-         ON CONFLICT (run_id, kind) DO UPDATE SET ciphertext = excluded.ciphertext;
-         COMMIT;"
-    )
-});
-
-/// Update the run row under its version guard ($38 is the expected version).
-static COMMIT_UPDATE: LazyLock<String> = LazyLock::new(|| {
-    let assignments: Vec<String> = RUN_MUTABLE
-        .iter()
-        .enumerate()
-        .map(|(index, column)| format!("{column} = ${}", 19 + index))
-        .collect();
-    format!(
-        "BEGIN IMMEDIATE;
-         UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $4, \
-         message_seq = message_seq + $5, artifact_seq = artifact_seq + $6, commit_token = $3 \
-         WHERE id = $1 AND app_id = $2 AND version = $38 {RUN_RETURNING};
-         {}",
-        assignments.join(", "),
-        RECORDS.as_str()
-    )
-});
-
-/// Lock the run row (the write lock is database-wide) and bump its counters only.
-static COMMIT_TOUCH: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "BEGIN IMMEDIATE;
-         UPDATE runs SET event_seq = event_seq + $4, message_seq = message_seq + $5, \
-         artifact_seq = artifact_seq + $6, commit_token = $3 \
-         WHERE id = $1 AND app_id = $2 {RUN_RETURNING};
-         {}",
-        RECORDS.as_str()
-    )
-});
-
-/// Insert the run row ($38 host run id, $39 created_at), unless its id or host run id is taken.
-static COMMIT_CREATE: LazyLock<String> = LazyLock::new(|| {
-    let values: Vec<String> = (0..RUN_MUTABLE.len())
-        .map(|index| format!("${}", 19 + index))
-        .collect();
-    format!(
-        "BEGIN IMMEDIATE;
-         INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, message_seq, \
-         artifact_seq, commit_token, {}) \
-         VALUES ($1, $2, $38, $39, 1, $4, $5, $6, $3, {}) \
-         ON CONFLICT DO NOTHING {RUN_RETURNING};
-         {}",
-        RUN_MUTABLE.join(", "),
-        values.join(", "),
-        RECORDS.as_str()
-    )
-});
-
-/// Which run-row statement a batch starts with.
-#[derive(Clone, Copy)]
-enum Batch {
-    Create,
-    Update,
-    Touch,
+macro_rules! select {
+    ($columns:expr, $rest:expr) => {
+        Select {
+            sql: LazyLock::new(|| format!("SELECT {} {}", $columns, $rest)),
+            names: LazyLock::new(|| names($columns)),
+        }
+    };
 }
 
-/// The JSON parameters of a batch.
-struct Encoded {
-    token: String,
-    events: String,
-    messages: String,
-    artifacts: String,
-    interactions: String,
-    tool_calls: String,
-    secret_deletes: String,
-    secret_puts: String,
+/// Runs a query and decodes every row.
+fn query_all<T>(
+    conn: &Connection,
+    select: &Select,
+    params: impl Params,
+    decode: impl Fn(&SqlRow<'_, '_>) -> StoreResult<T>,
+) -> DbResult<Vec<T>> {
+    let mut statement = conn.prepare_cached(&select.sql)?;
+    let mut rows = statement.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode(&SqlRow {
+            row,
+            names: &select.names,
+        })?);
+    }
+    Ok(out)
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
-    serde_json::to_string(value)
-        .map_err(|error| StoreError::Backend(format!("sqlite: encoding commit rows: {error}")))
-}
-
-impl Encoded {
-    fn new(change: &Prepared) -> StoreResult<Encoded> {
-        let events: Vec<_> = change
-            .events
-            .iter()
-            .map(|event| (&event.event_id, &event.event_type, &event.data_text))
-            .collect();
-        let messages: Vec<_> = change
-            .messages
-            .iter()
-            .map(|row| {
-                let m = &row.record;
-                (
-                    &m.id,
-                    &m.runtime_message_id,
-                    &m.role,
-                    &m.content,
-                    &m.message_type,
-                    &row.content_blocks,
-                    &row.tool_invocations,
-                    ts_text(m.created_at),
-                )
-            })
-            .collect();
-        let artifacts: Vec<_> = change
-            .artifacts
-            .iter()
-            .map(|row| {
-                let a = &row.record;
-                (
-                    &a.id,
-                    &a.artifact_type,
-                    &a.format,
-                    &a.storage_mode,
-                    &a.inline_content,
-                    &row.metadata,
-                    ts_text(a.created_at),
-                )
-            })
-            .collect();
-        let interactions: Vec<_> = change
-            .interactions
-            .iter()
-            .map(|row| {
-                let i = &row.record;
-                (
-                    &i.id,
-                    i.runtime_kind.as_str(),
-                    &i.interaction_kind,
-                    i.status.as_str(),
-                    &i.title,
-                    &i.summary,
-                    &row.request_payload,
-                    &row.response_payload,
-                    &i.resolved_by_external_id,
-                    ts_opt_text(i.resolved_at),
-                    ts_text(i.created_at),
-                    ts_text(i.updated_at),
-                )
-            })
-            .collect();
-        let tool_calls: Vec<_> = change
-            .tool_calls
-            .iter()
-            .map(|row| {
-                let c = &row.record;
-                (
-                    &c.id,
-                    &c.tool_name,
-                    &row.input,
-                    &row.output,
-                    &c.error,
-                    c.mutating,
-                    c.approval_required,
-                    ts_text(c.created_at),
-                )
-            })
-            .collect();
-        let secret_puts: Vec<_> = change
-            .secrets
-            .puts
-            .iter()
-            .map(|(kind, ciphertext)| (kind, hex::encode(ciphertext)))
-            .collect();
-        Ok(Encoded {
-            token: new_id("c"),
-            events: to_json(&events)?,
-            messages: to_json(&messages)?,
-            artifacts: to_json(&artifacts)?,
-            interactions: to_json(&interactions)?,
-            tool_calls: to_json(&tool_calls)?,
-            secret_deletes: to_json(&change.secrets.deletes)?,
-            secret_puts: to_json(&secret_puts)?,
-        })
+/// Runs a query and decodes its first row, if any.
+fn query_one<T>(
+    conn: &Connection,
+    select: &Select,
+    params: impl Params,
+    decode: impl Fn(&SqlRow<'_, '_>) -> StoreResult<T>,
+) -> DbResult<Option<T>> {
+    let mut statement = conn.prepare_cached(&select.sql)?;
+    let mut rows = statement.query(params)?;
+    match rows.next()? {
+        Some(row) => Ok(Some(decode(&SqlRow {
+            row,
+            names: &select.names,
+        })?)),
+        None => Ok(None),
     }
 }
 
-/// Binds `$1..$18`, then the run statement's values.
-fn bind_batch<'q>(
-    sql: &'q str,
-    batch: Batch,
-    change: &'q Prepared,
-    encoded: &'q Encoded,
-) -> StoreResult<SqliteQuery<'q>> {
-    let checkpoint = change.checkpoint.as_ref();
-    let query = sqlx::query(sql)
-        .bind(change.run_id.as_str())
-        .bind(change.app_id.as_str())
-        .bind(encoded.token.as_str())
-        .bind(change.events.len() as i64)
-        .bind(change.messages.len() as i64)
-        .bind(change.artifacts.len() as i64)
-        .bind(encoded.events.as_str())
-        .bind(ts_text(change.event_time))
-        .bind(encoded.messages.as_str())
-        .bind(encoded.artifacts.as_str())
-        .bind(encoded.interactions.as_str())
-        .bind(encoded.tool_calls.as_str())
-        .bind(checkpoint.map(|c| c.step))
-        .bind(checkpoint.map(|c| c.state.as_str()))
-        .bind(checkpoint.map(|c| ts_text(c.created_at)))
-        .bind(change.secrets.delete_all)
-        .bind(encoded.secret_deletes.as_str())
-        .bind(encoded.secret_puts.as_str());
-    let run = change.run.as_ref();
-    Ok(match (batch, run) {
-        (Batch::Touch, _) => query,
-        (Batch::Update, Some(run)) => bind_run_mutable(query, run).bind(change.expected_version),
-        (Batch::Create, Some(run)) => bind_run_mutable(query, run)
-            .bind(run.host_run_id.as_str())
-            .bind(ts_text(run.created_at)),
-        (Batch::Update | Batch::Create, None) => {
-            return Err(StoreError::Backend(
-                "sqlite: run row missing from change".to_string(),
-            ))
-        }
-    })
+const RUN_COLUMNS: &str = run_columns!();
+const AGENT_COLUMNS: &str = agent_columns!();
+const EVENT_COLUMNS: &str = event_columns!();
+const MESSAGE_COLUMNS: &str = "run_id, sequence_no, id, app_id, runtime_message_id, role, \
+     content, message_type, content_blocks, tool_invocations, created_at";
+const ARTIFACT_COLUMNS: &str = "run_id, sequence_no, id, app_id, artifact_type, format, \
+     storage_mode, inline_content, metadata, created_at";
+const INTERACTION_COLUMNS: &str = "run_id, id, app_id, runtime_kind, interaction_kind, status, \
+     title, summary, request_payload, response_payload, resolved_by_external_id, resolved_at, \
+     created_at, updated_at";
+const TOOL_CALL_COLUMNS: &str = "run_id, id, app_id, tool_name, input, output, error, mutating, \
+     approval_required, created_at";
+const CHECKPOINT_COLUMNS: &str = "run_id, step, state, created_at";
+
+static GET_AGENT: Select = select!(AGENT_COLUMNS, "FROM agents WHERE app_id = ?1 AND id = ?2");
+static LIST_AGENTS: Select = select!(
+    AGENT_COLUMNS,
+    "FROM agents WHERE app_id = ?1 ORDER BY created_at, id"
+);
+static GET_RUN: Select = select!(RUN_COLUMNS, "FROM runs WHERE id = ?1 AND app_id = ?2");
+static RUN_BY_HOST_RUN_ID: Select = select!(
+    RUN_COLUMNS,
+    "FROM runs WHERE app_id = ?1 AND host_run_id = ?2"
+);
+static LIST_RUNS: Select = select!(
+    RUN_COLUMNS,
+    "FROM runs WHERE app_id = ?1 ORDER BY created_at DESC, id DESC"
+);
+
+/// The search filter: `?1` app, `?2` lowercased needle (`instr`, so `%` and `_` are
+/// literal), `?3` status or NULL.
+const SEARCH_FILTER: &str = "app_id = ?1 \
+     AND (?2 = '' OR instr(lower(id), ?2) > 0 OR instr(lower(host_run_id), ?2) > 0 \
+     OR instr(lower(agent_id), ?2) > 0 OR instr(lower(target_id), ?2) > 0 \
+     OR instr(lower(target_type), ?2) > 0) \
+     AND (?3 IS NULL OR status = ?3)";
+
+static SEARCH_PAGE: Select = Select {
+    sql: LazyLock::new(|| {
+        format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE {SEARCH_FILTER} \
+             ORDER BY created_at DESC, id DESC LIMIT ?4 OFFSET ?5"
+        )
+    }),
+    names: LazyLock::new(|| names(RUN_COLUMNS)),
+};
+
+static SEARCH_COUNT: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"));
+
+static LIST_MESSAGES: Select = select!(
+    MESSAGE_COLUMNS,
+    "FROM messages WHERE run_id = ?1 AND app_id = ?2 ORDER BY sequence_no"
+);
+static LIST_ARTIFACTS: Select = select!(
+    ARTIFACT_COLUMNS,
+    "FROM artifacts WHERE run_id = ?1 AND app_id = ?2 ORDER BY sequence_no"
+);
+static LIST_INTERACTIONS: Select = select!(
+    INTERACTION_COLUMNS,
+    "FROM interactions WHERE run_id = ?1 AND app_id = ?2 ORDER BY created_at, id"
+);
+static LIST_TOOL_CALLS: Select = select!(
+    TOOL_CALL_COLUMNS,
+    "FROM tool_calls WHERE run_id = ?1 AND app_id = ?2 ORDER BY created_at, id"
+);
+static EVENTS_AFTER: Select = select!(
+    EVENT_COLUMNS,
+    "FROM events WHERE run_id = ?1 AND app_id = ?2 AND sequence_no > ?3 \
+     ORDER BY sequence_no LIMIT ?4"
+);
+static EVENTS_AFTER_POSITION: Select = select!(
+    EVENT_COLUMNS,
+    "FROM events WHERE position > ?1 ORDER BY position LIMIT ?2"
+);
+static LATEST_CHECKPOINT: Select = select!(
+    CHECKPOINT_COLUMNS,
+    "FROM checkpoints WHERE run_id = ?1 ORDER BY step DESC LIMIT 1"
+);
+static CHECKPOINT_AT: Select = select!(
+    CHECKPOINT_COLUMNS,
+    "FROM checkpoints WHERE run_id = ?1 AND step = ?2"
+);
+static ORPHANED_RUNS: Select = select!(
+    RUN_COLUMNS,
+    "FROM runs WHERE status IN ('queued', 'running') \
+     AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1) \
+     ORDER BY created_at, id LIMIT ?2"
+);
+static RUNS_LEASED_BY: Select = select!(
+    RUN_COLUMNS,
+    "FROM runs WHERE lease_owner = ?1 AND status IN ('queued', 'running') \
+     ORDER BY created_at, id"
+);
+
+const AGENT_EXISTS: &str = "SELECT 1 FROM agents WHERE app_id = ?1 AND id = ?2";
+
+const UPSERT_AGENT: &str = "INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, \
+     system_prompt, skills, allowed_tools, allowed_targets, approval_mode, \
+     default_invocation_mode, execution_config, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
+     ON CONFLICT (app_id, id) DO UPDATE SET name = excluded.name, \
+     runtime_kind = excluded.runtime_kind, provider = excluded.provider, \
+     model = excluded.model, system_prompt = excluded.system_prompt, \
+     skills = excluded.skills, allowed_tools = excluded.allowed_tools, \
+     allowed_targets = excluded.allowed_targets, approval_mode = excluded.approval_mode, \
+     default_invocation_mode = excluded.default_invocation_mode, \
+     execution_config = excluded.execution_config, \
+     created_at = excluded.created_at, updated_at = excluded.updated_at";
+
+/// A run by host run id (also read inside a create that found it taken).
+fn read_run_by_host_run_id(
+    conn: &Connection,
+    app_id: &str,
+    host_run_id: &str,
+) -> DbResult<Option<Run>> {
+    query_one(
+        conn,
+        &RUN_BY_HOST_RUN_ID,
+        params![app_id, host_run_id],
+        |row| codec::run_from(row),
+    )
 }
 
-/// What a batch reported: the run row after its statement (None when it matched nothing)
-/// and the inserted events' positions in sequence order.
-struct Outcome {
-    head: Option<Head>,
-    positions: Vec<i64>,
-}
-
-/// What the run-row statement of a commit hands back.
-struct Head {
-    version: i64,
-    counters: Counters,
-    host_run_id: String,
-}
-
-fn outcome_from(rows: &[SqliteRow]) -> StoreResult<Outcome> {
-    let mut head = None;
-    let mut assigned = Vec::new();
-    for row in rows {
-        if row.try_column("version").is_ok() {
-            head = Some(Head {
-                version: row.int("version")?,
-                counters: Counters {
-                    events: row.int("event_seq")?,
-                    messages: row.int("message_seq")?,
-                    artifacts: row.int("artifact_seq")?,
-                },
-                host_run_id: row.text("host_run_id")?,
-            });
-        } else {
-            assigned.push((row.int("sequence_no")?, row.int("position")?));
-        }
-    }
-    assigned.sort_unstable();
-    Ok(Outcome {
-        head,
-        positions: assigned.into_iter().map(|(_, position)| position).collect(),
-    })
+fn owned(text: &str) -> String {
+    clean(text).into_owned()
 }
 
 /// Escapes nothing: the search uses `instr`, so `%` and `_` in a query are literal.
 fn search_needle(query: &str) -> String {
     clean(query.trim()).to_lowercase()
 }
-
-const SEARCH_FILTER: &str = "app_id = $1 \
-     AND ($2 = '' OR instr(lower(id), $2) > 0 OR instr(lower(host_run_id), $2) > 0 \
-     OR instr(lower(agent_id), $2) > 0 OR instr(lower(target_id), $2) > 0 \
-     OR instr(lower(target_type), $2) > 0) \
-     AND ($3 IS NULL OR status = $3)";
-
-static SEARCH_PAGE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT {} FROM runs WHERE {SEARCH_FILTER} \
-         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
-        run_columns!()
-    )
-});
-
-static SEARCH_COUNT: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"));
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -675,143 +534,101 @@ impl Store for SqliteStore {
     }
 
     fn in_memory(&self) -> bool {
-        self.in_memory
+        self.inner.in_memory
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        let mut lane = self.read_lane("sqlite: ping").await?;
-        sqlx::query("SELECT 1")
-            .execute(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: ping", error))?;
-        Ok(())
+        self.read("sqlite: ping", |conn| {
+            conn.prepare_cached("SELECT 1")?
+                .query_row([], |_| Ok(()))
+                .map_err(Fail::from)
+        })
+        .await
     }
 
     async fn put_agent(&self, agent: &Agent) -> StoreResult<bool> {
         let row = AgentRow::encode(agent)?;
-        let mut lane = self.writer_lane("sqlite: put agent").await?;
-        lane.set_in_batch(true);
-        let result = sqlx::query(
-            "BEGIN IMMEDIATE;
-                 SELECT EXISTS (SELECT 1 FROM agents WHERE app_id = $1 AND id = $2) AS existed;
-                 INSERT INTO agents (app_id, id, name, runtime_kind, provider, model, \
-                 system_prompt, skills, allowed_tools, allowed_targets, approval_mode, \
-                 default_invocation_mode, execution_config, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-                 ON CONFLICT (app_id, id) DO UPDATE SET name = excluded.name, \
-                 runtime_kind = excluded.runtime_kind, provider = excluded.provider, \
-                 model = excluded.model, system_prompt = excluded.system_prompt, \
-                 skills = excluded.skills, allowed_tools = excluded.allowed_tools, \
-                 allowed_targets = excluded.allowed_targets, \
-                 approval_mode = excluded.approval_mode, \
-                 default_invocation_mode = excluded.default_invocation_mode, \
-                 execution_config = excluded.execution_config, \
-                 created_at = excluded.created_at, updated_at = excluded.updated_at;
-                 COMMIT;",
-        )
-        .bind(row.app_id.as_str())
-        .bind(row.id.as_str())
-        .bind(row.name.as_str())
-        .bind(row.runtime_kind)
-        .bind(row.provider.as_str())
-        .bind(row.model.as_str())
-        .bind(row.system_prompt.as_str())
-        .bind(row.skills.as_str())
-        .bind(row.allowed_tools.as_str())
-        .bind(row.allowed_targets.as_str())
-        .bind(row.approval_mode)
-        .bind(row.default_invocation_mode)
-        .bind(row.execution_config.as_deref())
-        .bind(ts_text(row.created_at))
-        .bind(ts_text(row.updated_at))
-        .fetch_all(lane.conn())
-        .await;
-        if result.is_err() {
-            rollback(lane.conn()).await;
-        }
-        lane.set_in_batch(false);
-        let rows = result.map_err(|error| {
-            if is_unique_violation(&error) {
-                StoreError::Conflict(format!("agent: {error}"))
-            } else {
-                lane.fail("sqlite: put agent", error)
-            }
-        })?;
-        match rows.first() {
-            Some(existed) => Ok(!existed.flag("existed")?),
-            None => Err(StoreError::Backend(
-                "sqlite: put agent returned nothing".to_string(),
-            )),
-        }
+        let (_, created) = self
+            .write("sqlite: put agent", row, |conn, row| {
+                write_transaction(conn, |conn| {
+                    let existed = conn
+                        .prepare_cached(AGENT_EXISTS)?
+                        .exists(params![row.app_id, row.id])?;
+                    conn.prepare_cached(UPSERT_AGENT)?
+                        .execute(params![
+                            row.app_id,
+                            row.id,
+                            row.name,
+                            row.runtime_kind,
+                            row.provider,
+                            row.model,
+                            row.system_prompt,
+                            row.skills,
+                            row.allowed_tools,
+                            row.allowed_targets,
+                            row.approval_mode,
+                            row.default_invocation_mode,
+                            row.execution_config,
+                            ts_text(row.created_at),
+                            ts_text(row.updated_at),
+                        ])
+                        .map_err(|error| {
+                            if is_unique_violation(&error) {
+                                Fail::Store(StoreError::Conflict(format!("agent: {error}")))
+                            } else {
+                                Fail::Sql(error)
+                            }
+                        })?;
+                    Ok(!existed)
+                })
+            })
+            .await?;
+        Ok(created)
     }
 
     async fn get_agent(&self, app_id: &str, agent_id: &str) -> StoreResult<Option<Agent>> {
-        let mut lane = self.read_lane("sqlite: get agent").await?;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            agent_columns!(),
-            " FROM agents WHERE app_id = $1 AND id = $2"
-        ))
-        .bind(clean(app_id))
-        .bind(clean(agent_id))
-        .fetch_optional(lane.conn())
+        let (app_id, agent_id) = (owned(app_id), owned(agent_id));
+        self.read("sqlite: get agent", move |conn| {
+            query_one(conn, &GET_AGENT, params![app_id, agent_id], |row| {
+                codec::agent_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: get agent", error))?;
-        row.as_ref().map(codec::agent_from).transpose()
     }
 
     async fn list_agents(&self, app_id: &str) -> StoreResult<Vec<Agent>> {
-        let mut lane = self.read_lane("sqlite: list agents").await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            agent_columns!(),
-            " FROM agents WHERE app_id = $1 ORDER BY created_at, id"
-        ))
-        .bind(clean(app_id))
-        .fetch_all(lane.conn())
+        let app_id = owned(app_id);
+        self.read("sqlite: list agents", move |conn| {
+            query_all(conn, &LIST_AGENTS, params![app_id], |row| {
+                codec::agent_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list agents", error))?;
-        rows.iter().map(codec::agent_from).collect()
     }
 
     async fn create_run(&self, change: RunChange) -> StoreResult<CreateRun> {
         let change = Prepared::for_create(change)?;
-        let (change, outcome) = self.run_batch(Batch::Create, change).await?;
-        let Some(head) = outcome.head else {
-            let (app_id, run_id, host_run_id) = match &change.run {
-                Some(run) => (&run.app_id, &run.id, &run.host_run_id),
-                None => (&change.app_id, &change.run_id, &change.run_id),
-            };
-            if !host_run_id.is_empty() {
-                if let Some(existing) = self.run_by_host_run_id(app_id, host_run_id).await? {
-                    return Ok(CreateRun::HostRunIdTaken(Box::new(existing)));
-                }
-            }
-            return Err(StoreError::Conflict(format!("run {run_id} already exists")));
-        };
-        change
-            .committed(
-                head.version,
-                &head.host_run_id,
-                head.counters,
-                &outcome.positions,
-            )
-            .map(CreateRun::Created)
+        let (change, applied) = self.apply(Kind::Create, change).await?;
+        match applied {
+            Applied::Done { head, positions } => change
+                .committed(head.version, &head.host_run_id, head.counters, &positions)
+                .map(CreateRun::Created),
+            Applied::Taken(Some(existing)) => Ok(CreateRun::HostRunIdTaken(existing)),
+            Applied::Taken(None) | Applied::Missing { .. } => Err(StoreError::Conflict(format!(
+                "run {} already exists",
+                change.run_id
+            ))),
+        }
     }
 
     async fn get_run(&self, app_id: &str, run_id: &str) -> StoreResult<Option<Run>> {
-        let mut lane = self.read_lane("sqlite: get run").await?;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE id = $1 AND app_id = $2"
-        ))
-        .bind(clean(run_id))
-        .bind(clean(app_id))
-        .fetch_optional(lane.conn())
+        let (app_id, run_id) = (owned(app_id), owned(run_id));
+        self.read("sqlite: get run", move |conn| {
+            query_one(conn, &GET_RUN, params![run_id, app_id], |row| {
+                codec::run_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: get run", error))?;
-        row.as_ref().map(codec::run_from).transpose()
     }
 
     async fn get_run_by_host_run_id(
@@ -822,124 +639,92 @@ impl Store for SqliteStore {
         if host_run_id.is_empty() {
             return Ok(None);
         }
-        self.run_by_host_run_id(app_id, host_run_id).await
+        let (app_id, host_run_id) = (owned(app_id), owned(host_run_id));
+        self.read("sqlite: get run by host run id", move |conn| {
+            read_run_by_host_run_id(conn, &app_id, &host_run_id)
+        })
+        .await
     }
 
     async fn list_runs(&self, app_id: &str) -> StoreResult<Vec<Run>> {
-        let mut lane = self.read_lane("sqlite: list runs").await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE app_id = $1 ORDER BY created_at DESC, id DESC"
-        ))
-        .bind(clean(app_id))
-        .fetch_all(lane.conn())
+        let app_id = owned(app_id);
+        self.read("sqlite: list runs", move |conn| {
+            query_all(conn, &LIST_RUNS, params![app_id], |row| {
+                codec::run_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list runs", error))?;
-        rows.iter().map(codec::run_from).collect()
     }
 
     async fn search_runs(&self, search: &RunSearch) -> StoreResult<(Vec<Run>, i64)> {
+        let app_id = owned(&search.app_id);
         let needle = search_needle(&search.query);
         let status = search.status.map(RunStatus::as_str);
         // A limit of zero or less means no limit (SQLite reads -1 as unbounded).
         let limit = if search.limit > 0 { search.limit } else { -1 };
         let offset = search.offset.max(0);
-        let mut lane = self.read_lane("sqlite: search runs").await?;
-        let rows = sqlx::query(SEARCH_PAGE.as_str())
-            .bind(clean(&search.app_id))
-            .bind(needle.as_str())
-            .bind(status)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: search runs", error))?;
-        let total: i64 = sqlx::query_scalar(SEARCH_COUNT.as_str())
-            .bind(clean(&search.app_id))
-            .bind(needle.as_str())
-            .bind(status)
-            .fetch_one(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: count runs", error))?;
-        let runs = rows
-            .iter()
-            .map(codec::run_from)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok((runs, total))
+        self.read("sqlite: search runs", move |conn| {
+            let runs = query_all(
+                conn,
+                &SEARCH_PAGE,
+                params![app_id, needle, status, limit, offset],
+                |row| codec::run_from(row),
+            )?;
+            let total: i64 = conn
+                .prepare_cached(&SEARCH_COUNT)?
+                .query_row(params![app_id, needle, status], |row| row.get(0))?;
+            Ok((runs, total))
+        })
+        .await
     }
 
     async fn commit(&self, change: RunChange) -> StoreResult<Committed> {
         let change = Prepared::new(change)?;
-        let batch = if change.run.is_some() {
-            Batch::Update
+        let kind = if change.run.is_some() {
+            Kind::Update
         } else {
-            Batch::Touch
+            Kind::Touch
         };
-        let (change, outcome) = self.run_batch(batch, change).await?;
-        let Some(head) = outcome.head else {
-            let mut lane = self.read_lane("sqlite: check run").await?;
-            let exists = sqlx::query("SELECT 1 FROM runs WHERE id = $1 AND app_id = $2")
-                .bind(change.run_id.as_str())
-                .bind(change.app_id.as_str())
-                .fetch_optional(lane.conn())
-                .await
-                .map_err(|error| lane.fail("sqlite: check run", error))?
-                .is_some();
-            return Err(change.missing_or_stale(exists));
-        };
-        change.committed(
-            head.version,
-            &head.host_run_id,
-            head.counters,
-            &outcome.positions,
-        )
+        let (change, applied) = self.apply(kind, change).await?;
+        match applied {
+            Applied::Done { head, positions } => {
+                change.committed(head.version, &head.host_run_id, head.counters, &positions)
+            }
+            Applied::Missing { exists } => Err(change.missing_or_stale(exists)),
+            Applied::Taken(_) => Err(StoreError::Backend(
+                "sqlite: commit: an update reported a create conflict".to_string(),
+            )),
+        }
     }
 
     async fn list_messages(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Message>> {
-        let mut lane = self.read_lane("sqlite: list messages").await?;
-        let rows = sqlx::query(
-            "SELECT run_id, sequence_no, id, app_id, runtime_message_id, role, content, \
-             message_type, content_blocks, tool_invocations, created_at FROM messages \
-             WHERE run_id = $1 AND app_id = $2 ORDER BY sequence_no",
-        )
-        .bind(clean(run_id))
-        .bind(clean(app_id))
-        .fetch_all(lane.conn())
+        let (app_id, run_id) = (owned(app_id), owned(run_id));
+        self.read("sqlite: list messages", move |conn| {
+            query_all(conn, &LIST_MESSAGES, params![run_id, app_id], |row| {
+                codec::message_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list messages", error))?;
-        rows.iter().map(codec::message_from).collect()
     }
 
     async fn list_artifacts(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Artifact>> {
-        let mut lane = self.read_lane("sqlite: list artifacts").await?;
-        let rows = sqlx::query(
-            "SELECT run_id, sequence_no, id, app_id, artifact_type, format, storage_mode, \
-             inline_content, metadata, created_at FROM artifacts \
-             WHERE run_id = $1 AND app_id = $2 ORDER BY sequence_no",
-        )
-        .bind(clean(run_id))
-        .bind(clean(app_id))
-        .fetch_all(lane.conn())
+        let (app_id, run_id) = (owned(app_id), owned(run_id));
+        self.read("sqlite: list artifacts", move |conn| {
+            query_all(conn, &LIST_ARTIFACTS, params![run_id, app_id], |row| {
+                codec::artifact_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list artifacts", error))?;
-        rows.iter().map(codec::artifact_from).collect()
     }
 
     async fn list_interactions(&self, app_id: &str, run_id: &str) -> StoreResult<Vec<Interaction>> {
-        let mut lane = self.read_lane("sqlite: list interactions").await?;
-        let rows = sqlx::query(
-            "SELECT run_id, id, app_id, runtime_kind, interaction_kind, status, title, summary, \
-             request_payload, response_payload, resolved_by_external_id, resolved_at, \
-             created_at, updated_at FROM interactions \
-             WHERE run_id = $1 AND app_id = $2 ORDER BY created_at, id",
-        )
-        .bind(clean(run_id))
-        .bind(clean(app_id))
-        .fetch_all(lane.conn())
+        let (app_id, run_id) = (owned(app_id), owned(run_id));
+        self.read("sqlite: list interactions", move |conn| {
+            query_all(conn, &LIST_INTERACTIONS, params![run_id, app_id], |row| {
+                codec::interaction_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list interactions", error))?;
-        rows.iter().map(codec::interaction_from).collect()
     }
 
     async fn list_tool_calls(
@@ -947,18 +732,13 @@ impl Store for SqliteStore {
         app_id: &str,
         run_id: &str,
     ) -> StoreResult<Vec<ToolCallRecord>> {
-        let mut lane = self.read_lane("sqlite: list tool calls").await?;
-        let rows = sqlx::query(
-            "SELECT run_id, id, app_id, tool_name, input, output, error, mutating, \
-             approval_required, created_at FROM tool_calls \
-             WHERE run_id = $1 AND app_id = $2 ORDER BY created_at, id",
-        )
-        .bind(clean(run_id))
-        .bind(clean(app_id))
-        .fetch_all(lane.conn())
+        let (app_id, run_id) = (owned(app_id), owned(run_id));
+        self.read("sqlite: list tool calls", move |conn| {
+            query_all(conn, &LIST_TOOL_CALLS, params![run_id, app_id], |row| {
+                codec::tool_call_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list tool calls", error))?;
-        rows.iter().map(codec::tool_call_from).collect()
     }
 
     async fn list_events_after(
@@ -968,21 +748,17 @@ impl Store for SqliteStore {
         after: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let mut lane = self.read_lane("sqlite: list events").await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE run_id = $1 AND app_id = $2 AND sequence_no > $3 \
-             ORDER BY sequence_no LIMIT $4"
-        ))
-        .bind(clean(run_id))
-        .bind(clean(app_id))
-        .bind(after)
-        .bind(limit.map(|limit| limit.max(0)).unwrap_or(-1))
-        .fetch_all(lane.conn())
+        let (app_id, run_id) = (owned(app_id), owned(run_id));
+        let limit = limit.map(|limit| limit.max(0)).unwrap_or(-1);
+        self.read("sqlite: list events", move |conn| {
+            query_all(
+                conn,
+                &EVENTS_AFTER,
+                params![run_id, app_id, after, limit],
+                |row| codec::event_from(row),
+            )
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list events", error))?;
-        rows.iter().map(codec::event_from).collect()
     }
 
     async fn list_events_after_position(
@@ -990,56 +766,52 @@ impl Store for SqliteStore {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let mut lane = self.read_lane("sqlite: list events by position").await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE position > $1 ORDER BY position LIMIT $2"
-        ))
-        .bind(after)
-        .bind(limit.max(0))
-        .fetch_all(lane.conn())
+        let limit = limit.max(0);
+        self.read("sqlite: list events by position", move |conn| {
+            query_all(conn, &EVENTS_AFTER_POSITION, params![after, limit], |row| {
+                codec::event_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list events by position", error))?;
-        rows.iter().map(codec::event_from).collect()
     }
 
     async fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {
-        let mut lane = self.read_lane("sqlite: latest checkpoint").await?;
-        let row = sqlx::query(
-            "SELECT run_id, step, state, created_at FROM checkpoints WHERE run_id = $1 \
-             ORDER BY step DESC LIMIT 1",
-        )
-        .bind(clean(run_id))
-        .fetch_optional(lane.conn())
+        let run_id = owned(run_id);
+        self.read("sqlite: latest checkpoint", move |conn| {
+            query_one(conn, &LATEST_CHECKPOINT, params![run_id], |row| {
+                codec::checkpoint_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: latest checkpoint", error))?;
-        row.as_ref().map(codec::checkpoint_from).transpose()
     }
 
     async fn checkpoint_at(&self, run_id: &str, step: i64) -> StoreResult<Option<Checkpoint>> {
-        let mut lane = self.read_lane("sqlite: checkpoint at step").await?;
-        let row = sqlx::query(
-            "SELECT run_id, step, state, created_at FROM checkpoints \
-             WHERE run_id = $1 AND step = $2",
-        )
-        .bind(clean(run_id))
-        .bind(step)
-        .fetch_optional(lane.conn())
+        let run_id = owned(run_id);
+        self.read("sqlite: checkpoint at step", move |conn| {
+            query_one(conn, &CHECKPOINT_AT, params![run_id, step], |row| {
+                codec::checkpoint_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: checkpoint at step", error))?;
-        row.as_ref().map(codec::checkpoint_from).transpose()
     }
 
     async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
-        let mut lane = self.read_lane("sqlite: get secret").await?;
-        let row = sqlx::query("SELECT ciphertext FROM run_secrets WHERE run_id = $1 AND kind = $2")
-            .bind(clean(run_id))
-            .bind(clean(kind))
-            .fetch_optional(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: get secret", error))?;
-        row.as_ref().map(|row| row.bytes("ciphertext")).transpose()
+        let (run_id, kind) = (owned(run_id), owned(kind));
+        self.read("sqlite: get secret", move |conn| {
+            let mut statement = conn.prepare_cached(
+                "SELECT ciphertext FROM run_secrets WHERE run_id = ?1 AND kind = ?2",
+            )?;
+            let mut rows = statement.query(params![run_id, kind])?;
+            match rows.next()? {
+                Some(row) => {
+                    Ok(Some(row.get(0).map_err(|error| {
+                        Fail::Store(corrupt("ciphertext", error))
+                    })?))
+                }
+                None => Ok(None),
+            }
+        })
+        .await
     }
 
     async fn try_acquire_lease(
@@ -1049,119 +821,109 @@ impl Store for SqliteStore {
         until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let owner = clean(owner);
-        let mut lane = self.writer_lane("sqlite: acquire lease").await?;
-        let taken = sqlx::query(
-            "UPDATE runs SET lease_owner = $2, lease_expires_at = $3 WHERE id = $1 \
-             AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL \
-             OR lease_expires_at <= $4)",
-        )
-        .bind(clean(run_id))
-        .bind(owner.as_ref())
-        .bind(ts_text(until))
-        .bind(ts_text(now))
-        .execute(lane.conn())
-        .await
-        .map_err(|error| lane.fail("sqlite: acquire lease", error))?
-        .rows_affected();
+        let input = (owned(run_id), owned(owner), ts_text(until), ts_text(now));
+        let (_, taken) = self
+            .write(
+                "sqlite: acquire lease",
+                input,
+                |conn, (run_id, owner, until, now)| {
+                    Ok(conn
+                    .prepare_cached(
+                        "UPDATE runs SET lease_owner = ?2, lease_expires_at = ?3 WHERE id = ?1 \
+                         AND (lease_owner IS NULL OR lease_owner = ?2 OR lease_expires_at IS NULL \
+                         OR lease_expires_at <= ?4)",
+                    )?
+                    .execute(params![run_id, owner, until, now])?)
+                },
+            )
+            .await?;
         Ok(taken == 1)
     }
 
     async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> StoreResult<u64> {
-        let mut lane = self.writer_lane("sqlite: renew leases").await?;
-        let renewed = sqlx::query("UPDATE runs SET lease_expires_at = $2 WHERE lease_owner = $1")
-            .bind(clean(owner))
-            .bind(ts_text(until))
-            .execute(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: renew leases", error))?
-            .rows_affected();
-        Ok(renewed)
+        let input = (owned(owner), ts_text(until));
+        let (_, renewed) = self
+            .write("sqlite: renew leases", input, |conn, (owner, until)| {
+                Ok(conn
+                    .prepare_cached("UPDATE runs SET lease_expires_at = ?2 WHERE lease_owner = ?1")?
+                    .execute(params![owner, until])?)
+            })
+            .await?;
+        Ok(renewed as u64)
     }
 
     async fn release_lease(&self, run_id: &str, owner: &str) -> StoreResult<()> {
-        let mut lane = self.writer_lane("sqlite: release lease").await?;
-        sqlx::query(
-            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
-             WHERE id = $1 AND lease_owner = $2",
-        )
-        .bind(clean(run_id))
-        .bind(clean(owner))
-        .execute(lane.conn())
-        .await
-        .map_err(|error| lane.fail("sqlite: release lease", error))?;
+        let input = (owned(run_id), owned(owner));
+        self.write("sqlite: release lease", input, |conn, (run_id, owner)| {
+            conn.prepare_cached(
+                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL \
+                 WHERE id = ?1 AND lease_owner = ?2",
+            )?
+            .execute(params![run_id, owner])?;
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
     async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
-        let mut lane = self.read_lane("sqlite: list orphaned runs").await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE status IN ('queued', 'running') \
-             AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1) \
-             ORDER BY created_at, id LIMIT $2"
-        ))
-        .bind(ts_text(now))
-        .bind(limit.max(0))
-        .fetch_all(lane.conn())
+        let now = ts_text(now);
+        let limit = limit.max(0);
+        self.read("sqlite: list orphaned runs", move |conn| {
+            query_all(conn, &ORPHANED_RUNS, params![now, limit], |row| {
+                codec::run_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list orphaned runs", error))?;
-        rows.iter().map(codec::run_from).collect()
     }
 
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>> {
-        let mut lane = self.read_lane("sqlite: list leased runs").await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE lease_owner = $1 AND status IN ('queued', 'running') \
-             ORDER BY created_at, id"
-        ))
-        .bind(clean(owner))
-        .fetch_all(lane.conn())
+        let owner = owned(owner);
+        self.read("sqlite: list leased runs", move |conn| {
+            query_all(conn, &RUNS_LEASED_BY, params![owner], |row| {
+                codec::run_from(row)
+            })
+        })
         .await
-        .map_err(|error| lane.fail("sqlite: list leased runs", error))?;
-        rows.iter().map(codec::run_from).collect()
     }
 
     async fn get_cursor(&self, name: &str) -> StoreResult<Option<i64>> {
-        let mut lane = self.read_lane("sqlite: get cursor").await?;
-        sqlx::query_scalar("SELECT position FROM cursors WHERE name = $1")
-            .bind(clean(name))
-            .fetch_optional(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: get cursor", error))
+        let name = owned(name);
+        self.read("sqlite: get cursor", move |conn| {
+            let mut statement =
+                conn.prepare_cached("SELECT position FROM cursors WHERE name = ?1")?;
+            let mut rows = statement.query(params![name])?;
+            match rows.next()? {
+                Some(row) => {
+                    Ok(Some(row.get(0).map_err(|error| {
+                        Fail::Store(corrupt("position", error))
+                    })?))
+                }
+                None => Ok(None),
+            }
+        })
+        .await
     }
 
     async fn advance_cursor(&self, name: &str, from: Option<i64>, to: i64) -> StoreResult<bool> {
-        let query = match from {
-            None => sqlx::query(
-                "INSERT INTO cursors (name, position) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(clean(name))
-            .bind(to),
-            Some(from) => {
-                sqlx::query("UPDATE cursors SET position = $2 WHERE name = $1 AND position = $3")
-                    .bind(clean(name))
-                    .bind(to)
-                    .bind(from)
-            }
-        };
-        let mut lane = self.writer_lane("sqlite: advance cursor").await?;
-        let moved = query
-            .execute(lane.conn())
-            .await
-            .map_err(|error| lane.fail("sqlite: advance cursor", error))?
-            .rows_affected();
+        let (_, moved) = self
+            .write("sqlite: advance cursor", owned(name), move |conn, name| {
+                let moved = match from {
+                    None => conn
+                        .prepare_cached(
+                            "INSERT INTO cursors (name, position) VALUES (?1, ?2) \
+                             ON CONFLICT (name) DO NOTHING",
+                        )?
+                        .execute(params![name, to])?,
+                    Some(from) => conn
+                        .prepare_cached(
+                            "UPDATE cursors SET position = ?2 WHERE name = ?1 AND position = ?3",
+                        )?
+                        .execute(params![name, to, from])?,
+                };
+                Ok(moved)
+            })
+            .await?;
         Ok(moved == 1)
-    }
-}
-
-/// Ends a batch's transaction after a failure. SQLite has already rolled back on some errors;
-/// then there is nothing to end and the error from ROLLBACK is expected, so it is ignored.
-async fn rollback(conn: &mut SqliteConnection) {
-    if let Err(error) = sqlx::query("ROLLBACK").execute(conn).await {
-        tracing::debug!(%error, "sqlite: rollback after a failed batch");
     }
 }

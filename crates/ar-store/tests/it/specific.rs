@@ -29,16 +29,16 @@ async fn sqlite_file_is_created_and_persists() {
         Some(stored(&run)),
         "reopened by URL"
     );
-    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(store.writer_pool())
-        .await
-        .unwrap();
-    assert_eq!(journal, "wal");
-    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-        .fetch_one(store.writer_pool())
-        .await
-        .unwrap();
-    assert_eq!(foreign_keys, 1);
+    let pragma = |name: &'static str| {
+        let store = store.clone();
+        async move { store.pragma(name).await.unwrap() }
+    };
+    assert_eq!(pragma("journal_mode").await.as_deref(), Some("wal"));
+    assert_eq!(pragma("foreign_keys").await.as_deref(), Some("1"));
+    assert_eq!(pragma("synchronous").await.as_deref(), Some("1"), "NORMAL");
+    // Checkpoints run on the store's own thread, never inside a commit.
+    assert_eq!(pragma("wal_autocheckpoint").await.as_deref(), Some("0"));
+    assert!(store.pragma("journal_mode; DROP TABLE runs").await.is_err());
     store.ping().await.unwrap();
     store.close().await;
 }
@@ -75,36 +75,37 @@ async fn sqlite_memory_is_shared_between_handles() {
 
 #[tokio::test]
 async fn sqlite_corrupt_values_are_reported() {
-    let store = SqliteStore::connect(":memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("corrupt.db");
+    let store = SqliteStore::connect(path.to_str().unwrap()).await.unwrap();
     let run = run("app-a", "h", 0);
     create(&store, &run).await;
-    sqlx::query("UPDATE runs SET status = 'sleeping' WHERE id = $1")
-        .bind(&run.id)
-        .execute(store.writer_pool())
-        .await
-        .unwrap();
+    // Another connection damages the row, as a tool or a bug elsewhere could.
+    let other = rusqlite::Connection::open(&path).unwrap();
+    let damage = |sql: &str| {
+        other.execute(sql, [&run.id]).unwrap();
+    };
+    damage("UPDATE runs SET status = 'sleeping' WHERE id = ?1");
     assert!(matches!(
         store.get_run("app-a", &run.id).await,
         Err(StoreError::Corrupt(_))
     ));
-    sqlx::query("UPDATE runs SET status = 'queued', input = '{not json' WHERE id = $1")
-        .bind(&run.id)
-        .execute(store.writer_pool())
-        .await
-        .unwrap();
+    damage("UPDATE runs SET status = 'queued', input = '{not json' WHERE id = ?1");
     assert!(matches!(
         store.get_run("app-a", &run.id).await,
         Err(StoreError::Corrupt(_))
     ));
-    sqlx::query("UPDATE runs SET input = '{}', created_at = 'yesterday' WHERE id = $1")
-        .bind(&run.id)
-        .execute(store.writer_pool())
-        .await
-        .unwrap();
+    damage("UPDATE runs SET input = '{}', created_at = 'yesterday' WHERE id = ?1");
     assert!(matches!(
         store.list_runs("app-a").await,
         Err(StoreError::Corrupt(_))
     ));
+    damage("UPDATE runs SET created_at = 42 WHERE id = ?1");
+    assert!(matches!(
+        store.list_runs("app-a").await,
+        Err(StoreError::Corrupt(_))
+    ));
+    store.close().await;
 }
 
 #[tokio::test]
@@ -190,4 +191,176 @@ fn stores_can_be_dropped_outside_a_runtime() {
         drop(store);
         runtime.block_on(drop_schema(&schema));
     }
+}
+
+/// While another process holds SQLite's write lock, a commit waits for it off the async
+/// threads: the runtime (here a current-thread one) keeps running other tasks, reads are
+/// served meanwhile (WAL), and queued writes go through once the lock is released.
+#[tokio::test]
+async fn sqlite_waits_for_another_writer_without_blocking_the_runtime() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use ar_core::event::kind;
+    use ar_core::store::RunChange;
+
+    use crate::fixtures::event;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let store = SqliteStore::connect(path.to_str().unwrap()).await.unwrap();
+    let run = run("app-a", "h", 0);
+    create(&store, &run).await;
+
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        released.recv().unwrap();
+        other.execute_batch("COMMIT").unwrap();
+    });
+
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let ticker = tokio::spawn({
+        let ticks = Arc::clone(&ticks);
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                ticks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let commits: Vec<_> = (0..2)
+        .map(|n| {
+            let store = store.clone();
+            let change = RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, n));
+            tokio::spawn(async move { store.commit(change).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        ticks.load(Ordering::Relaxed) >= 10,
+        "the runtime kept running while the commits waited"
+    );
+    assert!(commits.iter().all(|commit| !commit.is_finished()));
+    assert_eq!(
+        store.get_run("app-a", &run.id).await.unwrap(),
+        Some(stored(&run)),
+        "reads are served while another process writes"
+    );
+
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    let mut sequences = Vec::new();
+    for commit in commits {
+        let committed = commit.await.unwrap().unwrap();
+        sequences.push(committed.events[0].sequence_no);
+    }
+    sequences.sort_unstable();
+    assert_eq!(sequences, [2, 3]);
+    ticker.abort();
+    store.close().await;
+    assert!(store.ping().await.is_err(), "closed");
+}
+
+/// A commit whose statement fails midway leaves nothing behind: no records, no counter or
+/// version change, and the next commit continues the sequence without a gap.
+#[tokio::test]
+async fn sqlite_failed_commit_rolls_back() {
+    use ar_core::event::kind;
+    use ar_core::store::RunChange;
+
+    use crate::fixtures::{event, message, tool_call};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rollback.db");
+    let store = SqliteStore::connect(path.to_str().unwrap()).await.unwrap();
+    let run = run("app-a", "h", 0);
+    create(&store, &run).await;
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_tool_call BEFORE INSERT ON tool_calls \
+             WHEN NEW.id = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+        )
+        .unwrap();
+
+    let mut next = stored(&run);
+    next.error_message = "changed".to_string();
+    let failed = store
+        .commit(RunChange {
+            messages: vec![message("assistant", "lost")],
+            tool_calls: vec![tool_call("refused", None)],
+            ..RunChange::update(next.clone(), 1).with_event(event(kind::PLAN_UPDATED, 1))
+        })
+        .await;
+    assert!(
+        matches!(&failed, Err(StoreError::Backend(text)) if text.contains("refused by the test")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        store.get_run("app-a", &run.id).await.unwrap(),
+        Some(stored(&run))
+    );
+    assert!(store
+        .list_messages("app-a", &run.id)
+        .await
+        .unwrap()
+        .is_empty());
+    let committed = store
+        .commit(RunChange::update(next, 1).with_event(event(kind::PLAN_UPDATED, 2)))
+        .await
+        .unwrap();
+    assert_eq!(committed.version, 2);
+    assert_eq!(committed.events[0].sequence_no, 2);
+    store.close().await;
+}
+
+/// Commits never checkpoint inline; the store's checkpoint thread keeps the WAL small and
+/// truncates it once the store is idle.
+#[tokio::test]
+async fn sqlite_wal_is_checkpointed_in_the_background() {
+    use std::time::{Duration, Instant};
+
+    use ar_core::event::kind;
+    use ar_core::store::RunChange;
+
+    use crate::fixtures::{event, message};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wal.db");
+    let wal = dir.path().join("wal.db-wal");
+    let store = SqliteStore::connect(path.to_str().unwrap()).await.unwrap();
+    let run = run("app-a", "h", 0);
+    create(&store, &run).await;
+    let mut largest = 0;
+    for n in 0..600 {
+        store
+            .commit(RunChange {
+                messages: vec![message("assistant", &"x".repeat(2_000))],
+                ..RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, n))
+            })
+            .await
+            .unwrap();
+        largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+    }
+    // 600 commits of ~3 pages of new data each would be ~7 MB of WAL without checkpoints.
+    assert!(largest < 6 * 1024 * 1024, "WAL grew to {largest} bytes");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "WAL still {size} bytes after idling"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        store.list_messages("app-a", &run.id).await.unwrap().len(),
+        600
+    );
+    store.close().await;
 }
