@@ -184,20 +184,26 @@ async fn perf_five_step_runs() {
     }
 }
 
+/// Context switches of every thread of this process (voluntary, involuntary).
 fn switches() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|line| line.starts_with(name))
-            .and_then(|line| line.split_whitespace().nth(1))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
+    let mut total = (0, 0);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return total;
     };
-    (
-        field("voluntary_ctxt_switches"),
-        field("nonvoluntary_ctxt_switches"),
-    )
+    for task in tasks.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find(|line| line.starts_with(name))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(0)
+        };
+        total.0 += field("voluntary_ctxt_switches");
+        total.1 += field("nonvoluntary_ctxt_switches");
+    }
+    total
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,6 +212,7 @@ async fn perf_call_overhead() {
     let backend = std::env::var("AR_PERF_BACKENDS").unwrap_or_default();
     let mut schema = None;
     let mut pool = None;
+    let dir = tempfile::tempdir().unwrap();
     let store: std::sync::Arc<dyn Store> = if backend.contains("postgres") {
         let (store, name) = crate::harness::postgres_store("perf")
             .await
@@ -213,6 +220,13 @@ async fn perf_call_overhead() {
         schema = Some(name);
         pool = Some(store.pool().clone());
         std::sync::Arc::new(store)
+    } else if backend.contains("file") {
+        let path = dir.path().join("calls.db");
+        std::sync::Arc::new(
+            ar_store::SqliteStore::connect(path.to_str().unwrap())
+                .await
+                .unwrap(),
+        )
     } else {
         std::sync::Arc::new(ar_store::SqliteStore::connect(":memory:").await.unwrap())
     };
@@ -228,6 +242,7 @@ async fn perf_call_overhead() {
         ("update", 3),
         ("raw update", 4),
         ("raw cte", 5),
+        ("commit + get_run", 6),
         ("ping", 0),
     ] {
         let n = 2000;
@@ -247,6 +262,16 @@ async fn perf_call_overhead() {
                         .unwrap();
                 }
                 2 => {
+                    store.get_run("app", &run.id).await.unwrap();
+                }
+                6 => {
+                    // A read right after a write: on a file, the reader's page cache is stale.
+                    store
+                        .commit(
+                            RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, index)),
+                        )
+                        .await
+                        .unwrap();
                     store.get_run("app", &run.id).await.unwrap();
                 }
                 4 | 5 if pool.is_none() => {}
