@@ -22,9 +22,11 @@ use rusqlite::Connection;
 
 use super::conn::WriterSlot;
 
-/// Writes between two PASSIVE checkpoints. A 5-step run writes ~16 times and a write dirties
-/// ~10 pages, so this is roughly SQLite's default of 1000 pages.
-const EVERY: u64 = 100;
+/// Writes between two checkpoints. A write dirties ~8 pages, so this lets the WAL grow to
+/// ~3200 pages (~13 MB) first: pages written again and again (the run rows, index pages) are
+/// copied back once per checkpoint, and fewer checkpoints cost less (measured: 10% less store
+/// CPU per run than every 100 writes; every 1000 gains nothing more).
+const EVERY: u64 = 400;
 /// Quiet time after which the WAL is truncated.
 const IDLE: Duration = Duration::from_secs(1);
 /// WAL size (in pages) past which a checkpoint may briefly block the writer to restart it.

@@ -334,7 +334,7 @@ async fn sqlite_wal_is_checkpointed_in_the_background() {
     let run = run("app-a", "h", 0);
     create(&store, &run).await;
     let mut largest = 0;
-    for n in 0..600 {
+    for n in 0..1_500 {
         store
             .commit(RunChange {
                 messages: vec![message("assistant", &"x".repeat(2_000))],
@@ -344,8 +344,8 @@ async fn sqlite_wal_is_checkpointed_in_the_background() {
             .unwrap();
         largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
     }
-    // 600 commits of ~3 pages of new data each would be ~7 MB of WAL without checkpoints.
-    assert!(largest < 6 * 1024 * 1024, "WAL grew to {largest} bytes");
+    // Each commit adds ~8 pages to the WAL: ~50 MB for all of them without checkpoints.
+    assert!(largest < 24 * 1024 * 1024, "WAL grew to {largest} bytes");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
@@ -360,7 +360,7 @@ async fn sqlite_wal_is_checkpointed_in_the_background() {
     }
     assert_eq!(
         store.list_messages("app-a", &run.id).await.unwrap().len(),
-        600
+        1_500
     );
     store.close().await;
 }
