@@ -52,6 +52,18 @@ pub enum SecretChange {
     DeleteAll,
 }
 
+/// A change to the run's execution lease, written with the run row (create or update; a
+/// change without a run record leaves the lease alone).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeaseChange {
+    /// `owner` holds the lease until `until`. A run's creator takes it with the run, so the
+    /// owner it starts next needs no separate write.
+    Take { owner: String, until: DateTime<Utc> },
+    /// `owner` gives the lease up with the change that stopped the run (no effect when
+    /// another owner holds it).
+    Release { owner: String },
+}
+
 /// Everything one state change of a run writes, atomically.
 #[derive(Debug, Clone, Default)]
 pub struct RunChange {
@@ -70,6 +82,7 @@ pub struct RunChange {
     pub events: Vec<EventDraft>,
     pub checkpoint: Option<Checkpoint>,
     pub secrets: Vec<SecretChange>,
+    pub lease: Option<LeaseChange>,
 }
 
 impl RunChange {

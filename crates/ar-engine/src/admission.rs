@@ -313,6 +313,8 @@ impl Engine {
         };
         let mut change = RunChange::for_run(&run);
         change.run = Some(run.clone());
+        // This process executes the run next: it takes the lease with the run itself.
+        change.lease = Some(self.lease_for_new_owner(now));
         let mut queued = json!({"status": "queued"});
         if !run.host_run_id.is_empty() {
             queued["host_run_id"] = json!(run.host_run_id);
@@ -357,6 +359,7 @@ impl Engine {
                         run: run.clone(),
                         agent,
                         seeded: request.seed.is_some(),
+                        leased: true,
                     }),
                 );
                 Ok(run)

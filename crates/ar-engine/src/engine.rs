@@ -6,9 +6,9 @@ use ar_core::clock::Clock;
 use ar_core::event::{EventBus, LiveEvent};
 use ar_core::host::ContextProvider;
 use ar_core::model::ModelClient;
-use ar_core::store::{Committed, RunChange, Store, StoreError};
+use ar_core::store::{Committed, LeaseChange, RunChange, Store, StoreError};
 use ar_core::tool::ToolHost;
-use ar_core::Run;
+use ar_core::{Run, RunStatus};
 use dashmap::DashMap;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -147,16 +147,29 @@ impl Engine {
                         .or_insert_with(|| serde_json::Value::String(next.host_run_id.clone()));
                 }
             }
+            // A change that stops the run gives up this process's lease with it (a no-op
+            // in the store when another process holds the lease).
+            let stops = !matches!(next.status, RunStatus::Queued | RunStatus::Running);
+            if stops && change.lease.is_none() {
+                change.lease = Some(LeaseChange::Release {
+                    owner: self.inner.config.instance_id.clone(),
+                });
+            }
+            let releases = matches!(change.lease, Some(LeaseChange::Release { .. }));
             change.run = Some(next.clone());
             change.expected_version = Some(current.version);
             match self.inner.deps.store.commit(change).await {
                 Ok(mut committed) => {
                     next.version = committed.version;
-                    if next.is_terminal() {
+                    if next.is_terminal() || releases {
                         if let Some(owner) = self.inner.owners.get(run_id) {
-                            owner
-                                .terminal
-                                .store(true, std::sync::atomic::Ordering::Release);
+                            use std::sync::atomic::Ordering;
+                            if next.is_terminal() {
+                                owner.terminal.store(true, Ordering::Release);
+                            }
+                            if releases {
+                                owner.lease_released.store(true, Ordering::Release);
+                            }
                         }
                     }
                     // Published, not handed back: no caller reads a commit's events.

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use ar_core::store::LeaseChange;
 use ar_core::{Agent, Run, RunStatus};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +22,9 @@ pub(crate) struct OwnerHandle {
     pub(crate) steers: parking_lot::Mutex<Vec<String>>,
     /// Set when a commit made the run terminal (final: nothing can resume it).
     pub(crate) terminal: AtomicBool,
+    /// Set when a commit of this run gave up this process's lease with the change that
+    /// stopped it (nothing left to release).
+    pub(crate) lease_released: AtomicBool,
     /// Set when the run's model credential may have changed since the loop resolved its
     /// model route (replaced or revoked here, or the run changed under another process).
     pub(crate) route_stale: AtomicBool,
@@ -48,9 +52,20 @@ pub(crate) struct OwnerStart {
     pub(crate) run: Run,
     pub(crate) agent: Agent,
     pub(crate) seeded: bool,
+    /// The run was created with this process's lease.
+    pub(crate) leased: bool,
 }
 
 impl Engine {
+    /// This process's lease on a run, from `now` for one lease period.
+    pub(crate) fn lease_for_new_owner(&self, now: chrono::DateTime<chrono::Utc>) -> LeaseChange {
+        LeaseChange::Take {
+            owner: self.inner.config.instance_id.clone(),
+            until: now
+                + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default(),
+        }
+    }
+
     /// Tells the run's owner in this process, if any, to resolve its model route again.
     pub(crate) fn mark_route_stale(&self, run_id: &str) {
         if let Some(owner) = self.inner.owners.get(run_id) {
@@ -130,10 +145,15 @@ impl Engine {
         let now = self.now();
         let until =
             now + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default();
-        match store
-            .try_acquire_lease(run_id, &self.inner.config.instance_id, until, now)
-            .await
-        {
+        let leased = start.as_ref().is_some_and(|start| start.leased);
+        let acquired = if leased {
+            Ok(true)
+        } else {
+            store
+                .try_acquire_lease(run_id, &self.inner.config.instance_id, until, now)
+                .await
+        };
+        match acquired {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(run_id, "run is owned by another live replica");
@@ -159,6 +179,9 @@ impl Engine {
                 self.fail_run(app_id, run_id, "internal error: run execution panicked")
                     .await;
             }
+        }
+        if handle.lease_released.load(Ordering::Acquire) {
+            return;
         }
         if let Err(error) = store
             .release_lease(run_id, &self.inner.config.instance_id)

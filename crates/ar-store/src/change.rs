@@ -7,7 +7,7 @@
 use ar_core::agent::Agent;
 use ar_core::ids::{new_id, prefix};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
-use ar_core::store::{Committed, RunChange, SecretChange, StoreError, StoreResult};
+use ar_core::store::{Committed, LeaseChange, RunChange, SecretChange, StoreError, StoreResult};
 use ar_core::{JsonMap, Run, StoredEvent};
 use chrono::{DateTime, Utc};
 
@@ -209,6 +209,30 @@ pub(crate) struct Prepared {
     pub event_time: DateTime<Utc>,
     pub checkpoint: Option<CheckpointRow>,
     pub secrets: SecretPlan,
+    pub lease: LeasePlan,
+}
+
+/// A lease change ready to bind: who takes it (and until when), or who gives it up.
+#[derive(Default)]
+pub(crate) struct LeasePlan {
+    pub take: Option<(String, DateTime<Utc>)>,
+    pub release: Option<String>,
+}
+
+impl LeasePlan {
+    fn of(change: Option<LeaseChange>) -> LeasePlan {
+        match change {
+            Some(LeaseChange::Take { owner, until }) => LeasePlan {
+                take: Some((clean(&owner).into_owned(), micros(until))),
+                release: None,
+            },
+            Some(LeaseChange::Release { owner }) => LeasePlan {
+                take: None,
+                release: Some(clean(&owner).into_owned()),
+            },
+            None => LeasePlan::default(),
+        }
+    }
 }
 
 /// Keeps the last record for each id, at the position of its first occurrence (one statement
@@ -346,6 +370,7 @@ impl Prepared {
             event_time: crate::codec::now(),
             checkpoint,
             secrets: SecretPlan::reduce(change.secrets),
+            lease: LeasePlan::of(change.lease),
         })
     }
 

@@ -361,11 +361,13 @@ fn mutable_assignments(first: usize) -> String {
 /// The run CTE of each statement kind.
 #[derive(Clone, Copy)]
 enum Head {
-    /// Update the run row under its version guard ($52..$70 mutable columns, $71 version).
+    /// Update the run row under its version guard ($52..$70 mutable columns, $71 version,
+    /// $72/$73 lease taker and expiry, $74 owner releasing the lease).
     Update = 0,
     /// Lock the run row and bump its counters only.
     Touch = 1,
-    /// Insert the run row ($52..$70 mutable columns, $71 host run id, $72 created_at).
+    /// Insert the run row ($52..$70 mutable columns, $71 host run id, $72 created_at, $73/$74
+    /// lease taker and expiry).
     Create = 2,
 }
 
@@ -379,7 +381,11 @@ static HEADS: LazyLock<[String; 3]> = LazyLock::new(|| {
     [
         format!(
             "UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $47, \
-             message_seq = message_seq + $48, artifact_seq = artifact_seq + $49 \
+             message_seq = message_seq + $48, artifact_seq = artifact_seq + $49, \
+             lease_owner = CASE WHEN $72::text IS NOT NULL THEN $72::text \
+             WHEN lease_owner = $74::text THEN NULL ELSE lease_owner END, \
+             lease_expires_at = CASE WHEN $72::text IS NOT NULL THEN $73::timestamptz \
+             WHEN lease_owner = $74::text THEN NULL ELSE lease_expires_at END \
              WHERE id = $50 AND app_id = $51 AND version = $71 {RUN_RETURNING}",
             mutable_assignments(52)
         ),
@@ -389,7 +395,8 @@ static HEADS: LazyLock<[String; 3]> = LazyLock::new(|| {
         ),
         format!(
             "INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, \
-             message_seq, artifact_seq, {}) VALUES ($50, $51, $71, $72, 1, $47, $48, $49, {}) \
+             message_seq, artifact_seq, lease_owner, lease_expires_at, {}) \
+             VALUES ($50, $51, $71, $72, 1, $47, $48, $49, $73::text, $74::timestamptz, {}) \
              ON CONFLICT DO NOTHING {RUN_RETURNING}",
             columns.join(", "),
             values.join(", ")
@@ -858,7 +865,9 @@ impl Store for PostgresStore {
             run,
         )
         .bind(run.host_run_id.as_str())
-        .bind(run.created_at);
+        .bind(run.created_at)
+        .bind(change.lease.take.as_ref().map(|(owner, _)| owner.as_str()))
+        .bind(change.lease.take.as_ref().map(|(_, until)| *until));
         let mut lane = self.pool.get("postgres: create run").await?;
         let row = query
             .fetch_optional(lane.conn())
@@ -969,6 +978,9 @@ impl Store for PostgresStore {
                     run,
                 )
                 .bind(change.expected_version)
+                .bind(change.lease.take.as_ref().map(|(owner, _)| owner.as_str()))
+                .bind(change.lease.take.as_ref().map(|(_, until)| *until))
+                .bind(change.lease.release.as_deref())
                 .fetch_optional(lane.conn())
                 .await
             }

@@ -98,3 +98,49 @@ async fn another_replica_takes_over_a_run_whose_owner_went_away() {
     assert_contiguous(&events);
     replica_b.stop().await;
 }
+
+#[tokio::test]
+async fn a_run_that_pauses_or_ends_leaves_its_lease_free() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_user_input",
+        json!({"questions": [{"id": "q", "question": "Which?"}]}).to_string(),
+    ));
+    mock.push(Reply::text("done"));
+    let dir = tempfile::tempdir().unwrap();
+    let dsn = dir.path().join("runtime.db").display().to_string();
+    let server = TestServer::start_with(env_for(&mock, &dsn)).await;
+    let agent = server
+        .agent("asker", json!({"allowed_tools": ["request_user_input"]}))
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    use ar_core::store::Store as _;
+    let store = ar_store::SqliteStore::connect(&dsn).await.unwrap();
+    let now = chrono::Utc::now();
+    let until = now + chrono::Duration::seconds(60);
+
+    server.wait_status(&run_id, &["paused"]).await;
+    assert!(
+        store
+            .try_acquire_lease(&run_id, "someone_else", until, now)
+            .await
+            .unwrap(),
+        "a paused run keeps no lease"
+    );
+    store.release_lease(&run_id, "someone_else").await.unwrap();
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "That one."}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.wait_status(&run_id, &["completed"]).await;
+    // Nobody holds the finished run: anyone could take its lease at once.
+    assert!(store
+        .try_acquire_lease(&run_id, "someone_else", until, now)
+        .await
+        .unwrap());
+    server.stop().await;
+}

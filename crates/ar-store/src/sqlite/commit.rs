@@ -70,7 +70,23 @@ const RUN_MUTABLE: [&str; 19] = [
 const RETURNING: &str = "RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
 
 /// `?20..?22` add to the counters; `?23` run id, `?24` app id, `?25` expected version.
-static RUN_UPDATE: LazyLock<String> = LazyLock::new(|| {
+static RUN_UPDATE: LazyLock<String> = LazyLock::new(|| run_update(""));
+
+/// `RUN_UPDATE` that also changes the lease: `?26`/`?27` the lease taker and its expiry, `?28`
+/// the owner releasing it (each NULL when the change does not do that). SET expressions see
+/// the row as it was, so a release only clears a lease its owner still holds. A separate
+/// statement because naming the lease columns makes SQLite rewrite their index entry on
+/// every update, changed or not.
+static RUN_UPDATE_WITH_LEASE: LazyLock<String> = LazyLock::new(|| {
+    run_update(
+        ", lease_owner = CASE WHEN ?26 IS NOT NULL THEN ?26 \
+         WHEN lease_owner = ?28 THEN NULL ELSE lease_owner END, \
+         lease_expires_at = CASE WHEN ?26 IS NOT NULL THEN ?27 \
+         WHEN lease_owner = ?28 THEN NULL ELSE lease_expires_at END",
+    )
+});
+
+fn run_update(extra_assignments: &str) -> String {
     let assignments: Vec<String> = RUN_MUTABLE
         .iter()
         .enumerate()
@@ -78,20 +94,22 @@ static RUN_UPDATE: LazyLock<String> = LazyLock::new(|| {
         .collect();
     format!(
         "UPDATE runs SET {}, version = version + 1, event_seq = event_seq + ?20, \
-         message_seq = message_seq + ?21, artifact_seq = artifact_seq + ?22 \
+         message_seq = message_seq + ?21, artifact_seq = artifact_seq + ?22{extra_assignments} \
          WHERE id = ?23 AND app_id = ?24 AND version = ?25 {RETURNING}",
         assignments.join(", ")
     )
-});
+}
 
-/// `?20..?22` initial counters; `?23` id, `?24` app id, `?25` host run id, `?26` created at.
+/// `?20..?22` initial counters; `?23` id, `?24` app id, `?25` host run id, `?26` created at;
+/// `?27`/`?28` the lease taker and its expiry (NULL: no lease).
 static RUN_INSERT: LazyLock<String> = LazyLock::new(|| {
     let values: Vec<String> = (1..=RUN_MUTABLE.len())
         .map(|index| format!("?{index}"))
         .collect();
     format!(
         "INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, message_seq, \
-         artifact_seq, {}) VALUES (?23, ?24, ?25, ?26, 1, ?20, ?21, ?22, {}) \
+         artifact_seq, lease_owner, lease_expires_at, {}) \
+         VALUES (?23, ?24, ?25, ?26, 1, ?20, ?21, ?22, ?27, ?28, {}) \
          ON CONFLICT DO NOTHING {RETURNING}",
         RUN_MUTABLE.join(", "),
         values.join(", ")
@@ -214,12 +232,24 @@ pub(super) fn apply(conn: &Connection, kind: Kind, change: &Prepared) -> DbResul
                 head(&mut statement)?
             }
             (Kind::Update, Some(run)) => {
-                let mut statement = conn.prepare_cached(&RUN_UPDATE)?;
+                let lease = &change.lease;
+                let changes_lease = lease.take.is_some() || lease.release.is_some();
+                let mut statement = if changes_lease {
+                    conn.prepare_cached(&RUN_UPDATE_WITH_LEASE)?
+                } else {
+                    conn.prepare_cached(&RUN_UPDATE)?
+                };
                 bind_run_mutable(&mut statement, run)?;
                 bind_counts(&mut statement, change, 20)?;
                 statement.raw_bind_parameter(23, &change.run_id)?;
                 statement.raw_bind_parameter(24, &change.app_id)?;
                 statement.raw_bind_parameter(25, change.expected_version)?;
+                if changes_lease {
+                    let take = lease.take.as_ref();
+                    statement.raw_bind_parameter(26, take.map(|(owner, _)| owner))?;
+                    statement.raw_bind_parameter(27, take.map(|(_, until)| ts_text(*until)))?;
+                    statement.raw_bind_parameter(28, lease.release.as_ref())?;
+                }
                 head(&mut statement)?
             }
             (Kind::Create, Some(run)) => {
@@ -230,6 +260,9 @@ pub(super) fn apply(conn: &Connection, kind: Kind, change: &Prepared) -> DbResul
                 statement.raw_bind_parameter(24, &run.app_id)?;
                 statement.raw_bind_parameter(25, &run.host_run_id)?;
                 statement.raw_bind_parameter(26, ts_text(run.created_at))?;
+                let take = change.lease.take.as_ref();
+                statement.raw_bind_parameter(27, take.map(|(owner, _)| owner))?;
+                statement.raw_bind_parameter(28, take.map(|(_, until)| ts_text(*until)))?;
                 head(&mut statement)?
             }
             (Kind::Update | Kind::Create, None) => {

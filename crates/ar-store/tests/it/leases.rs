@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ar_core::store::{RunChange, Store};
+use ar_core::store::{CreateRun, LeaseChange, RunChange, Store};
 use ar_core::RunStatus;
 use chrono::Duration;
 
@@ -168,6 +168,112 @@ pub async fn leases_orphans_and_owned_runs(store: Arc<dyn Store>) {
     store.commit(RunChange::update(finished, 1)).await.unwrap();
     let orphans = ids(store.list_orphaned_runs(later(10), 100).await.unwrap());
     assert_eq!(orphans, vec![expired.id.clone(), other_app.id.clone()]);
+}
+
+pub async fn leases_written_with_a_change(store: Arc<dyn Store>) {
+    let now = at(7000);
+    let later = |seconds: i64| now + Duration::seconds(seconds);
+    let mut created = run("app-a", "leased-at-birth", 1);
+    created.status = RunStatus::Queued;
+    let change = RunChange {
+        run: Some(created.clone()),
+        lease: Some(LeaseChange::Take {
+            owner: "creator".to_string(),
+            until: later(30),
+        }),
+        ..RunChange::for_run(&created)
+    };
+    assert!(matches!(
+        store.create_run(change).await.unwrap(),
+        CreateRun::Created(_)
+    ));
+    assert!(
+        store
+            .list_orphaned_runs(later(1), 100)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a run created with its lease is not an orphan"
+    );
+    assert!(
+        !store
+            .try_acquire_lease(&created.id, "other", later(60), later(1))
+            .await
+            .unwrap(),
+        "held by its creator"
+    );
+    assert!(store
+        .try_acquire_lease(&created.id, "creator", later(60), later(1))
+        .await
+        .unwrap());
+
+    // A release by someone else changes nothing; the holder's own clears it.
+    let mut current = stored(&created);
+    current.status = RunStatus::Running;
+    let release = |run: &ar_core::Run, owner: &str, version: i64| RunChange {
+        lease: Some(LeaseChange::Release {
+            owner: owner.to_string(),
+        }),
+        ..RunChange::update(run.clone(), version)
+    };
+    let committed = store.commit(release(&current, "other", 1)).await.unwrap();
+    assert!(
+        !store
+            .try_acquire_lease(&created.id, "other", later(60), later(2))
+            .await
+            .unwrap(),
+        "still held by its creator"
+    );
+    current.status = RunStatus::Paused;
+    let committed = store
+        .commit(release(&current, "creator", committed.version))
+        .await
+        .unwrap();
+    assert!(store
+        .list_runs_leased_by("creator")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        store
+            .try_acquire_lease(&created.id, "other", later(60), later(2))
+            .await
+            .unwrap(),
+        "released with the change"
+    );
+
+    // Taking it with an update overrides whoever held it; an update without a lease
+    // change leaves it alone.
+    current.status = RunStatus::Running;
+    let committed = store
+        .commit(RunChange {
+            lease: Some(LeaseChange::Take {
+                owner: "third".to_string(),
+                until: later(90),
+            }),
+            ..RunChange::update(current.clone(), committed.version)
+        })
+        .await
+        .unwrap();
+    store
+        .commit(RunChange::update(current.clone(), committed.version))
+        .await
+        .unwrap();
+    let mine = store.list_runs_leased_by("third").await.unwrap();
+    assert_eq!(mine.len(), 1);
+    assert!(store
+        .list_orphaned_runs(later(89), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .list_orphaned_runs(later(91), 100)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 pub async fn cursors_compare_and_swap(store: Arc<dyn Store>) {

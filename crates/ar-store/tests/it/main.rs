@@ -35,6 +35,7 @@ conformance! {
     records::secrets_put_and_delete,
     leases::leases_acquire_expire_renew_release,
     leases::leases_orphans_and_owned_runs,
+    leases::leases_written_with_a_change,
     leases::cursors_compare_and_swap,
     sanitize::nul_characters_are_stripped,
     sanitize::json_and_text_round_trip_exactly,
