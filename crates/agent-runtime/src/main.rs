@@ -48,10 +48,19 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if matches!(cli.command, Command::Serve) {
+        match ar_config::env::worker_threads(|name| std::env::var(name).ok()) {
+            Ok(threads) => {
+                builder.worker_threads(threads);
+            }
+            Err(message) => {
+                eprintln!("error: {message}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: could not start the async runtime: {error}");

@@ -115,6 +115,32 @@ pub const SWEEP_INTERVAL_SECONDS: EnvVar = EnvVar::new(
     "Seconds between looks for runs whose owner died.",
 );
 
+/// How many threads run the service's async work.
+pub const WORKER_THREADS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_WORKER_THREADS",
+    Some("cores - 1, at least 1"),
+    "Threads that run the service's async work (HTTP, run loops, inline SQLite). One core is left to agent CLIs, blocking work and the host by default; on two cores a single worker also spends markedly less CPU per run than two that keep waking each other.",
+);
+
+/// The worker thread count: `AGENT_RUNTIME_WORKER_THREADS`, else one less than the cores
+/// (at least one). An unparseable or zero value is an error naming the variable.
+pub fn worker_threads(get: impl Fn(&str) -> Option<String>) -> Result<usize, String> {
+    match get(WORKER_THREADS.name).map(|value| value.trim().to_string()) {
+        Some(value) if !value.is_empty() => match value.parse::<usize>() {
+            Ok(count) if count > 0 => Ok(count),
+            _ => Err(format!(
+                "{}: expected a positive whole number, got {value:?}",
+                WORKER_THREADS.name
+            )),
+        },
+        _ => {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            Ok(cores.saturating_sub(1).max(1))
+        }
+    }
+}
+
 // --- store ----------------------------------------------------------------------------------
 
 /// Which database holds durable state.
@@ -406,6 +432,7 @@ pub const ALL: &[EnvVar] = &[
     APP_CONFIG,
     INSTANCE_ID,
     LEASE_TTL_SECONDS,
+    WORKER_THREADS,
     SWEEP_INTERVAL_SECONDS,
     STORE_DRIVER,
     SQLITE_DSN,

@@ -120,3 +120,18 @@ async fn serve_refuses_a_bad_configuration_with_every_problem() {
     );
     assert!(!stderr.contains("listening on"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for bad in ["0", "two", "-1"] {
+        let mut env = base_env(dir.path());
+        env.insert("AGENT_RUNTIME_WORKER_THREADS".into(), bad.into());
+        let (status, _, stderr) = run_command(&["serve"], &env).await;
+        assert!(!status.success(), "{bad}: {status}");
+        assert!(
+            stderr.contains("AGENT_RUNTIME_WORKER_THREADS") && stderr.contains(bad),
+            "{bad}: {stderr}"
+        );
+    }
+}

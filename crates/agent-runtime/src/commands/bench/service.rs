@@ -40,8 +40,8 @@ async fn start_server(
     ]}]});
     let mut env = EnvPolicy::standard();
     // Lets a run of the benchmark try the server with another runtime size.
-    if let Ok(threads) = std::env::var("TOKIO_WORKER_THREADS") {
-        env = env.with("TOKIO_WORKER_THREADS", threads);
+    if let Ok(threads) = std::env::var("AGENT_RUNTIME_WORKER_THREADS") {
+        env = env.with("AGENT_RUNTIME_WORKER_THREADS", threads);
     }
     env = env
         .with("AGENT_RUNTIME_ADDR", format!("127.0.0.1:{port}"))
@@ -293,6 +293,9 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
     let rss_paused = rss_mib(pid).unwrap_or(0.0);
 
     println!("store: {store}");
+    if let Ok(workers) = ar_config::env::worker_threads(|name| std::env::var(name).ok()) {
+        println!("  server worker threads: {workers} (AGENT_RUNTIME_WORKER_THREADS)");
+    }
     println!("  sequential runs: {sequential}");
     println!(
         "    p50 per run:               {:.2} ms",
