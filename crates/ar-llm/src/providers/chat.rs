@@ -3,7 +3,9 @@
 
 use ar_core::model::{ChatMessage, ChatRole, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::Usage;
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{join, normalize_finish, ToolCallAssembler};
@@ -164,6 +166,196 @@ fn usage_from(u: &Value) -> Usage {
     }
 }
 
+/// One `chat.completion.chunk`, read with borrowed strings. Chunks arrive several times per
+/// model call; a document that does not fit these types is read again as a generic JSON value
+/// (`Parser::on_value`), so vendors' variations are handled the same either way.
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default, borrow)]
+    choices: Vec<ChoiceView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(default, borrow)]
+    delta: Option<DeltaView<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaView<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallView<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallView<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<FunctionView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionView<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// (vendor index, id, name, argument delta) of one tool-call delta.
+type CallDelta<'c> = (
+    Option<u64>,
+    Option<&'c str>,
+    Option<&'c str>,
+    Option<&'c str>,
+);
+
+/// The parts of a chunk the parser acts on, from either reading.
+struct ChunkParts<'c> {
+    text: Option<&'c str>,
+    reasoning: Option<&'c str>,
+    /// Each tool-call delta, in order.
+    calls: Vec<CallDelta<'c>>,
+    finish_reason: Option<&'c str>,
+}
+
+impl Parser {
+    fn apply(&mut self, parts: ChunkParts<'_>, sink: &mut (dyn FnMut(StreamDelta) + Send)) {
+        if let Some(text) = parts.text.filter(|text| !text.is_empty()) {
+            self.text.push_str(text);
+            sink(StreamDelta::Text(text.to_string()));
+        }
+        if let Some(reasoning) = parts.reasoning.filter(|reasoning| !reasoning.is_empty()) {
+            self.reasoning.push_str(reasoning);
+            sink(StreamDelta::Reasoning(reasoning.to_string()));
+        }
+        for (pos, (vendor, id, name, arguments)) in parts.calls.into_iter().enumerate() {
+            let vendor = vendor.unwrap_or(pos as u64);
+            let index = match self.vendor_index.iter().position(|v| *v == vendor) {
+                Some(i) => i,
+                None => {
+                    self.vendor_index.push(vendor);
+                    self.calls.open()
+                }
+            };
+            if let Some(arguments) = arguments {
+                self.calls.append(index, arguments, sink);
+            }
+            self.calls.identify(index, id, name, sink);
+        }
+        if let Some(finish) = parts.finish_reason {
+            self.finish = Some(finish.to_string());
+        }
+    }
+
+    /// The fast path: a chunk that fits [`ChunkView`].
+    fn on_view(
+        &mut self,
+        chunk: ChunkView<'_>,
+        sink: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<(), LlmError> {
+        if let Some(err) = &chunk.error {
+            return Err(crate::error::in_stream(err));
+        }
+        if let Some(u) = chunk.usage.as_ref().filter(|u| u.is_object()) {
+            self.usage = Some(usage_from(u));
+        }
+        let Some(choice) = chunk.choices.first() else {
+            return Ok(());
+        };
+        let delta = choice.delta.as_ref();
+        let parts = ChunkParts {
+            text: delta.and_then(|d| d.content.as_deref()),
+            reasoning: delta
+                .and_then(|d| d.reasoning_content.as_deref().or(d.reasoning.as_deref())),
+            calls: delta
+                .and_then(|d| d.tool_calls.as_ref())
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .map(|call| {
+                            let function = call.function.as_ref();
+                            (
+                                call.index,
+                                call.id.as_deref(),
+                                function.and_then(|f| f.name.as_deref()),
+                                function.and_then(|f| f.arguments.as_deref()),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            finish_reason: choice.finish_reason.as_deref(),
+        };
+        self.apply(parts, sink);
+        Ok(())
+    }
+
+    /// The general path: any JSON object, fields of unexpected types read as absent.
+    fn on_value(
+        &mut self,
+        chunk: &Value,
+        sink: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<(), LlmError> {
+        if let Some(err) = chunk.get("error") {
+            return Err(crate::error::in_stream(err));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(usage_from(u));
+        }
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(());
+        };
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        let parts = ChunkParts {
+            text: delta.get("content").and_then(Value::as_str),
+            reasoning: delta
+                .get("reasoning_content")
+                .or_else(|| delta.get("reasoning"))
+                .and_then(Value::as_str),
+            calls: delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .map(|tc| {
+                            (
+                                tc.get("index").and_then(Value::as_u64),
+                                tc.get("id").and_then(Value::as_str),
+                                tc.pointer("/function/name").and_then(Value::as_str),
+                                tc.pointer("/function/arguments").and_then(Value::as_str),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            finish_reason: choice.get("finish_reason").and_then(Value::as_str),
+        };
+        self.apply(parts, sink);
+        Ok(())
+    }
+}
+
 impl StreamParser for Parser {
     fn on_event(
         &mut self,
@@ -177,60 +369,13 @@ impl StreamParser for Parser {
         if data.is_empty() {
             return Ok(false);
         }
+        if let Ok(chunk) = serde_json::from_str::<ChunkView<'_>>(data) {
+            self.on_view(chunk, sink)?;
+            return Ok(false);
+        }
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| LlmError::Decode(format!("chat chunk is not JSON ({e}): {data}")))?;
-        if let Some(err) = chunk.get("error") {
-            return Err(crate::error::in_stream(err));
-        }
-        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = Some(usage_from(u));
-        }
-        let Some(choice) = chunk
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
-            return Ok(false);
-        };
-        let delta = choice.get("delta").unwrap_or(&Value::Null);
-        if let Some(t) = delta.get("content").and_then(Value::as_str) {
-            if !t.is_empty() {
-                self.text.push_str(t);
-                sink(StreamDelta::Text(t.to_string()));
-            }
-        }
-        let reasoning = delta
-            .get("reasoning_content")
-            .or_else(|| delta.get("reasoning"))
-            .and_then(Value::as_str);
-        if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
-            self.reasoning.push_str(r);
-            sink(StreamDelta::Reasoning(r.to_string()));
-        }
-        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for (pos, tc) in calls.iter().enumerate() {
-                let vendor = tc
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(pos as u64);
-                let index = match self.vendor_index.iter().position(|v| *v == vendor) {
-                    Some(i) => i,
-                    None => {
-                        self.vendor_index.push(vendor);
-                        self.calls.open()
-                    }
-                };
-                let id = tc.get("id").and_then(Value::as_str);
-                let name = tc.pointer("/function/name").and_then(Value::as_str);
-                if let Some(args) = tc.pointer("/function/arguments").and_then(Value::as_str) {
-                    self.calls.append(index, args, sink);
-                }
-                self.calls.identify(index, id, name, sink);
-            }
-        }
-        if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.finish = Some(f.to_string());
-        }
+        self.on_value(&chunk, sink)?;
         Ok(false)
     }
 
