@@ -8,6 +8,7 @@
 
 use std::sync::LazyLock;
 
+use ar_core::store::StoreResult;
 use ar_core::Run;
 use rusqlite::{params, Connection, Statement};
 
@@ -220,64 +221,102 @@ fn head(statement: &mut Statement<'_>) -> DbResult<Option<Head>> {
     }))
 }
 
+/// Applies a group of commits in one write transaction, each in its own savepoint: one that
+/// fails is undone and reported alone, the others stand. A lock conflict fails the whole
+/// group (it is retried whole).
+pub(super) fn apply_group(
+    conn: &Connection,
+    jobs: &[(Kind, Prepared)],
+    context: &'static str,
+) -> DbResult<Vec<StoreResult<Applied>>> {
+    if let [(kind, change)] = jobs {
+        return match apply(conn, *kind, change) {
+            Err(fail) if fail.is_busy() => Err(fail),
+            outcome => Ok(vec![outcome.map_err(|fail| fail.into_store(context))]),
+        };
+    }
+    write_transaction(conn, |conn| {
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for (kind, change) in jobs {
+            conn.prepare_cached("SAVEPOINT grouped_commit")?
+                .execute([])?;
+            match apply_in(conn, *kind, change) {
+                Ok(applied) => {
+                    conn.prepare_cached("RELEASE grouped_commit")?.execute([])?;
+                    outcomes.push(Ok(applied));
+                }
+                Err(fail) if fail.is_busy() => return Err(fail),
+                Err(fail) => {
+                    conn.execute_batch("ROLLBACK TO grouped_commit; RELEASE grouped_commit")?;
+                    outcomes.push(Err(fail.into_store(context)));
+                }
+            }
+        }
+        Ok(outcomes)
+    })
+}
+
 /// Applies a commit in one write transaction.
 pub(super) fn apply(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applied> {
-    write_transaction(conn, |conn| {
-        let head = match (kind, change.run.as_ref()) {
-            (Kind::Touch, _) => {
-                let mut statement = conn.prepare_cached(&RUN_TOUCH)?;
-                bind_counts(&mut statement, change, 1)?;
-                statement.raw_bind_parameter(4, &change.run_id)?;
-                statement.raw_bind_parameter(5, &change.app_id)?;
-                head(&mut statement)?
+    write_transaction(conn, |conn| apply_in(conn, kind, change))
+}
+
+/// Applies a commit inside the caller's transaction.
+fn apply_in(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applied> {
+    let head = match (kind, change.run.as_ref()) {
+        (Kind::Touch, _) => {
+            let mut statement = conn.prepare_cached(&RUN_TOUCH)?;
+            bind_counts(&mut statement, change, 1)?;
+            statement.raw_bind_parameter(4, &change.run_id)?;
+            statement.raw_bind_parameter(5, &change.app_id)?;
+            head(&mut statement)?
+        }
+        (Kind::Update, Some(run)) => {
+            let lease = &change.lease;
+            let changes_lease = lease.take.is_some() || lease.release.is_some();
+            let mut statement = if changes_lease {
+                conn.prepare_cached(&RUN_UPDATE_WITH_LEASE)?
+            } else {
+                conn.prepare_cached(&RUN_UPDATE)?
+            };
+            bind_run_mutable(&mut statement, run)?;
+            bind_counts(&mut statement, change, 20)?;
+            statement.raw_bind_parameter(23, &change.run_id)?;
+            statement.raw_bind_parameter(24, &change.app_id)?;
+            statement.raw_bind_parameter(25, change.expected_version)?;
+            if changes_lease {
+                let take = lease.take.as_ref();
+                statement.raw_bind_parameter(26, take.map(|(owner, _)| owner))?;
+                statement.raw_bind_parameter(27, take.map(|(_, until)| ts_text(*until)))?;
+                statement.raw_bind_parameter(28, lease.release.as_ref())?;
             }
-            (Kind::Update, Some(run)) => {
-                let lease = &change.lease;
-                let changes_lease = lease.take.is_some() || lease.release.is_some();
-                let mut statement = if changes_lease {
-                    conn.prepare_cached(&RUN_UPDATE_WITH_LEASE)?
-                } else {
-                    conn.prepare_cached(&RUN_UPDATE)?
-                };
-                bind_run_mutable(&mut statement, run)?;
-                bind_counts(&mut statement, change, 20)?;
-                statement.raw_bind_parameter(23, &change.run_id)?;
-                statement.raw_bind_parameter(24, &change.app_id)?;
-                statement.raw_bind_parameter(25, change.expected_version)?;
-                if changes_lease {
-                    let take = lease.take.as_ref();
-                    statement.raw_bind_parameter(26, take.map(|(owner, _)| owner))?;
-                    statement.raw_bind_parameter(27, take.map(|(_, until)| ts_text(*until)))?;
-                    statement.raw_bind_parameter(28, lease.release.as_ref())?;
-                }
-                head(&mut statement)?
-            }
-            (Kind::Create, Some(run)) => {
-                let mut statement = conn.prepare_cached(&RUN_INSERT)?;
-                bind_run_mutable(&mut statement, run)?;
-                bind_counts(&mut statement, change, 20)?;
-                statement.raw_bind_parameter(23, &run.id)?;
-                statement.raw_bind_parameter(24, &run.app_id)?;
-                statement.raw_bind_parameter(25, &run.host_run_id)?;
-                statement.raw_bind_parameter(26, ts_text(run.created_at))?;
-                let take = change.lease.take.as_ref();
-                statement.raw_bind_parameter(27, take.map(|(owner, _)| owner))?;
-                statement.raw_bind_parameter(28, take.map(|(_, until)| ts_text(*until)))?;
-                head(&mut statement)?
-            }
-            (Kind::Update | Kind::Create, None) => {
-                return Err(ar_core::store::StoreError::Backend(
-                    "sqlite: run row missing from change".to_string(),
-                )
-                .into())
-            }
-        };
-        let Some(head) = head else {
-            return missing(conn, kind, change);
-        };
-        let positions = write_records(conn, change, &head)?;
-        Ok(Applied::Done { head, positions })
-    })
+            head(&mut statement)?
+        }
+        (Kind::Create, Some(run)) => {
+            let mut statement = conn.prepare_cached(&RUN_INSERT)?;
+            bind_run_mutable(&mut statement, run)?;
+            bind_counts(&mut statement, change, 20)?;
+            statement.raw_bind_parameter(23, &run.id)?;
+            statement.raw_bind_parameter(24, &run.app_id)?;
+            statement.raw_bind_parameter(25, &run.host_run_id)?;
+            statement.raw_bind_parameter(26, ts_text(run.created_at))?;
+            let take = change.lease.take.as_ref();
+            statement.raw_bind_parameter(27, take.map(|(owner, _)| owner))?;
+            statement.raw_bind_parameter(28, take.map(|(_, until)| ts_text(*until)))?;
+            head(&mut statement)?
+        }
+        (Kind::Update | Kind::Create, None) => {
+            return Err(ar_core::store::StoreError::Backend(
+                "sqlite: run row missing from change".to_string(),
+            )
+            .into())
+        }
+    };
+    let Some(head) = head else {
+        return missing(conn, kind, change);
+    };
+    let positions = write_records(conn, change, &head)?;
+    Ok(Applied::Done { head, positions })
 }
 
 /// Why the run-row statement matched nothing, read in the same transaction.

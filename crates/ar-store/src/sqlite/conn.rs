@@ -131,7 +131,7 @@ impl From<StoreError> for Fail {
 
 impl Fail {
     /// Another connection holds a lock this statement needs.
-    fn is_busy(&self) -> bool {
+    pub fn is_busy(&self) -> bool {
         matches!(self, Fail::Sql(rusqlite::Error::SqliteFailure(error, _))
             if error.code == ErrorCode::DatabaseBusy)
     }

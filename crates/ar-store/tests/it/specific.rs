@@ -364,3 +364,88 @@ async fn sqlite_wal_is_checkpointed_in_the_background() {
     );
     store.close().await;
 }
+
+/// Commits that reach the writer together are written in one transaction, each in its own
+/// savepoint: one that fails or is stale is reported alone and leaves nothing behind, the
+/// others stand with contiguous sequences.
+#[tokio::test]
+async fn sqlite_grouped_commits_succeed_or_fail_one_by_one() {
+    use ar_core::event::kind;
+    use ar_core::store::RunChange;
+
+    use crate::fixtures::{event, message, tool_call};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("group.db");
+    let store = SqliteStore::connect(path.to_str().unwrap()).await.unwrap();
+    let runs: Vec<_> = (0..12)
+        .map(|n| run("app-a", &format!("group-{n}"), n))
+        .collect();
+    for run in &runs {
+        create(&store, run).await;
+    }
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_tool_call BEFORE INSERT ON tool_calls \
+             WHEN NEW.id = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+        )
+        .unwrap();
+
+    // Polled together on one thread, these meet at the writer and form one group.
+    let commits = runs.iter().enumerate().map(|(n, run)| {
+        let store = store.clone();
+        let mut next = stored(run);
+        next.error_message = format!("step {n}");
+        let change = match n {
+            3 => RunChange {
+                messages: vec![message("assistant", "lost")],
+                tool_calls: vec![tool_call("refused", None)],
+                ..RunChange::update(next, 1).with_event(event(kind::PLAN_UPDATED, 1))
+            },
+            7 => RunChange::update(next, 5).with_event(event(kind::PLAN_UPDATED, 1)),
+            _ => RunChange {
+                messages: vec![message("assistant", "kept")],
+                ..RunChange::update(next, 1).with_event(event(kind::PLAN_UPDATED, 1))
+            },
+        };
+        async move { store.commit(change).await }
+    });
+    let outcomes = futures::future::join_all(commits).await;
+    for (n, outcome) in outcomes.iter().enumerate() {
+        match n {
+            3 => assert!(
+                matches!(outcome, Err(StoreError::Backend(text)) if text.contains("refused")),
+                "{outcome:?}"
+            ),
+            7 => assert!(
+                matches!(outcome, Err(StoreError::Conflict(_))),
+                "{outcome:?}"
+            ),
+            _ => {
+                let committed = outcome.as_ref().expect("commit");
+                assert_eq!(committed.version, 2);
+                assert_eq!(committed.events[0].sequence_no, 2);
+                assert_eq!(committed.messages[0].sequence_no, 1);
+            }
+        }
+    }
+    for (n, run) in runs.iter().enumerate() {
+        let stored_run = store.get_run("app-a", &run.id).await.unwrap().unwrap();
+        let messages = store.list_messages("app-a", &run.id).await.unwrap();
+        if n == 3 || n == 7 {
+            assert_eq!(stored_run, stored(run), "run {n} unchanged");
+            assert!(messages.is_empty(), "run {n}: nothing written");
+        } else {
+            assert_eq!(stored_run.error_message, format!("step {n}"));
+            assert_eq!(messages.len(), 1);
+        }
+    }
+    // The failed run continues without a gap.
+    let committed = store
+        .commit(RunChange::update(stored(&runs[3]), 1).with_event(event(kind::PLAN_UPDATED, 2)))
+        .await
+        .unwrap();
+    assert_eq!(committed.events[0].sequence_no, 2);
+    store.close().await;
+}
