@@ -211,17 +211,37 @@ async fn sigterm_with_an_open_event_stream_still_exits() {
         .await;
     let run_id = run["id"].as_str().expect("run id").to_string();
     first.wait_status(&run_id, &["paused"]).await;
-    // A client follows the paused run's stream; the stream has no end of its own.
+    // A client follows the paused run's stream; the stream has no end of its own. The
+    // server is stopped once the client has seen the replay up to `run.paused`.
     let stream = first.open_stream(&run_id, None).await;
-    let reader = tokio::spawn(read_frames(stream));
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        use futures::StreamExt as _;
+        let mut seen_tx = Some(seen_tx);
+        let mut text = String::new();
+        let mut body = stream.bytes_stream();
+        while let Some(Ok(chunk)) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains("event: run.paused") {
+                if let Some(seen) = seen_tx.take() {
+                    let _ = seen.send(());
+                }
+            }
+        }
+        text
+    });
+    tokio::time::timeout(WAIT, seen_rx)
+        .await
+        .expect("the replay reached run.paused")
+        .expect("reader alive");
     first.process.terminate();
     let status = first.process.wait_exit(WAIT).await;
     assert!(status.success(), "{status}");
-    let frames = reader.await.expect("reader");
-    assert!(
-        frames.iter().any(|frame| frame.event == "run.paused"),
-        "{frames:?}"
-    );
+    let text = tokio::time::timeout(WAIT, reader)
+        .await
+        .expect("the stream ended with the server")
+        .expect("reader");
+    assert!(text.contains("event: run.paused"), "{text}");
     drop(first);
 
     // The paused run survives the restart and can be approved there.
