@@ -14,6 +14,9 @@ pub struct BenchArgs {
     /// Store backends to measure (`sqlite`, `postgres`, or `both`).
     #[arg(long, default_value = "sqlite")]
     pub store: String,
+    /// Runs measured one at a time (latency, time to first event, CPU of a lone run).
+    #[arg(long, default_value_t = 200)]
+    pub sequential: usize,
     /// Runs per throughput measurement.
     #[arg(long, default_value_t = 2000)]
     pub runs: usize,

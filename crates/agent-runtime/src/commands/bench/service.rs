@@ -213,7 +213,7 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
     }
 
     // Sequential: latency, time to first SSE event, per-step overhead, CPU per run.
-    let sequential = 200.min(args.runs);
+    let sequential = args.sequential.max(1);
     let cpu_before = server.cpu();
     let switches_before = server.switches();
     let mut latencies = Vec::with_capacity(sequential);
