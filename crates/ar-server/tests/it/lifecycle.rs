@@ -363,36 +363,34 @@ async fn model_authentication_failure_pauses_until_a_new_credential() {
     server.stop().await;
 }
 
-/// Starts a run whose first model call takes `delay`, so the test can act while it runs.
+/// A service whose run's first model call takes `delay`, so the test can act while it runs;
+/// returns once the run is running.
 async fn run_with_slow_first_step(
-    mock: &MockProvider,
-    server: &TestServer,
     delay: Duration,
     credential: serde_json::Value,
-) -> String {
+) -> (MockProvider, TestServer, String) {
+    let mock = MockProvider::start().await;
+    let server = TestServer::start(&mock).await;
     mock.push(Reply::tool_call("get_context", "{}").delay(delay));
     mock.push(Reply::text("done"));
     let agent = server
         .agent("slow", json!({"allowed_tools": ["get_context"]}))
         .await;
     let run = server
-        .start_run(mock, &agent, json!({"model_credential": credential}))
+        .start_run(&mock, &agent, json!({"model_credential": credential}))
         .await;
-    run["id"].as_str().unwrap().to_string()
+    let run_id = run["id"].as_str().unwrap().to_string();
+    server.wait_status(&run_id, &["running"]).await;
+    (mock, server, run_id)
 }
 
 #[tokio::test]
 async fn a_credential_replaced_mid_run_is_used_by_the_next_model_call() {
-    let mock = MockProvider::start().await;
-    let server = TestServer::start(&mock).await;
-    let run_id = run_with_slow_first_step(
-        &mock,
-        &server,
+    let (mock, server, run_id) = run_with_slow_first_step(
         Duration::from_millis(800),
         json!({"type": "api_key", "api_key": "sk-old"}),
     )
     .await;
-    server.wait_status(&run_id, &["running"]).await;
     let (status, body) = server
         .put(
             &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
@@ -412,16 +410,11 @@ async fn a_credential_replaced_mid_run_is_used_by_the_next_model_call() {
 
 #[tokio::test]
 async fn a_credential_revoked_mid_run_pauses_before_the_next_model_call() {
-    let mock = MockProvider::start().await;
-    let server = TestServer::start(&mock).await;
-    let run_id = run_with_slow_first_step(
-        &mock,
-        &server,
+    let (mock, server, run_id) = run_with_slow_first_step(
         Duration::from_millis(800),
         json!({"type": "api_key", "api_key": "sk-old"}),
     )
     .await;
-    server.wait_status(&run_id, &["running"]).await;
     let (status, body) = server
         .send(
             reqwest::Method::DELETE,
@@ -438,12 +431,8 @@ async fn a_credential_revoked_mid_run_pauses_before_the_next_model_call() {
 
 #[tokio::test]
 async fn a_credential_that_expires_mid_run_pauses_before_the_next_model_call() {
-    let mock = MockProvider::start().await;
-    let server = TestServer::start(&mock).await;
     let expires_at = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
-    let run_id = run_with_slow_first_step(
-        &mock,
-        &server,
+    let (mock, server, run_id) = run_with_slow_first_step(
         Duration::from_millis(2000),
         json!({"type": "api_key", "api_key": "sk-short", "expires_at": expires_at.to_rfc3339()}),
     )
