@@ -352,7 +352,7 @@ impl Engine {
                         .publish(ar_core::event::LiveEvent::Persisted(stored));
                 }
                 // 8. Dispatch (lightweight: this process).
-                self.spawn_owner_with(
+                let started = self.spawn_owner_with(
                     &run.app_id,
                     &run.id,
                     Some(crate::owner::OwnerStart {
@@ -362,6 +362,17 @@ impl Engine {
                         leased: true,
                     }),
                 );
+                if !started {
+                    // Shutting down: give the lease taken with the run back at once, so
+                    // another process (or this one restarted) picks the run up without
+                    // waiting for the lease to expire.
+                    if let Err(error) = store
+                        .release_lease(&run.id, &self.inner.config.instance_id)
+                        .await
+                    {
+                        tracing::warn!(run_id = %run.id, %error, "could not release the new run's lease");
+                    }
+                }
                 Ok(run)
             }
         }

@@ -78,14 +78,20 @@ impl Engine {
         self.spawn_owner_with(app_id, run_id, None);
     }
 
-    /// `spawn_owner` with what the creating request knows (see [`OwnerStart`]).
-    pub(crate) fn spawn_owner_with(&self, app_id: &str, run_id: &str, start: Option<OwnerStart>) {
+    /// `spawn_owner` with what the creating request knows (see [`OwnerStart`]). Returns
+    /// whether an owner now runs the run (false when this process is shutting down).
+    pub(crate) fn spawn_owner_with(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        start: Option<OwnerStart>,
+    ) -> bool {
         if self.inner.shutdown.is_cancelled() {
-            return;
+            return false;
         }
         let handle = Arc::new(OwnerHandle::default());
         match self.inner.owners.entry(run_id.to_string()) {
-            dashmap::mapref::entry::Entry::Occupied(_) => return,
+            dashmap::mapref::entry::Entry::Occupied(_) => return true,
             dashmap::mapref::entry::Entry::Vacant(slot) => {
                 slot.insert(handle.clone());
             }
@@ -96,6 +102,7 @@ impl Engine {
         self.inner.tasks.spawn(async move {
             engine.own(app_id, run_id, handle, start).await;
         });
+        true
     }
 
     /// Drives the run until it pauses, ends or the process stops; then hands it back.
