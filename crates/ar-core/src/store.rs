@@ -17,7 +17,7 @@ use crate::run::Run;
 use crate::RunStatus;
 
 /// Errors a store reports.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The record changed since it was read (optimistic concurrency) or a unique key is taken.
     #[error("conflict: {0}")]

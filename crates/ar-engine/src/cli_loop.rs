@@ -42,7 +42,8 @@ use crate::model_route::{default_model, resolve_route};
 use crate::native::RouteProblem;
 use crate::owner::OwnerHandle;
 use crate::records::{
-    event, mark_completed, mark_failed, mark_paused, message, object, tool_call_record, usage_json,
+    event, mark_failed, mark_paused, mark_turn_done, message, object, record_tool_output,
+    tool_call_record, usage_checkpoint,
 };
 use crate::transcript::LoopState;
 
@@ -83,19 +84,7 @@ fn preamble(agent: &Agent, run: &Run) -> String {
     if !text.is_empty() {
         text.push_str("\n\n");
     }
-    text.push_str(&format!(
-        "Target: {} {}",
-        run.target.target_type, run.target.id
-    ));
-    if let Some(display) = &run.target.display {
-        if !display.title.is_empty() {
-            text.push_str(&format!(" ({})", display.title));
-        }
-    }
-    if !run.input.context_summary.is_empty() {
-        text.push_str("\n\nContext:\n");
-        text.push_str(&run.input.context_summary);
-    }
+    text.push_str(&crate::context::target_brief(run));
     text
 }
 
@@ -466,10 +455,7 @@ impl Engine {
                     let mut row =
                         tool_call_record(run, &name, input.clone(), !reads_only(&name), false, now);
                     row.id = call_id.clone();
-                    row.output = Some(json!({"content": output}));
-                    if is_error {
-                        row.error = output.clone();
-                    }
+                    record_tool_output(&mut row, &output, is_error);
                     change.tool_calls.push(row);
                     let mut result = message(run, "tool", &output, message_type::TOOL_RESULT, now);
                     result.runtime_message_id = call_id.clone();
@@ -543,10 +529,7 @@ impl Engine {
         self.cli_commit(&mut run, |run, change| {
             change.checkpoint = Some(checkpoint.clone());
             if !usage.is_zero() {
-                change.events.push(event(
-                    kind::USAGE_CHECKPOINT,
-                    json!({"usage": usage_json(&usage), "usage_semantic": "cumulative"}),
-                ));
+                change.events.push(usage_checkpoint(&usage));
             }
             if let Some(reason) = &failure {
                 mark_failed(run, change, reason, Some(&usage), now);
@@ -558,17 +541,8 @@ impl Engine {
             }
             if pause_now || run.pause_requested {
                 mark_paused(run, change, PauseReason::Manual, JsonMap::new());
-            } else if run.input.turn_policy.pauses_after_assistant() {
-                run.output_summary
-                    .insert("usage".into(), usage_json(&usage));
-                mark_paused(
-                    run,
-                    change,
-                    PauseReason::AwaitingUserMessage,
-                    JsonMap::new(),
-                );
             } else {
-                mark_completed(run, change, Some(&usage), None, now);
+                mark_turn_done(run, change, &usage, now);
             }
         })
         .await?;

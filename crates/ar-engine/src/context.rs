@@ -1,5 +1,6 @@
 //! Target context at every turn: the host's context endpoint is asked again each time a run's
-//! owner starts executing, so the model sees the target as it is now, not as it was at start.
+//! owner starts executing, so the model sees the target as it is now, not as it was at start;
+//! and the text that tells an agent (native or CLI) which target it works on.
 
 use ar_core::host::ContextRequest;
 use ar_core::{Run, RunStatus};
@@ -52,4 +53,19 @@ impl Engine {
             }
         }
     }
+}
+
+/// `Target: <type> <id> (<title>)`, then the context summary the host supplied, if any.
+pub(crate) fn target_brief(run: &Run) -> String {
+    let mut text = format!("Target: {} {}", run.target.target_type, run.target.id);
+    if let Some(display) = &run.target.display {
+        if !display.title.is_empty() {
+            text.push_str(&format!(" ({})", display.title));
+        }
+    }
+    if !run.input.context_summary.is_empty() {
+        text.push_str("\n\nContext:\n");
+        text.push_str(&run.input.context_summary);
+    }
+    text
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
-use crate::records::{interaction, mark_paused, tool_call_record};
+use crate::records::{interaction, mark_paused, record_tool_output, tool_call_record};
 
 /// Whether a call of `tool` must wait for a person under the agent's approval mode.
 pub(crate) fn needs_approval(mode: ApprovalMode, run: &Run, tool: &ToolDefinition) -> bool {
@@ -192,10 +192,7 @@ impl Engine {
         self.transact(app_id, run_id, None, |run, change| {
             let mut record =
                 tool_call_record(run, &tool.name, input.clone(), tool.mutating, false, now);
-            record.output = Some(json!({"content": output.content}));
-            if output.is_error {
-                record.error = output.content.clone();
-            }
+            record_tool_output(&mut record, &output.content, output.is_error);
             change.tool_calls.push(record);
             if tool.mutating {
                 consume_approval(mode, run);

@@ -77,7 +77,7 @@ impl RunCredential {
                         "model_credential of type none must not carry a secret",
                     ));
                 }
-                if matches!(self.expires_at, Some(expiry) if expiry <= now) {
+                if has_expired(self.expires_at, now) {
                     return Err(EngineError::invalid("model_credential is expired"));
                 }
                 Ok(())
@@ -88,6 +88,11 @@ impl RunCredential {
             ))),
         }
     }
+}
+
+/// Whether a credential expiring at `expires_at` (`None`: never) has expired at `now`.
+pub(crate) fn has_expired(expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    matches!(expires_at, Some(expiry) if expiry <= now)
 }
 
 fn validate_controls(provider: &str, controls: &serde_json::Value) -> EngineResult<()> {

@@ -57,12 +57,16 @@ pub(crate) struct OwnerStart {
 }
 
 impl Engine {
+    /// When a lease taken or renewed at `now` expires.
+    fn lease_until(&self, now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        now + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default()
+    }
+
     /// This process's lease on a run, from `now` for one lease period.
     pub(crate) fn lease_for_new_owner(&self, now: chrono::DateTime<chrono::Utc>) -> LeaseChange {
         LeaseChange::Take {
             owner: self.inner.config.instance_id.clone(),
-            until: now
-                + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default(),
+            until: self.lease_until(now),
         }
     }
 
@@ -149,13 +153,11 @@ impl Engine {
         start: Option<OwnerStart>,
     ) {
         let store = &self.deps().store;
-        let now = self.now();
-        let until =
-            now + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default();
-        let leased = start.as_ref().is_some_and(|start| start.leased);
-        let acquired = if leased {
+        let acquired = if start.as_ref().is_some_and(|start| start.leased) {
             Ok(true)
         } else {
+            let now = self.now();
+            let until = self.lease_until(now);
             store
                 .try_acquire_lease(run_id, &self.inner.config.instance_id, until, now)
                 .await
@@ -237,8 +239,7 @@ impl Engine {
             if self.inner.owners.is_empty() {
                 continue;
             }
-            let until = self.now()
-                + chrono::Duration::from_std(self.inner.config.lease_ttl).unwrap_or_default();
+            let until = self.lease_until(self.now());
             if let Err(error) = self
                 .deps()
                 .store

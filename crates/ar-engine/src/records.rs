@@ -155,6 +155,43 @@ fn clear_secrets(change: &mut RunChange) {
     change.secrets.push(SecretChange::DeleteAll);
 }
 
+/// Records what a tool call returned: its content, and as the error too when it failed.
+pub(crate) fn record_tool_output(row: &mut ToolCallRecord, content: &str, is_error: bool) {
+    row.output = Some(json!({"content": content}));
+    if is_error {
+        row.error = content.to_string();
+    }
+}
+
+/// `usage.checkpoint` with the run's cumulative usage.
+pub(crate) fn usage_checkpoint(usage: &Usage) -> EventDraft {
+    event(
+        kind::USAGE_CHECKPOINT,
+        json!({"usage": usage_json(usage), "usage_semantic": "cumulative"}),
+    )
+}
+
+/// Ends a turn that answered: a `pause_after_assistant` run waits for the next user message
+/// (with its usage in the output summary), any other run completes.
+pub(crate) fn mark_turn_done(
+    run: &mut Run,
+    change: &mut RunChange,
+    usage: &Usage,
+    now: DateTime<Utc>,
+) {
+    if run.input.turn_policy.pauses_after_assistant() {
+        run.output_summary.insert("usage".into(), usage_json(usage));
+        mark_paused(
+            run,
+            change,
+            PauseReason::AwaitingUserMessage,
+            JsonMap::new(),
+        );
+    } else {
+        mark_completed(run, change, Some(usage), None, now);
+    }
+}
+
 pub(crate) fn mark_completed(
     run: &mut Run,
     change: &mut RunChange,

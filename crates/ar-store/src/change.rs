@@ -212,25 +212,40 @@ pub(crate) struct Prepared {
     pub lease: LeasePlan,
 }
 
-/// A lease change ready to bind: who takes it (and until when), or who gives it up.
-#[derive(Default)]
-pub(crate) struct LeasePlan {
-    pub take: Option<(String, DateTime<Utc>)>,
-    pub release: Option<String>,
-}
+/// A lease change ready to bind (owner cleaned, expiry at microseconds).
+pub(crate) struct LeasePlan(Option<LeaseChange>);
 
 impl LeasePlan {
     fn of(change: Option<LeaseChange>) -> LeasePlan {
-        match change {
-            Some(LeaseChange::Take { owner, until }) => LeasePlan {
-                take: Some((clean(&owner).into_owned(), micros(until))),
-                release: None,
+        LeasePlan(change.map(|change| match change {
+            LeaseChange::Take { owner, until } => LeaseChange::Take {
+                owner: clean(&owner).into_owned(),
+                until: micros(until),
             },
-            Some(LeaseChange::Release { owner }) => LeasePlan {
-                take: None,
-                release: Some(clean(&owner).into_owned()),
+            LeaseChange::Release { owner } => LeaseChange::Release {
+                owner: clean(&owner).into_owned(),
             },
-            None => LeasePlan::default(),
+        }))
+    }
+
+    /// Whether the change touches the lease at all.
+    pub fn changes(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Who takes the lease, and until when.
+    pub fn take(&self) -> (Option<&str>, Option<DateTime<Utc>>) {
+        match &self.0 {
+            Some(LeaseChange::Take { owner, until }) => (Some(owner), Some(*until)),
+            _ => (None, None),
+        }
+    }
+
+    /// Who gives the lease up.
+    pub fn release(&self) -> Option<&str> {
+        match &self.0 {
+            Some(LeaseChange::Release { owner }) => Some(owner),
+            _ => None,
         }
     }
 }

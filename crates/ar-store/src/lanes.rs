@@ -1,12 +1,11 @@
 //! Long-lived PostgreSQL connections checked out of a sqlx pool once and reused ("lanes").
 //!
 //! sqlx's pool pings every connection when it is returned (one more round trip per operation)
-//! and spawns a task to do so. A store makes a
-//! few operations per step of every run, so it keeps its connections instead: each lane holds
-//! one pooled connection for the life of the store, behind a mutex, and a semaphore hands out
-//! free lanes. The pool still creates (and configures, through its connect options and
-//! `after_connect`) every connection; a lane whose connection broke drops it and takes a fresh
-//! one from the pool on next use.
+//! and spawns a task to do so. A store makes a few operations per step of every run, so it
+//! keeps its connections instead: each lane holds one pooled connection for the life of the
+//! store, behind a mutex, and a semaphore hands out free lanes. The pool still creates (and
+//! configures, through its connect options and `after_connect`) every connection; a lane whose
+//! connection broke drops it and takes a fresh one from the pool on next use.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

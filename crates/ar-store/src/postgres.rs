@@ -866,8 +866,8 @@ impl Store for PostgresStore {
         )
         .bind(run.host_run_id.as_str())
         .bind(run.created_at)
-        .bind(change.lease.take.as_ref().map(|(owner, _)| owner.as_str()))
-        .bind(change.lease.take.as_ref().map(|(_, until)| *until));
+        .bind(change.lease.take().0)
+        .bind(change.lease.take().1);
         let mut lane = self.pool.get("postgres: create run").await?;
         let row = query
             .fetch_optional(lane.conn())
@@ -978,9 +978,9 @@ impl Store for PostgresStore {
                     run,
                 )
                 .bind(change.expected_version)
-                .bind(change.lease.take.as_ref().map(|(owner, _)| owner.as_str()))
-                .bind(change.lease.take.as_ref().map(|(_, until)| *until))
-                .bind(change.lease.release.as_deref())
+                .bind(change.lease.take().0)
+                .bind(change.lease.take().1)
+                .bind(change.lease.release())
                 .fetch_optional(lane.conn())
                 .await
             }

@@ -270,11 +270,16 @@ impl SqliteStore {
         let writer = lock_writer(&self.inner.writer, context).await?;
         let result = conn::run(writer, context, input, op).await;
         if result.is_ok() {
-            if let Some(checkpointer) = &self.inner.checkpointer {
-                checkpointer.note_write();
-            }
+            self.note_write();
         }
         result
+    }
+
+    /// Counts a committed write towards the next WAL checkpoint.
+    fn note_write(&self) {
+        if let Some(checkpointer) = &self.inner.checkpointer {
+            checkpointer.note_write();
+        }
     }
 
     /// Runs a commit; the change is handed back with what it did.
@@ -293,7 +298,7 @@ impl SqliteStore {
             change,
             reply,
         });
-        let writer = tokio::select! {
+        let mut writer = tokio::select! {
             biased;
             answered = &mut answer => return answered.unwrap_or_else(|_| Err(unanswered())),
             writer = lock_writer(&self.inner.writer, CONTEXT) => writer?,
@@ -311,7 +316,6 @@ impl SqliteStore {
         tracing::trace!(count = jobs.len(), "sqlite: group commit");
         // Written inline; from here until every commit is answered nothing awaits, so a
         // caller that goes away cannot strand the others' answers.
-        let mut writer = writer;
         let inline = match writer.conn(CONTEXT) {
             Ok(conn) => commit::apply_group(conn, &jobs, CONTEXT),
             Err(error) => Err(error.into()),
@@ -342,9 +346,7 @@ impl SqliteStore {
         }
         answer.await.unwrap_or_else(|_| Err(unanswered()))
     }
-}
 
-impl SqliteStore {
     /// Hands each grouped commit its outcome (with its change back).
     fn answer(
         &self,
@@ -354,9 +356,7 @@ impl SqliteStore {
     ) {
         for (((_, change), outcome), reply) in jobs.into_iter().zip(outcomes).zip(replies) {
             if outcome.is_ok() {
-                if let Some(checkpointer) = &self.inner.checkpointer {
-                    checkpointer.note_write();
-                }
+                self.note_write();
             }
             let _ = reply.send(outcome.map(|applied| (change, applied)));
         }
@@ -368,17 +368,7 @@ type CommitReply = tokio::sync::oneshot::Sender<StoreResult<(Prepared, Applied)>
 /// Answers every grouped commit with the error that failed the group.
 fn fail_all(replies: Vec<CommitReply>, error: &StoreError) {
     for reply in replies {
-        let _ = reply.send(Err(same_error(error)));
-    }
-}
-
-/// A copy of a store error (the type is not `Clone`: its variants are plain messages).
-fn same_error(error: &StoreError) -> StoreError {
-    match error {
-        StoreError::Conflict(message) => StoreError::Conflict(message.clone()),
-        StoreError::NotFound(message) => StoreError::NotFound(message.clone()),
-        StoreError::Backend(message) => StoreError::Backend(message.clone()),
-        StoreError::Corrupt(message) => StoreError::Corrupt(message.clone()),
+        let _ = reply.send(Err(error.clone()));
     }
 }
 

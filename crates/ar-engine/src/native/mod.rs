@@ -17,7 +17,7 @@ use crate::admission::MODEL_CREDENTIAL_SECRET;
 use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
-use crate::model_route::{resolve_route, RunCredential};
+use crate::model_route::{has_expired, resolve_route, RunCredential};
 use crate::owner::OwnerHandle;
 use crate::records::{event, interaction, mark_failed, mark_paused, object};
 use crate::transcript::LoopState;
@@ -207,19 +207,8 @@ impl Engine {
         if prompt.is_empty() {
             prompt = "You are an agent working for a host application.".to_string();
         }
-        prompt.push_str(&format!(
-            "\n\nTarget: {} {}",
-            run.target.target_type, run.target.id
-        ));
-        if let Some(display) = &run.target.display {
-            if !display.title.is_empty() {
-                prompt.push_str(&format!(" ({})", display.title));
-            }
-        }
-        if !run.input.context_summary.is_empty() {
-            prompt.push_str("\n\nContext:\n");
-            prompt.push_str(&run.input.context_summary);
-        }
+        prompt.push_str("\n\n");
+        prompt.push_str(&crate::context::target_brief(run));
         if run.input.turn_policy.is_explicit_completion()
             && tools.iter().any(|t| t.name == control_tools::FINISH_TURN)
         {
@@ -338,14 +327,14 @@ impl Engine {
                 .await?;
                 return Ok(());
             }
-            // The route (and the sealed credential behind it) is read once per owner: a
-            // run's credential only changes while it is paused, when no owner runs it. Its
-            // expiry is still checked before every call.
+            // The route (and the sealed credential behind it) is read once per owner and
+            // again only when the credential may have changed (replaced or revoked while the
+            // run runs) or has expired, so a step costs no secret read.
             if handle.take_route_stale() {
                 route = None;
             }
             let cached = match route.take() {
-                Some((resolved, expires_at)) if !matches!(expires_at, Some(expiry) if expiry <= self.now()) => {
+                Some((resolved, expires_at)) if !has_expired(expires_at, self.now()) => {
                     Ok((resolved, expires_at))
                 }
                 _ => self.route_for(&run).await,
@@ -445,7 +434,7 @@ impl Engine {
             let credential: RunCredential = serde_json::from_slice(&plaintext).map_err(|_| {
                 RouteProblem::Authentication("stored model credential is unreadable".to_string())
             })?;
-            if matches!(credential.expires_at, Some(expiry) if expiry <= self.now()) {
+            if has_expired(credential.expires_at, self.now()) {
                 return Err(RouteProblem::Authentication(
                     "the run's model credential expired".to_string(),
                 ));

@@ -12,7 +12,7 @@ use crate::control_tools;
 use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::gate::consume_approval;
-use crate::records::{mark_paused, tool_call_record};
+use crate::records::{mark_paused, record_tool_output, tool_call_record};
 use crate::transcript::{Decision, LoopState};
 
 use super::*;
@@ -116,10 +116,7 @@ impl Engine {
                         if let Some(id) = &pending.record_id {
                             row.id = id.clone();
                         }
-                        row.output = Some(json!({"content": output.content}));
-                        if output.is_error {
-                            row.error = output.content.clone();
-                        }
+                        record_tool_output(&mut row, &output.content, output.is_error);
                         change.tool_calls.push(row);
                     }
                     self.tool_result_records(

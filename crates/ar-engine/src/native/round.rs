@@ -16,8 +16,8 @@ use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::gate::{approval_payload, needs_approval};
 use crate::records::{
-    event, interaction, mark_completed, mark_failed, mark_paused, message, tool_call_record,
-    usage_json,
+    event, interaction, mark_failed, mark_paused, mark_turn_done, message, record_tool_output,
+    tool_call_record, usage_checkpoint,
 };
 use crate::transcript::{Decision, LoopState, PendingCall};
 
@@ -221,23 +221,9 @@ impl Engine {
                 .insert("finish_turn".into(), summary.clone());
         }
         if !state.usage.is_zero() {
-            change.events.push(event(
-                kind::USAGE_CHECKPOINT,
-                json!({"usage": usage_json(&state.usage), "usage_semantic": "cumulative"}),
-            ));
+            change.events.push(usage_checkpoint(&state.usage));
         }
-        if run.input.turn_policy.pauses_after_assistant() {
-            run.output_summary
-                .insert("usage".into(), usage_json(&state.usage));
-            mark_paused(
-                run,
-                change,
-                PauseReason::AwaitingUserMessage,
-                JsonMap::new(),
-            );
-        } else {
-            mark_completed(run, change, Some(&state.usage), None, self.now());
-        }
+        mark_turn_done(run, change, &state.usage, self.now());
     }
 
     pub(super) async fn handle_response(
@@ -336,10 +322,7 @@ impl Engine {
                             message_type::SYSTEM_NOTIFICATION,
                             self.now(),
                         ));
-                        change.events.push(event(
-                            kind::USAGE_CHECKPOINT,
-                            json!({"usage": usage_json(&usage), "usage_semantic": "cumulative"}),
-                        ));
+                        change.events.push(usage_checkpoint(&usage));
                         change.checkpoint = Some(checkpoint.clone());
                     })
                     .await;
@@ -490,10 +473,7 @@ impl Engine {
                             false,
                             now,
                         );
-                        row.output = Some(json!({"content": output.content}));
-                        if output.is_error {
-                            row.error = output.content.clone();
-                        }
+                        record_tool_output(&mut row, &output.content, output.is_error);
                         change.tool_calls.push(row);
                     }
                     self.tool_result_records(
@@ -508,10 +488,7 @@ impl Engine {
                 change.interactions.extend(interactions.iter().cloned());
                 change.tool_calls.extend(gated_records.iter().cloned());
                 if !usage.is_zero() {
-                    change.events.push(event(
-                        kind::USAGE_CHECKPOINT,
-                        json!({"usage": usage_json(&usage), "usage_semantic": "cumulative"}),
-                    ));
+                    change.events.push(usage_checkpoint(&usage));
                 }
                 change.checkpoint = Some(checkpoint.clone());
                 if let (Some(reason), true) = (pause, only_parked) {

@@ -273,8 +273,7 @@ fn apply_in(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applie
         }
         (Kind::Update, Some(run)) => {
             let lease = &change.lease;
-            let changes_lease = lease.take.is_some() || lease.release.is_some();
-            let mut statement = if changes_lease {
+            let mut statement = if lease.changes() {
                 conn.prepare_cached(&RUN_UPDATE_WITH_LEASE)?
             } else {
                 conn.prepare_cached(&RUN_UPDATE)?
@@ -284,11 +283,11 @@ fn apply_in(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applie
             statement.raw_bind_parameter(23, &change.run_id)?;
             statement.raw_bind_parameter(24, &change.app_id)?;
             statement.raw_bind_parameter(25, change.expected_version)?;
-            if changes_lease {
-                let take = lease.take.as_ref();
-                statement.raw_bind_parameter(26, take.map(|(owner, _)| owner))?;
-                statement.raw_bind_parameter(27, take.map(|(_, until)| ts_text(*until)))?;
-                statement.raw_bind_parameter(28, lease.release.as_ref())?;
+            if lease.changes() {
+                let (owner, until) = lease.take();
+                statement.raw_bind_parameter(26, owner)?;
+                statement.raw_bind_parameter(27, until.map(ts_text))?;
+                statement.raw_bind_parameter(28, lease.release())?;
             }
             head(&mut statement)?
         }
@@ -300,9 +299,9 @@ fn apply_in(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applie
             statement.raw_bind_parameter(24, &run.app_id)?;
             statement.raw_bind_parameter(25, &run.host_run_id)?;
             statement.raw_bind_parameter(26, ts_text(run.created_at))?;
-            let take = change.lease.take.as_ref();
-            statement.raw_bind_parameter(27, take.map(|(owner, _)| owner))?;
-            statement.raw_bind_parameter(28, take.map(|(_, until)| ts_text(*until)))?;
+            let (owner, until) = change.lease.take();
+            statement.raw_bind_parameter(27, owner)?;
+            statement.raw_bind_parameter(28, until.map(ts_text))?;
             head(&mut statement)?
         }
         (Kind::Update | Kind::Create, None) => {
