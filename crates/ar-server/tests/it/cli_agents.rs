@@ -81,6 +81,30 @@ fn contents(events: &[Value], kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// The run's workdir (from its metadata) and the trimmed text of `file` in it ("" if absent).
+fn workdir_file(done: &Value, file: &str) -> (String, String) {
+    let workdir = done["input"]["metadata"]["workdir"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let text = std::fs::read_to_string(std::path::Path::new(&workdir).join(file))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    (workdir, text)
+}
+
+/// Whether a recorded tool call of `tool` ran a command mentioning `needle`.
+fn ran_command(calls: &[Value], tool: &str, needle: &str) -> bool {
+    calls.iter().any(|c| {
+        c["tool_name"] == tool
+            && c["input"]["command"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(needle)
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capabilities_list_installed_cli_kinds() {
     let mock = MockProvider::start().await;
@@ -205,17 +229,8 @@ async fn codex_runs_the_models_shell_command_in_the_run_workdir() {
     let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
     let events = server.events(&run_id).await;
     assert_eq!(done["status"], "completed", "{done} {events:?}");
-    let workdir = done["input"]["metadata"]["workdir"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let made = std::fs::read_to_string(std::path::Path::new(&workdir).join("made.txt"))
-        .unwrap_or_default();
-    assert_eq!(
-        made.trim(),
-        "made-by-codex",
-        "workdir {workdir}: {events:?}"
-    );
+    let (workdir, made) = workdir_file(&done, "made.txt");
+    assert_eq!(made, "made-by-codex", "workdir {workdir}: {events:?}");
     let types = event_types(&events);
     for kind in [
         "tool_call_started",
@@ -567,22 +582,10 @@ async fn claude_code_tool_call_is_recorded_and_runs_in_the_workdir() {
     let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
     let events = server.events(&run_id).await;
     assert_eq!(done["status"], "completed", "{done} {events:?}");
-    let workdir = done["input"]["metadata"]["workdir"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let written =
-        std::fs::read_to_string(std::path::Path::new(&workdir).join("c.txt")).unwrap_or_default();
-    assert_eq!(written.trim(), "from-claude", "{events:?}");
+    let (_, written) = workdir_file(&done, "c.txt");
+    assert_eq!(written, "from-claude", "{events:?}");
     let calls = server.list(&run_id, "tool-calls").await;
-    assert!(
-        calls.iter().any(|c| c["tool_name"] == "Bash"
-            && c["input"]["command"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("c.txt")),
-        "{calls:?}"
-    );
+    assert!(ran_command(&calls, "Bash", "c.txt"), "{calls:?}");
     let finished: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "tool_call_finished")
@@ -613,22 +616,10 @@ async fn opencode_shell_tool_is_recorded_and_runs_in_the_workdir() {
     let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
     let events = server.events(&run_id).await;
     assert_eq!(done["status"], "completed", "{done} {events:?}");
-    let workdir = done["input"]["metadata"]["workdir"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let written =
-        std::fs::read_to_string(std::path::Path::new(&workdir).join("o.txt")).unwrap_or_default();
-    assert_eq!(written.trim(), "from-opencode", "{events:?}");
+    let (_, written) = workdir_file(&done, "o.txt");
+    assert_eq!(written, "from-opencode", "{events:?}");
     let calls = server.list(&run_id, "tool-calls").await;
-    assert!(
-        calls.iter().any(|c| c["tool_name"] == "bash"
-            && c["input"]["command"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("o.txt")),
-        "{calls:?}"
-    );
+    assert!(ran_command(&calls, "bash", "o.txt"), "{calls:?}");
     assert!(
         event_types(&events).contains(&"tool_call_finished".to_string()),
         "{events:?}"
