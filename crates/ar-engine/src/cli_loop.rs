@@ -31,12 +31,12 @@ use ar_core::event::kind;
 use ar_core::ids::{new_id, prefix};
 use ar_core::model::{ChatMessage, ChatRole, ModelRoute};
 use ar_core::records::message_type;
-use ar_core::store::{Checkpoint, RunChange};
-use ar_core::{Agent, JsonMap, PauseReason, Run, RunStatus, RuntimeKind, Usage};
+use ar_core::store::RunChange;
+use ar_core::{Agent, JsonMap, PauseReason, Run, RuntimeKind, Usage};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use crate::engine::{Decide, Engine};
+use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::model_route::{default_model, resolve_route};
 use crate::native::RouteProblem;
@@ -158,30 +158,12 @@ impl Engine {
     async fn cli_commit(
         &self,
         run: &mut Run,
-        mut build: impl FnMut(&mut Run, &mut RunChange),
+        build: impl FnMut(&mut Run, &mut RunChange),
     ) -> EngineResult<bool> {
-        let app_id = run.app_id.clone();
-        let run_id = run.id.clone();
-        let (fresh, _, proceed) = self
-            .transact(&app_id, &run_id, Some(run.clone()), |current, change| {
-                if current.status != RunStatus::Running {
-                    return Ok(Decide::Skip(false));
-                }
-                build(current, change);
-                Ok(Decide::Commit(true))
-            })
-            .await?;
-        *run = fresh;
-        Ok(proceed && run.status == RunStatus::Running)
-    }
-
-    fn cli_checkpoint(&self, run: &Run, state: &LoopState) -> Checkpoint {
-        Checkpoint {
-            run_id: run.id.clone(),
-            step: state.step,
-            state: state.to_json(),
-            created_at: self.now(),
-        }
+        Ok(matches!(
+            self.commit_step(run, build).await?,
+            crate::native::Flow::Continue
+        ))
     }
 
     /// The model route handed to the CLI: the run's own, else the agent's provider defaults,
@@ -231,18 +213,12 @@ impl Engine {
             .await;
             return Ok(());
         };
-        let mut state = match self.deps().store.latest_checkpoint(&run.id).await? {
-            Some(checkpoint) => LoopState::from_json(&checkpoint.state).unwrap_or_else(|error| {
-                tracing::error!(run_id = %run.id, %error, "checkpoint unreadable; starting afresh");
-                LoopState::default()
-            }),
-            None => LoopState::default(),
-        };
+        let mut state = self.load_state(&run).await?;
         if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
             return Ok(());
         }
         if handle.pause_requested() || run.pause_requested {
-            let checkpoint = self.cli_checkpoint(&run, &state);
+            let checkpoint = self.checkpoint(&run, &state);
             self.cli_commit(&mut run, |run, change| {
                 mark_paused(run, change, PauseReason::Manual, JsonMap::new());
                 change.checkpoint = Some(checkpoint.clone());
@@ -278,7 +254,7 @@ impl Engine {
             }
         };
         // Turn-start checkpoint: an owner taking over re-runs this turn.
-        let checkpoint = self.cli_checkpoint(&run, &state);
+        let checkpoint = self.checkpoint(&run, &state);
         if !self
             .cli_commit(&mut run, |_, change| {
                 change.checkpoint = Some(checkpoint.clone())
@@ -514,7 +490,7 @@ impl Engine {
                 .transcript
                 .push(ChatMessage::assistant(reply.clone(), Vec::new()));
         }
-        let checkpoint = self.cli_checkpoint(&run, &state);
+        let checkpoint = self.checkpoint(&run, &state);
         let usage = state.usage;
         let pause_now = handle.pause_requested();
         let failure = match outcome {

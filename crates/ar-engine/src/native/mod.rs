@@ -31,7 +31,7 @@ mod stream;
 const DELTA_COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How a step's commit ended for the loop.
-enum Flow {
+pub(crate) enum Flow {
     Continue,
     /// The run paused, ended, or is no longer ours: the owner stops.
     Stop,
@@ -183,7 +183,9 @@ impl Engine {
         }
     }
 
-    async fn load_state(&self, run: &Run) -> EngineResult<LoopState> {
+    /// The run's latest checkpointed loop state (a fresh one when there is none, or it is
+    /// unreadable).
+    pub(crate) async fn load_state(&self, run: &Run) -> EngineResult<LoopState> {
         match self.deps().store.latest_checkpoint(&run.id).await? {
             Some(checkpoint) => Ok(LoopState::from_json(&checkpoint.state).unwrap_or_else(|error| {
                 tracing::error!(run_id = %run.id, %error, "checkpoint unreadable; starting the transcript afresh");
@@ -193,7 +195,7 @@ impl Engine {
         }
     }
 
-    fn checkpoint(&self, run: &Run, state: &LoopState) -> Checkpoint {
+    pub(crate) fn checkpoint(&self, run: &Run, state: &LoopState) -> Checkpoint {
         Checkpoint {
             run_id: run.id.clone(),
             step: state.step,
@@ -218,7 +220,7 @@ impl Engine {
     }
 
     /// Commits `build`'s change on the cached run; `Stop` when the run is no longer executing.
-    async fn commit_step(
+    pub(crate) async fn commit_step(
         &self,
         run: &mut Run,
         mut build: impl FnMut(&mut Run, &mut RunChange),
