@@ -1,7 +1,5 @@
 //! The closed vocabularies of the domain (statuses, reasons, modes) with their contract strings.
 
-use std::fmt;
-
 /// Error for a string that is not one of an enum's contract values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {field} {value:?}: expected one of {expected}")]
@@ -12,11 +10,11 @@ pub struct UnknownValue {
 }
 
 macro_rules! contract_enum {
-    ($(#[$meta:meta])* $name:ident, $field:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident, $field:literal { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         pub enum $name {
-            $(#[serde(rename = $text)] $variant),+
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
         }
 
         impl $name {
@@ -29,10 +27,10 @@ macro_rules! contract_enum {
             }
 
             /// Parses a contract string (exact match after trimming).
-            pub fn parse(value: &str) -> Result<Self, UnknownValue> {
+            pub fn parse(value: &str) -> Result<Self, $crate::enums::UnknownValue> {
                 match value.trim() {
                     $($text => Ok($name::$variant),)+
-                    _ => Err(UnknownValue {
+                    _ => Err($crate::enums::UnknownValue {
                         field: $field,
                         value: value.to_string(),
                         expected: [$($text),+].join(", "),
@@ -41,13 +39,14 @@ macro_rules! contract_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
     };
 }
+pub(crate) use contract_enum;
 
 contract_enum!(
     /// Lifecycle status of a run.
@@ -69,19 +68,6 @@ impl RunStatus {
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
         )
     }
-
-    /// Whether the state machine allows moving from `self` to `next`.
-    pub fn can_transition_to(self, next: RunStatus) -> bool {
-        use RunStatus::*;
-        match (self, next) {
-            (from, _) if from.is_terminal() => false,
-            (_, Cancelled) | (_, Failed) => true,
-            (Queued, Running) | (Queued, Paused) => true,
-            (Running, Paused) | (Running, Completed) | (Running, Running) => true,
-            (Paused, Running) | (Paused, Completed) | (Paused, Queued) => true,
-            _ => false,
-        }
-    }
 }
 
 contract_enum!(
@@ -93,6 +79,24 @@ contract_enum!(
         Authentication => "authentication",
         AwaitingUserMessage => "awaiting_user_message",
         Manual => "manual",
+    }
+);
+
+contract_enum!(
+    /// Where a run's model credential comes from when it is not the runtime's own.
+    CredentialSource, "credential_source" {
+        /// The host supplied a run credential.
+        App => "app",
+    }
+);
+
+contract_enum!(
+    /// Author of a run message.
+    MessageRole, "role" {
+        User => "user",
+        Assistant => "assistant",
+        System => "system",
+        Tool => "tool",
     }
 );
 
@@ -218,22 +222,6 @@ contract_enum!(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn terminal_states_are_final() {
-        for from in [
-            RunStatus::Completed,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-        ] {
-            for to in RunStatus::ALL {
-                assert!(!from.can_transition_to(*to), "{from} -> {to}");
-            }
-        }
-        assert!(RunStatus::Paused.can_transition_to(RunStatus::Running));
-        assert!(RunStatus::Queued.can_transition_to(RunStatus::Cancelled));
-        assert!(!RunStatus::Queued.can_transition_to(RunStatus::Completed));
-    }
 
     #[test]
     fn parse_rejects_unknown_with_choices() {

@@ -1,67 +1,447 @@
-//! Run events in domain form: drafts the engine emits and the stored, sequenced rows.
+//! Run events in domain form: the one list of event kinds, one typed payload per kind, and the
+//! stored (sequenced) and live forms.
+//!
+//! The engine builds only [`RunEvent`] values. Their `data` object — the payload as the contract
+//! spells it, with `host_run_id` added for persisted events of runs that have one — is produced
+//! by [`RunEvent::data`], the one place event JSON is made; envelopes (v1, v2) wrap that object
+//! in `ar-server`. Field names and omission rules follow the events the original service emits
+//! (service contract §4); a snapshot test in this crate pins every kind.
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
 
-use crate::JsonMap;
+use crate::enums::contract_enum;
+use crate::{JsonMap, Usage};
 
-/// Event type names the runtime emits.
-pub mod kind {
-    pub const RUN_QUEUED: &str = "run.queued";
-    pub const RUN_STARTED: &str = "run.started";
-    pub const RUN_PAUSED: &str = "run.paused";
-    pub const RUN_RESUMED: &str = "run.resumed";
-    pub const RUN_COMPLETED: &str = "run.completed";
-    pub const RUN_FAILED: &str = "run.failed";
-    pub const RUN_CANCELLED: &str = "run.cancelled";
-    pub const USAGE_CHECKPOINT: &str = "usage.checkpoint";
-    pub const ASSISTANT_MESSAGE_STARTED: &str = "assistant_message_started";
-    pub const ASSISTANT_MESSAGE_DELTA: &str = "assistant_message_delta";
-    pub const ASSISTANT_MESSAGE_COMPLETED: &str = "assistant_message_completed";
-    pub const REASONING_MESSAGE_STARTED: &str = "reasoning_message_started";
-    pub const REASONING_MESSAGE_DELTA: &str = "reasoning_message_delta";
-    pub const REASONING_MESSAGE_COMPLETED: &str = "reasoning_message_completed";
-    pub const TOOL_CALL_STARTED: &str = "tool_call_started";
-    pub const TOOL_CALL_ARGS_DELTA: &str = "tool_call_args_delta";
-    pub const TOOL_CALL_RESULT: &str = "tool_call_result";
-    pub const TOOL_CALL_FINISHED: &str = "tool_call_finished";
-    pub const PLAN_UPDATED: &str = "plan_updated";
-    pub const ACTIVITY_SNAPSHOT: &str = "activity_snapshot";
-    pub const ACTIVITY_DELTA: &str = "activity_delta";
+contract_enum!(
+    /// Every event type of the contract, persisted and transient, in contract order.
+    EventKind, "event type" {
+        RunQueued => "run.queued",
+        RunStarted => "run.started",
+        RunPaused => "run.paused",
+        RunResumed => "run.resumed",
+        RunCompleted => "run.completed",
+        RunFailed => "run.failed",
+        RunCancelled => "run.cancelled",
+        RunMcpCredentialUpdated => "run.mcp_credential_updated",
+        UsageCheckpoint => "usage.checkpoint",
+        WorkspacePrepared => "workspace.prepared",
+        WorkspaceFinalized => "workspace.finalized",
+        WorkspaceCleaned => "workspace.cleaned",
+        AssistantMessageStarted => "assistant_message_started",
+        AssistantMessageDelta => "assistant_message_delta",
+        AssistantMessageCompleted => "assistant_message_completed",
+        ReasoningMessageStarted => "reasoning_message_started",
+        ReasoningMessageDelta => "reasoning_message_delta",
+        ReasoningMessageCompleted => "reasoning_message_completed",
+        ToolCallStarted => "tool_call_started",
+        ToolCallArgsDelta => "tool_call_args_delta",
+        ToolCallResult => "tool_call_result",
+        ToolCallFinished => "tool_call_finished",
+        PlanUpdated => "plan_updated",
+        ActivitySnapshot => "activity_snapshot",
+        ActivityDelta => "activity_delta",
+        A2aTask => "a2a.task",
+        CodexAuthStateChanged => "codex_auth.state_changed",
+    }
+);
 
-    /// Deltas are streamed live and never persisted.
-    pub fn is_transient(event_type: &str) -> bool {
+impl EventKind {
+    /// Deltas are streamed live and never persisted, replayed or delivered to callbacks.
+    pub fn is_transient(self) -> bool {
         matches!(
-            event_type,
-            ASSISTANT_MESSAGE_DELTA
-                | REASONING_MESSAGE_DELTA
-                | TOOL_CALL_ARGS_DELTA
-                | ACTIVITY_DELTA
+            self,
+            EventKind::AssistantMessageDelta
+                | EventKind::ReasoningMessageDelta
+                | EventKind::ToolCallArgsDelta
+                | EventKind::ActivityDelta
         )
     }
 
     /// Events after which a run's stream has nothing more to say.
-    pub fn is_terminal(event_type: &str) -> bool {
-        matches!(event_type, RUN_COMPLETED | RUN_FAILED | RUN_CANCELLED)
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            EventKind::RunCompleted | EventKind::RunFailed | EventKind::RunCancelled
+        )
+    }
+
+    /// `run.*` lifecycle events.
+    pub fn is_lifecycle(self) -> bool {
+        self.as_str().starts_with("run.")
+    }
+
+    /// Kinds that are persisted (and so can be delivered to callbacks).
+    pub fn persisted() -> impl Iterator<Item = EventKind> {
+        EventKind::ALL
+            .iter()
+            .copied()
+            .filter(|kind| !kind.is_transient())
     }
 }
 
-/// An event before the store sequences it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventDraft {
-    pub event_type: String,
-    pub data: JsonMap,
+/// `run.queued`: the run was admitted (`status` is always `queued`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunQueued {
+    pub status: &'static str,
 }
 
-impl EventDraft {
-    pub fn new(event_type: &str, data: JsonMap) -> Self {
-        EventDraft {
-            event_type: event_type.to_string(),
-            data,
+impl Default for RunQueued {
+    fn default() -> Self {
+        RunQueued { status: "queued" }
+    }
+}
+
+/// `run.started`: a turn began executing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunStarted {}
+
+/// Which MCP server needs authentication (MCP auth pauses).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PauseAuthentication {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub server_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub server_name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// `run.paused`: why the run waits, and for authentication pauses whose credential.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunPaused {
+    pub pause_reason: crate::PauseReason,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<PauseAuthentication>,
+    /// The model provider whose credential failed (model-credential auth pauses).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub connection_id: String,
+}
+
+impl RunPaused {
+    pub fn because(pause_reason: crate::PauseReason) -> Self {
+        RunPaused {
+            pause_reason,
+            authentication: None,
+            provider: String::new(),
+            connection_id: String::new(),
+        }
+    }
+}
+
+/// `run.resumed`: the accepted resume and the interaction it resolved (empty when none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunResumed {
+    pub resume_id: String,
+    pub interaction_id: String,
+}
+
+/// The cumulative usage a terminal event or checkpoint carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct UsageGauge {
+    pub usage: Usage,
+    /// Always `cumulative`: the runtime reports the run's running total.
+    pub usage_semantic: &'static str,
+}
+
+impl UsageGauge {
+    pub fn cumulative(usage: Usage) -> Self {
+        UsageGauge {
+            usage,
+            usage_semantic: "cumulative",
         }
     }
 
+    /// The gauge a terminal event carries: none when nothing was used.
+    pub fn of_run(usage: Option<&Usage>) -> Option<Self> {
+        usage
+            .filter(|usage| !usage.is_zero())
+            .map(|usage| UsageGauge::cumulative(*usage))
+    }
+}
+
+/// `run.completed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunCompleted {
+    /// A non-default completion reason (`idle_timeout`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(flatten)]
+    pub usage: Option<UsageGauge>,
+    /// Side effects whose outcome is unknown (recovered from checkpoints).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_external_effects: Option<Value>,
+}
+
+/// `run.failed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunFailed {
+    pub error: String,
+    #[serde(flatten)]
+    pub usage: Option<UsageGauge>,
+}
+
+/// `run.cancelled`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunCancelled {}
+
+/// `run.mcp_credential_updated`: a run MCP server's credential was rotated (never the secret).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunMcpCredentialUpdated {
+    pub server_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `workspace.prepared`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkspacePrepared {
+    pub lease_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    /// Lease metadata (secret-free).
+    #[serde(skip_serializing_if = "JsonMap::is_empty")]
+    pub metadata: JsonMap,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary: Option<bool>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub alias: String,
+}
+
+/// `workspace.finalized` (`outcome`: completed, paused or failed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkspaceFinalized {
+    pub lease_id: String,
+    pub outcome: String,
+}
+
+/// `workspace.cleaned` (`reason`: completed, failed, cancelled or paused).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkspaceCleaned {
+    pub lease_id: String,
+    pub reason: String,
+}
+
+/// `assistant_message_started` and `reasoning_message_started`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MessageStarted {
+    pub message_id: String,
+}
+
+/// `assistant_message_delta` and `reasoning_message_delta` (transient).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MessageDelta {
+    pub message_id: String,
+    pub text: String,
+}
+
+/// `assistant_message_completed` and `reasoning_message_completed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MessageCompleted {
+    pub message_id: String,
+    pub content: String,
+    /// Provider-encrypted reasoning (reasoning messages only).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub encrypted_value: String,
+}
+
+/// `tool_call_started`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolCallStarted {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    /// The assistant message that issued the call.
+    pub parent_message_id: String,
+}
+
+/// `tool_call_args_delta` (transient).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolCallArgsDelta {
+    pub tool_call_id: String,
+    pub args_delta: String,
+}
+
+/// `tool_call_result`: the call's result content (clipped) and the message holding it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolCallResult {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub content: String,
+    pub result_message_id: String,
+}
+
+/// `tool_call_finished`: input, a short summary of the output, duration, and the error if any.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolCallFinished {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub tool_input: String,
+    pub output_summary: String,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// `plan_updated`: the plan as given, its steps, the explanation, and the tool call behind it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PlanUpdated {
+    pub content: String,
+    pub plan: Value,
+    pub note: String,
+    pub data: JsonMap,
+}
+
+/// `activity_snapshot`: the whole state of a long-running activity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ActivitySnapshot {
+    pub activity_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub activity_type: String,
+    #[serde(skip_serializing_if = "JsonMap::is_empty")]
+    pub content: JsonMap,
+}
+
+/// `activity_delta` (transient): a change to an activity's state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ActivityDelta {
+    pub activity_id: String,
+    #[serde(skip_serializing_if = "JsonMap::is_empty")]
+    pub delta: JsonMap,
+}
+
+/// One URL file part of an A2A message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct A2aFile {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub media_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub url: String,
+}
+
+/// `a2a.task`: an update of a remote A2A task.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct A2aTask {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub external_agent_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub context_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub state: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<A2aFile>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message_id: String,
+}
+
+/// `codex_auth.state_changed` (legacy Codex device sign-in).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CodexAuthStateChanged {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub auth_mode: String,
+    pub state: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub login_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub auth_url: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub verification_url: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user_code: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub plan_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// Declares [`RunEvent`]: one variant per kind with its payload, and the kind of each.
+macro_rules! run_events {
+    ($($variant:ident($payload:ty)),+ $(,)?) => {
+        /// One event of a run, typed by kind.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum RunEvent {
+            $($variant($payload)),+
+        }
+
+        impl RunEvent {
+            /// The event's type.
+            pub fn kind(&self) -> EventKind {
+                match self {
+                    $(RunEvent::$variant(_) => EventKind::$variant),+
+                }
+            }
+
+            fn payload_value(&self) -> serde_json::Result<Value> {
+                match self {
+                    $(RunEvent::$variant(payload) => serde_json::to_value(payload)),+
+                }
+            }
+        }
+    };
+}
+
+run_events! {
+    RunQueued(RunQueued),
+    RunStarted(RunStarted),
+    RunPaused(RunPaused),
+    RunResumed(RunResumed),
+    RunCompleted(RunCompleted),
+    RunFailed(RunFailed),
+    RunCancelled(RunCancelled),
+    RunMcpCredentialUpdated(RunMcpCredentialUpdated),
+    UsageCheckpoint(UsageGauge),
+    WorkspacePrepared(WorkspacePrepared),
+    WorkspaceFinalized(WorkspaceFinalized),
+    WorkspaceCleaned(WorkspaceCleaned),
+    AssistantMessageStarted(MessageStarted),
+    AssistantMessageDelta(MessageDelta),
+    AssistantMessageCompleted(MessageCompleted),
+    ReasoningMessageStarted(MessageStarted),
+    ReasoningMessageDelta(MessageDelta),
+    ReasoningMessageCompleted(MessageCompleted),
+    ToolCallStarted(ToolCallStarted),
+    ToolCallArgsDelta(ToolCallArgsDelta),
+    ToolCallResult(ToolCallResult),
+    ToolCallFinished(ToolCallFinished),
+    PlanUpdated(PlanUpdated),
+    ActivitySnapshot(ActivitySnapshot),
+    ActivityDelta(ActivityDelta),
+    A2aTask(A2aTask),
+    CodexAuthStateChanged(CodexAuthStateChanged),
+}
+
+impl RunEvent {
     pub fn is_transient(&self) -> bool {
-        kind::is_transient(&self.event_type)
+        self.kind().is_transient()
+    }
+
+    /// The event's `data` object. Persisted events of a run with a host run id carry it as
+    /// `host_run_id` (the contract adds it to every such payload); transient ones carry it
+    /// in their bare envelope instead, so pass `""` for them.
+    pub fn data(&self, host_run_id: &str) -> JsonMap {
+        let mut data = match self.payload_value() {
+            Ok(Value::Object(map)) => map,
+            // Payloads are plain structs of strings, numbers and JSON values: serializing
+            // them cannot fail, and none is anything but an object.
+            _ => JsonMap::new(),
+        };
+        if !host_run_id.is_empty() {
+            data.entry("host_run_id")
+                .or_insert_with(|| Value::String(host_run_id.to_string()));
+        }
+        data
     }
 }
 
@@ -75,36 +455,47 @@ pub struct StoredEvent {
     pub run_id: String,
     pub host_run_id: String,
     pub sequence_no: i64,
-    pub event_type: String,
+    pub kind: EventKind,
+    /// The payload as persisted (see [`RunEvent::data`]).
     pub data: JsonMap,
     pub created_at: DateTime<Utc>,
+}
+
+/// A transient event as published live (never stored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransientEvent {
+    pub app_id: String,
+    pub run_id: String,
+    pub host_run_id: String,
+    pub event: RunEvent,
 }
 
 /// An event as published live: persisted ones carry their sequence, transient ones do not.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveEvent {
     Persisted(StoredEvent),
-    Transient {
-        app_id: String,
-        run_id: String,
-        host_run_id: String,
-        event_type: String,
-        data: JsonMap,
-    },
+    Transient(TransientEvent),
 }
 
 impl LiveEvent {
     pub fn run_id(&self) -> &str {
         match self {
             LiveEvent::Persisted(event) => &event.run_id,
-            LiveEvent::Transient { run_id, .. } => run_id,
+            LiveEvent::Transient(event) => &event.run_id,
         }
     }
 
     pub fn sequence_no(&self) -> Option<i64> {
         match self {
             LiveEvent::Persisted(event) => Some(event.sequence_no),
-            LiveEvent::Transient { .. } => None,
+            LiveEvent::Transient(_) => None,
+        }
+    }
+
+    pub fn kind(&self) -> EventKind {
+        match self {
+            LiveEvent::Persisted(event) => event.kind,
+            LiveEvent::Transient(event) => event.event.kind(),
         }
     }
 }
@@ -113,3 +504,6 @@ impl LiveEvent {
 pub trait EventBus: Send + Sync + 'static {
     fn publish(&self, event: LiveEvent);
 }
+
+#[cfg(test)]
+mod tests;

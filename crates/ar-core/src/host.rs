@@ -23,10 +23,30 @@ pub struct TargetContext {
     pub data: JsonMap,
 }
 
-/// Failure to obtain context; admission answers 400 and a running turn fails.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("target context unavailable: {0}")]
-pub struct ContextError(pub String);
+/// Why a host callback failed, kept as the error's source.
+pub type HostCause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Failure to obtain context: the host is down or answered something unusable. It is the
+/// host's fault, not the caller's: admission answers 502 and a running turn fails.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// The context endpoint could not be reached, or timed out.
+    #[error("target context unavailable: context endpoint unreachable: {detail}")]
+    Unreachable {
+        detail: String,
+        #[source]
+        cause: HostCause,
+    },
+    /// The endpoint answered with a non-success status (`detail`: the start of its body).
+    #[error("target context unavailable: context endpoint returned HTTP {status}{detail}")]
+    Status { status: u16, detail: String },
+    /// The endpoint's answer could not be read or is not a target context.
+    #[error("target context unavailable: context endpoint returned an unusable answer: {cause}")]
+    BadAnswer {
+        #[source]
+        cause: HostCause,
+    },
+}
 
 /// Resolves target context, at admission and at each turn.
 #[async_trait]

@@ -18,14 +18,30 @@ pub mod records;
 pub mod run;
 pub mod secret;
 pub mod store;
+pub mod studio;
 pub mod tool;
 pub mod usage;
 
 pub use agent::Agent;
 pub use enums::*;
-pub use event::{EventDraft, StoredEvent};
-pub use run::{Run, RunInput, RunModel, TargetRef, TurnPolicy};
+pub use event::{EventKind, RunEvent, StoredEvent};
+pub use run::{
+    EngineState, LastResume, Run, RunAction, RunInput, RunModel, RunState, TargetRef,
+    TransitionError, TurnPolicy,
+};
 pub use usage::Usage;
+
+/// An error and its chain of causes on one line (`outer: cause: root`), for logs.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
 
 /// JSON object used for opaque host-supplied maps (metadata, trigger, payloads).
 pub type JsonMap = serde_json::Map<String, serde_json::Value>;

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::{InteractionStatus, RuntimeKind};
+use crate::{InteractionStatus, MessageRole, RuntimeKind};
 
 /// A transcript message visible to hosts.
 #[derive(Debug, Clone, PartialEq)]
@@ -11,7 +11,7 @@ pub struct Message {
     pub app_id: String,
     pub run_id: String,
     pub runtime_message_id: String,
-    pub role: String,
+    pub role: MessageRole,
     pub content: String,
     pub message_type: String,
     pub content_blocks: Option<serde_json::Value>,

@@ -11,10 +11,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::agent::Agent;
-use crate::event::{EventDraft, StoredEvent};
+use crate::event::{RunEvent, StoredEvent};
 use crate::records::{Artifact, Interaction, Message, ToolCallRecord};
 use crate::run::Run;
 use crate::RunStatus;
+
+/// The underlying failure of a database driver, kept as the error's source (shared, so one
+/// failure can answer every commit of a group).
+pub type BackendCause = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Errors a store reports.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -24,12 +28,37 @@ pub enum StoreError {
     Conflict(String),
     #[error("not found: {0}")]
     NotFound(String),
-    /// The database failed or is unreachable.
-    #[error("store backend error: {0}")]
-    Backend(String),
+    /// The database failed or is unreachable; `context` says what the store was doing.
+    #[error("store backend error: {context}")]
+    Backend {
+        context: String,
+        #[source]
+        cause: Option<BackendCause>,
+    },
     /// A stored value could not be decoded.
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+}
+
+impl StoreError {
+    /// A backend failure while doing `context`, keeping the driver's error as its source.
+    pub fn backend(
+        context: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Backend {
+            context: context.into(),
+            cause: Some(std::sync::Arc::new(cause)),
+        }
+    }
+
+    /// A backend failure the store detected itself (no driver error behind it).
+    pub fn backend_msg(context: impl Into<String>) -> Self {
+        StoreError::Backend {
+            context: context.into(),
+            cause: None,
+        }
+    }
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -69,6 +98,8 @@ pub enum LeaseChange {
 pub struct RunChange {
     pub app_id: String,
     pub run_id: String,
+    /// The run's host run id, added to every persisted event's data (see [`RunEvent::data`]).
+    pub host_run_id: String,
     /// New run row; requires `expected_version` to match the stored version.
     pub run: Option<Run>,
     pub expected_version: Option<i64>,
@@ -79,7 +110,7 @@ pub struct RunChange {
     /// Inserted, or replaced by id.
     pub tool_calls: Vec<ToolCallRecord>,
     /// Persisted events (transient ones must not be passed here).
-    pub events: Vec<EventDraft>,
+    pub events: Vec<RunEvent>,
     pub checkpoint: Option<Checkpoint>,
     pub secrets: Vec<SecretChange>,
     pub lease: Option<LeaseChange>,
@@ -90,6 +121,7 @@ impl RunChange {
         RunChange {
             app_id: run.app_id.clone(),
             run_id: run.id.clone(),
+            host_run_id: run.host_run_id.clone(),
             ..RunChange::default()
         }
     }
@@ -99,13 +131,14 @@ impl RunChange {
         RunChange {
             app_id: run.app_id.clone(),
             run_id: run.id.clone(),
+            host_run_id: run.host_run_id.clone(),
             run: Some(run),
             expected_version: Some(expected_version),
             ..RunChange::default()
         }
     }
 
-    pub fn with_event(mut self, event: EventDraft) -> Self {
+    pub fn with_event(mut self, event: RunEvent) -> Self {
         self.events.push(event);
         self
     }

@@ -1,20 +1,18 @@
 //! Admission of new runs (`POST /v1/runs`): the contract's checks, in the contract's order.
 
-use ar_core::event::kind;
+use ar_core::event::{self as ev, RunEvent};
 use ar_core::host::ContextRequest;
 use ar_core::ids::{new_id, prefix, validate_external_id};
 use ar_core::store::{CreateRun, RunChange, SecretChange};
 use ar_core::tool::canonical_tool_name;
 use ar_core::{
-    ApprovalMode, ApprovalState, CompletionMode, ExecutionMode, InvocationMode, JsonMap,
-    PauseReason, Run, RunInput, RunModel, RunStatus, RuntimeKind, TargetRef, TurnMode, TurnPolicy,
+    ApprovalMode, CompletionMode, CredentialSource, EngineState, ExecutionMode, InvocationMode,
+    JsonMap, Run, RunInput, RunModel, RunState, RuntimeKind, TargetRef, TurnMode, TurnPolicy,
 };
-use serde_json::json;
 
 use crate::engine::Engine;
 use crate::error::{EngineError, EngineResult};
 use crate::model_route::{default_model, validate_run_model, RunCredential};
-use crate::records::event;
 
 /// Most run-scoped MCP servers one run may attach.
 pub const MAX_MCP_SERVERS: usize = 16;
@@ -36,7 +34,7 @@ pub struct StartRun {
     pub execution_mode: String,
     pub trigger: Option<JsonMap>,
     pub metadata: Option<JsonMap>,
-    pub turn_policy: TurnPolicy,
+    pub turn_policy: TurnPolicyRequest,
     /// How many run-scoped MCP servers were attached (validated by the caller's wire layer).
     pub mcp_server_count: usize,
     pub model: Option<RunModel>,
@@ -45,29 +43,61 @@ pub struct StartRun {
     pub seed: Option<crate::studio::RunSeed>,
 }
 
+/// A turn policy as a host sent it (strings not yet validated). Serialized only into resume
+/// fingerprints, in the shape they have always used.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TurnPolicyRequest {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub idle_timeout_seconds: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub expired_resume_strategy: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub completion_mode: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_completion_corrections: i64,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
+}
+
+fn parse_optional<T>(
+    value: &str,
+    parse: impl Fn(&str) -> Result<T, ar_core::UnknownValue>,
+) -> EngineResult<Option<T>> {
+    match value.trim() {
+        "" => Ok(None),
+        text => parse(text)
+            .map(Some)
+            .map_err(|error| EngineError::invalid(error.to_string())),
+    }
+}
+
 /// Validates and normalizes a turn policy for a runtime kind.
 pub(crate) fn normalize_turn_policy(
-    policy: &TurnPolicy,
+    request: &TurnPolicyRequest,
     runtime: RuntimeKind,
 ) -> EngineResult<TurnPolicy> {
-    let mut policy = policy.clone();
-    policy.mode = policy.mode.trim().to_string();
-    if !policy.mode.is_empty() {
-        TurnMode::parse(&policy.mode).map_err(|error| EngineError::invalid(error.to_string()))?;
-    }
-    if policy.mode != TurnMode::PauseAfterAssistant.as_str() {
-        policy.idle_timeout_seconds = 0;
-        policy.expired_resume_strategy.clear();
-    } else if policy.idle_timeout_seconds < 0 {
-        policy.idle_timeout_seconds = 0;
-    }
-    policy.completion_mode = policy.completion_mode.trim().to_string();
-    let explicit = if policy.completion_mode.is_empty() {
-        false
-    } else {
-        CompletionMode::parse(&policy.completion_mode)
-            .map_err(|error| EngineError::invalid(error.to_string()))?
-            .is_explicit()
+    let mode = parse_optional(&request.mode, TurnMode::parse)?;
+    let chat = mode == Some(TurnMode::PauseAfterAssistant);
+    let completion_mode = parse_optional(&request.completion_mode, CompletionMode::parse)?;
+    let explicit = completion_mode.is_some_and(CompletionMode::is_explicit);
+    let mut policy = TurnPolicy {
+        mode,
+        idle_timeout_seconds: if chat {
+            request.idle_timeout_seconds.max(0)
+        } else {
+            0
+        },
+        expired_resume_strategy: if chat {
+            request.expired_resume_strategy.clone()
+        } else {
+            String::new()
+        },
+        completion_mode,
+        max_completion_corrections: request.max_completion_corrections,
     };
     if !explicit && policy.max_completion_corrections != 0 {
         return Err(EngineError::invalid(
@@ -89,7 +119,8 @@ pub(crate) fn normalize_turn_policy(
         ) {
             return Err(EngineError::invalid(format!(
                 "completion_mode {} is not supported by runtime {}",
-                policy.completion_mode, runtime
+                request.completion_mode.trim(),
+                runtime
             )));
         }
     }
@@ -265,15 +296,13 @@ impl Engine {
                 trigger: request.trigger.clone(),
                 metadata: request.metadata.clone(),
             })
-            .await
-            .map_err(|error| EngineError::invalid(error.to_string()))?;
+            .await?;
 
         // 7. Persist atomically with the sealed credential; emit run.queued.
-        let credential_source = if request.model_credential.is_some() {
-            "app"
-        } else {
-            ""
-        };
+        let credential_source = request
+            .model_credential
+            .is_some()
+            .then_some(CredentialSource::App);
         let run = Run {
             id: run_id.clone(),
             app_id: app_id.clone(),
@@ -284,16 +313,10 @@ impl Engine {
             execution_mode,
             invocation_mode: invocation_mode.unwrap_or(agent.default_invocation_mode),
             external_actor_id: request.external_actor_id.trim().to_string(),
-            status: RunStatus::Queued,
-            pause_reason: PauseReason::None,
-            approval_state: if agent.approval_mode == ApprovalMode::Always {
-                ApprovalState::Pending
-            } else {
-                ApprovalState::NotRequired
-            },
+            state: RunState::queued(agent.approval_mode == ApprovalMode::Always),
             input: RunInput {
                 model,
-                credential_source: credential_source.to_string(),
+                credential_source,
                 instructions: request.instructions.trim().to_string(),
                 allowed_tools,
                 trigger: request.trigger.clone(),
@@ -309,17 +332,18 @@ impl Engine {
             created_at: now,
             updated_at: now,
             version: 1,
-            pause_requested: false,
+            engine: EngineState {
+                studio: request.seed.as_ref().and_then(|seed| seed.policy.clone()),
+                ..EngineState::default()
+            },
         };
         let mut change = RunChange::for_run(&run);
         change.run = Some(run.clone());
         // This process executes the run next: it takes the lease with the run itself.
         change.lease = Some(self.lease_for_new_owner(now));
-        let mut queued = json!({"status": "queued"});
-        if !run.host_run_id.is_empty() {
-            queued["host_run_id"] = json!(run.host_run_id);
-        }
-        change.events.push(event(kind::RUN_QUEUED, queued));
+        change
+            .events
+            .push(RunEvent::RunQueued(ev::RunQueued::default()));
         if let Some(seed) = &request.seed {
             change.checkpoint = Some(ar_core::store::Checkpoint {
                 run_id: run.id.clone(),
@@ -333,11 +357,7 @@ impl Engine {
                 self.deps().sealer.as_ref().ok_or_else(|| {
                     EngineError::invalid("run model credentials are not configured")
                 })?;
-            let plaintext = serde_json::to_vec(credential)
-                .map_err(|error| EngineError::invalid(error.to_string()))?;
-            let ciphertext = sealer
-                .seal(&run.app_id, &run.id, MODEL_CREDENTIAL_SECRET, &plaintext)
-                .map_err(|error| EngineError::invalid(error.to_string()))?;
+            let ciphertext = sealer.seal_credential(&run.app_id, &run.id, credential)?;
             change.secrets.push(SecretChange::Put {
                 kind: MODEL_CREDENTIAL_SECRET.to_string(),
                 ciphertext,
@@ -385,7 +405,7 @@ mod tests {
 
     #[test]
     fn turn_policy_rules() {
-        let chat = TurnPolicy {
+        let chat = TurnPolicyRequest {
             mode: "pause_after_assistant".into(),
             idle_timeout_seconds: -5,
             ..Default::default()
@@ -396,7 +416,7 @@ mod tests {
                 .idle_timeout_seconds,
             0
         );
-        let task = TurnPolicy {
+        let task = TurnPolicyRequest {
             idle_timeout_seconds: 30,
             ..Default::default()
         };
@@ -406,7 +426,7 @@ mod tests {
                 .idle_timeout_seconds,
             0
         );
-        let explicit = TurnPolicy {
+        let explicit = TurnPolicyRequest {
             completion_mode: "explicit".into(),
             ..Default::default()
         };
@@ -417,19 +437,19 @@ mod tests {
             2
         );
         assert!(normalize_turn_policy(&explicit, RuntimeKind::OpenCode).is_err());
-        let corrections = TurnPolicy {
+        let corrections = TurnPolicyRequest {
             max_completion_corrections: 1,
             ..Default::default()
         };
         assert!(normalize_turn_policy(&corrections, RuntimeKind::NativeSdk).is_err());
-        let too_many = TurnPolicy {
+        let too_many = TurnPolicyRequest {
             completion_mode: "explicit".into(),
             max_completion_corrections: 6,
             ..Default::default()
         };
         assert!(normalize_turn_policy(&too_many, RuntimeKind::NativeSdk).is_err());
         assert!(normalize_turn_policy(
-            &TurnPolicy {
+            &TurnPolicyRequest {
                 mode: "chatty".into(),
                 ..Default::default()
             },

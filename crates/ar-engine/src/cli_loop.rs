@@ -27,23 +27,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ar_core::agent_cli::{CliEvent, CliOutcome, CliTurnRequest};
-use ar_core::event::kind;
+use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
 use ar_core::model::{ChatMessage, ChatRole, ModelRoute};
 use ar_core::records::message_type;
 use ar_core::store::RunChange;
-use ar_core::{Agent, JsonMap, PauseReason, Run, RuntimeKind, Usage};
+use ar_core::{Agent, MessageRole, PauseReason, Run, RuntimeKind, Usage};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::model_route::{default_model, resolve_route};
+use crate::native::tool_result_events;
 use crate::native::RouteProblem;
 use crate::owner::OwnerHandle;
 use crate::records::{
-    event, mark_failed, mark_paused, mark_turn_done, message, object, record_tool_output,
-    tool_call_record, usage_checkpoint,
+    mark_failed, mark_paused, mark_turn_done, message, record_tool_output, tool_call_record,
+    usage_checkpoint,
 };
 use crate::transcript::LoopState;
 
@@ -59,6 +60,15 @@ fn clip(text: &str, limit: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// `tool_call_started` of a CLI tool call, hung off the last assistant message.
+fn tool_started(call_id: &str, name: &str, parent: &str) -> RunEvent {
+    RunEvent::ToolCallStarted(ev::ToolCallStarted {
+        tool_call_id: call_id.to_string(),
+        tool_name: name.to_string(),
+        parent_message_id: parent.to_string(),
+    })
 }
 
 /// Tools that only read (their rows are recorded as non-mutating).
@@ -158,7 +168,7 @@ impl Engine {
     async fn cli_commit(
         &self,
         run: &mut Run,
-        build: impl FnMut(&mut Run, &mut RunChange),
+        build: impl FnMut(&mut Run, &mut RunChange) -> EngineResult<()>,
     ) -> EngineResult<bool> {
         Ok(matches!(
             self.commit_step(run, build).await?,
@@ -217,11 +227,12 @@ impl Engine {
         if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
             return Ok(());
         }
-        if handle.pause_requested() || run.pause_requested {
+        if handle.pause_requested() || run.state.pause_requested() {
             let checkpoint = self.checkpoint(&run, &state);
             self.cli_commit(&mut run, |run, change| {
-                mark_paused(run, change, PauseReason::Manual, JsonMap::new());
+                mark_paused(run, change, PauseReason::Manual)?;
                 change.checkpoint = Some(checkpoint.clone());
+                Ok(())
             })
             .await?;
             return Ok(());
@@ -257,7 +268,8 @@ impl Engine {
         let checkpoint = self.checkpoint(&run, &state);
         if !self
             .cli_commit(&mut run, |_, change| {
-                change.checkpoint = Some(checkpoint.clone())
+                change.checkpoint = Some(checkpoint.clone());
+                Ok(())
             })
             .await?
         {
@@ -337,11 +349,14 @@ impl Engine {
         match cli_event {
             CliEvent::Started { workdir } => {
                 marks.workdir = workdir.clone();
-                if run.metadata_value("workdir").and_then(Value::as_str) == Some(workdir.as_str()) {
+                if run.engine.workdir.as_deref() == Some(workdir.as_str()) {
                     return Ok(true);
                 }
-                self.cli_commit(run, |run, _| run.set_metadata("workdir", json!(workdir)))
-                    .await
+                self.cli_commit(run, |run, _| {
+                    run.engine.workdir = Some(workdir.clone());
+                    Ok(())
+                })
+                .await
             }
             CliEvent::AssistantDelta { text } => {
                 if text.is_empty() {
@@ -352,9 +367,14 @@ impl Engine {
                     .get_or_insert_with(|| (new_id(prefix::MESSAGE), false))
                     .clone();
                 if !started {
-                    let draft = event(kind::ASSISTANT_MESSAGE_STARTED, json!({"message_id": id}));
+                    let opened = RunEvent::AssistantMessageStarted(ev::MessageStarted {
+                        message_id: id.clone(),
+                    });
                     if !self
-                        .cli_commit(run, |_, change| change.events.push(draft.clone()))
+                        .cli_commit(run, |_, change| {
+                            change.events.push(opened.clone());
+                            Ok(())
+                        })
                         .await?
                     {
                         return Ok(false);
@@ -363,8 +383,10 @@ impl Engine {
                 }
                 self.publish_transient(
                     run,
-                    kind::ASSISTANT_MESSAGE_DELTA,
-                    object(json!({"message_id": id, "text": text})),
+                    RunEvent::AssistantMessageDelta(ev::MessageDelta {
+                        message_id: id,
+                        text,
+                    }),
                 );
                 Ok(true)
             }
@@ -380,19 +402,30 @@ impl Engine {
                 marks.texts.push(text.clone());
                 self.cli_commit(run, |run, change| {
                     if !started {
-                        change.events.push(event(
-                            kind::ASSISTANT_MESSAGE_STARTED,
-                            json!({"message_id": id}),
-                        ));
+                        change
+                            .events
+                            .push(RunEvent::AssistantMessageStarted(ev::MessageStarted {
+                                message_id: id.clone(),
+                            }));
                     }
-                    change.events.push(event(
-                        kind::ASSISTANT_MESSAGE_COMPLETED,
-                        json!({"message_id": id, "content": text}),
-                    ));
-                    let mut row = message(run, "assistant", &text, message_type::MESSAGE, now);
+                    change
+                        .events
+                        .push(RunEvent::AssistantMessageCompleted(ev::MessageCompleted {
+                            message_id: id.clone(),
+                            content: text.clone(),
+                            encrypted_value: String::new(),
+                        }));
+                    let mut row = message(
+                        run,
+                        MessageRole::Assistant,
+                        &text,
+                        message_type::MESSAGE,
+                        now,
+                    );
                     row.id = id.clone();
                     row.runtime_message_id = id.clone();
                     change.messages.push(row);
+                    Ok(())
                 })
                 .await
             }
@@ -400,11 +433,10 @@ impl Engine {
                 let call_id = new_id(prefix::TOOL_CALL);
                 marks.tools.insert(id, call_id.clone());
                 let parent = marks.last_message.clone();
+                let opened = tool_started(&call_id, &name, &parent);
                 self.cli_commit(run, |_, change| {
-                    change.events.push(event(
-                        kind::TOOL_CALL_STARTED,
-                        json!({"tool_call_id": call_id, "tool_name": name, "parent_message_id": parent}),
-                    ));
+                    change.events.push(opened.clone());
+                    Ok(())
                 })
                 .await
             }
@@ -419,39 +451,37 @@ impl Engine {
                 let started = known.is_some();
                 let call_id = known.unwrap_or_else(|| new_id(prefix::TOOL_CALL));
                 let parent = marks.last_message.clone();
-                let output = clip(&output, MAX_TOOL_OUTPUT);
-                let input_text = clip(&input.to_string(), MAX_TOOL_OUTPUT);
+                let clipped = clip(&output, MAX_TOOL_OUTPUT);
+                let input_text = input.to_string();
                 self.cli_commit(run, |run, change| {
                     if !started {
-                        change.events.push(event(
-                            kind::TOOL_CALL_STARTED,
-                            json!({"tool_call_id": call_id, "tool_name": name, "parent_message_id": parent}),
-                        ));
+                        change.events.push(tool_started(&call_id, &name, &parent));
                     }
                     let mut row =
                         tool_call_record(run, &name, input.clone(), !reads_only(&name), false, now);
                     row.id = call_id.clone();
-                    record_tool_output(&mut row, &output, is_error);
+                    record_tool_output(&mut row, &clipped, is_error);
                     change.tool_calls.push(row);
-                    let mut result = message(run, "tool", &output, message_type::TOOL_RESULT, now);
+                    let mut result = message(
+                        run,
+                        MessageRole::Tool,
+                        &clipped,
+                        message_type::TOOL_RESULT,
+                        now,
+                    );
                     result.runtime_message_id = call_id.clone();
                     let result_id = result.id.clone();
                     change.messages.push(result);
-                    change.events.push(event(
-                        kind::TOOL_CALL_RESULT,
-                        json!({"tool_call_id": call_id, "tool_name": name, "content": output, "result_message_id": result_id}),
+                    change.events.extend(tool_result_events(
+                        &call_id,
+                        &name,
+                        &input_text,
+                        &output,
+                        is_error,
+                        0,
+                        result_id,
                     ));
-                    let mut finished = json!({
-                        "tool_call_id": call_id,
-                        "tool_name": name,
-                        "tool_input": input_text,
-                        "output_summary": clip(&output, 512),
-                        "duration_ms": 0,
-                    });
-                    if is_error {
-                        finished["error"] = json!(clip(&output, 2048));
-                    }
-                    change.events.push(event(kind::TOOL_CALL_FINISHED, finished));
+                    Ok(())
                 })
                 .await
             }
@@ -508,17 +538,16 @@ impl Engine {
                 change.events.push(usage_checkpoint(&usage));
             }
             if let Some(reason) = &failure {
-                mark_failed(run, change, reason, Some(&usage), now);
-                return;
+                return mark_failed(run, change, reason, Some(&usage), now);
             }
             if !reply.is_empty() {
                 run.output_summary
                     .insert("last_message".into(), json!(clip(&reply, 4096)));
             }
-            if pause_now || run.pause_requested {
-                mark_paused(run, change, PauseReason::Manual, JsonMap::new());
+            if pause_now || run.state.pause_requested() {
+                mark_paused(run, change, PauseReason::Manual)
             } else {
-                mark_turn_done(run, change, &usage, now);
+                mark_turn_done(run, change, &usage, now)
             }
         })
         .await?;

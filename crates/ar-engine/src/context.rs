@@ -30,7 +30,7 @@ impl Engine {
             Ok(context) => {
                 let (run, _, proceed) = self
                     .transact(&app_id, &run_id, Some(run), |run, _| {
-                        if run.status != RunStatus::Running {
+                        if run.status() != RunStatus::Running {
                             return Ok(Decide::Skip(false));
                         }
                         run.input.context_summary = context.summary.clone();
@@ -45,7 +45,7 @@ impl Engine {
                     if run.is_terminal() {
                         return Ok(Decide::Skip(()));
                     }
-                    mark_failed(run, change, &message, None, now);
+                    mark_failed(run, change, &message, None, now)?;
                     Ok(Decide::Commit(()))
                 })
                 .await?;

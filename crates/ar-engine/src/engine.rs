@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ar_core::clock::Clock;
-use ar_core::event::{EventBus, LiveEvent};
+use ar_core::event::{EventBus, LiveEvent, RunEvent, TransientEvent};
 use ar_core::host::ContextProvider;
 use ar_core::model::ModelClient;
 use ar_core::store::{Committed, LeaseChange, RunChange, Store, StoreError};
@@ -139,17 +139,10 @@ impl Engine {
                 Decide::Commit(value) => value,
             };
             next.updated_at = self.now();
-            if !next.host_run_id.is_empty() {
-                for event in &mut change.events {
-                    event
-                        .data
-                        .entry("host_run_id".to_string())
-                        .or_insert_with(|| serde_json::Value::String(next.host_run_id.clone()));
-                }
-            }
+            change.host_run_id.clone_from(&next.host_run_id);
             // A change that stops the run gives up this process's lease with it (a no-op
             // in the store when another process holds the lease).
-            let stops = !matches!(next.status, RunStatus::Queued | RunStatus::Running);
+            let stops = !matches!(next.status(), RunStatus::Queued | RunStatus::Running);
             if stops && change.lease.is_none() {
                 change.lease = Some(LeaseChange::Release {
                     owner: self.inner.config.instance_id.clone(),
@@ -190,14 +183,17 @@ impl Engine {
     }
 
     /// Publishes a transient (never persisted) event to live subscribers.
-    pub(crate) fn publish_transient(&self, run: &Run, event_type: &str, data: ar_core::JsonMap) {
-        self.inner.deps.bus.publish(LiveEvent::Transient {
-            app_id: run.app_id.clone(),
-            run_id: run.id.clone(),
-            host_run_id: run.host_run_id.clone(),
-            event_type: event_type.to_string(),
-            data,
-        });
+    pub(crate) fn publish_transient(&self, run: &Run, event: RunEvent) {
+        debug_assert!(event.is_transient(), "{} is persisted", event.kind());
+        self.inner
+            .deps
+            .bus
+            .publish(LiveEvent::Transient(TransientEvent {
+                app_id: run.app_id.clone(),
+                run_id: run.id.clone(),
+                host_run_id: run.host_run_id.clone(),
+                event,
+            }));
     }
 
     /// Stops intake, lets owners reach a checkpoint, and waits for them (bounded by `deadline`).

@@ -19,23 +19,21 @@ pub(crate) fn needs_approval(mode: ApprovalMode, run: &Run, tool: &ToolDefinitio
     }
     match mode {
         ApprovalMode::Never => false,
-        ApprovalMode::MutatingTools => run.approval_state != ApprovalState::Approved,
-        ApprovalMode::Always => run.approval_state != ApprovalState::Approved,
+        ApprovalMode::MutatingTools => run.approval_state() != ApprovalState::Approved,
+        ApprovalMode::Always => run.approval_state() != ApprovalState::Approved,
         ApprovalMode::RiskBased => {
             matches!(
                 tool.effective_risk(),
                 RiskLevel::SensitiveMutation | RiskLevel::DestructiveMutation
-            ) && run.approval_state != ApprovalState::Approved
+            ) && run.approval_state() != ApprovalState::Approved
         }
     }
 }
 
 /// Per-call approvals are single-use: executing an approved mutation consumes the approval.
 pub(crate) fn consume_approval(mode: ApprovalMode, run: &mut Run) {
-    if matches!(mode, ApprovalMode::MutatingTools | ApprovalMode::RiskBased)
-        && run.approval_state == ApprovalState::Approved
-    {
-        run.approval_state = ApprovalState::NotRequired;
+    if matches!(mode, ApprovalMode::MutatingTools | ApprovalMode::RiskBased) {
+        run.consume_approval();
     }
 }
 
@@ -173,8 +171,8 @@ impl Engine {
                         true,
                         now,
                     ));
-                    if run.status != RunStatus::Paused {
-                        mark_paused(run, change, PauseReason::HumanApproval, JsonMap::new());
+                    if run.status() != RunStatus::Paused {
+                        mark_paused(run, change, PauseReason::HumanApproval)?;
                     }
                     Ok(Decide::Commit(id))
                 })

@@ -1,22 +1,24 @@
 //! Requests that move a run through its lifecycle from outside: resume (reply, approve,
 //! request changes, auth completed, continue), cancel, pause, and the records hosts append.
 
-use ar_core::event::kind;
+use ar_core::event::{self as ev, RunEvent};
 use ar_core::records::{message_type, Artifact, Message};
 use ar_core::store::{RunChange, SecretChange};
 use ar_core::{
-    ApprovalState, InteractionStatus, JsonMap, MessageProvenance, PauseReason, ResumeIntent, Run,
-    RunStatus, TurnPolicy,
+    CredentialSource, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
+    ResumeIntent, Run, RunStatus,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
+
+use crate::admission::TurnPolicyRequest;
 use sha2::{Digest, Sha256};
 
 use crate::admission::{normalize_turn_policy, MODEL_CREDENTIAL_SECRET};
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
 use crate::model_route::RunCredential;
-use crate::records::{event, mark_cancelled, mark_completed, mark_paused, message};
+use crate::records::{mark_cancelled, mark_completed, mark_paused, message};
 use crate::transcript::{Decision, LoopState};
 
 /// An artifact a host appends.
@@ -39,7 +41,7 @@ pub struct ResumeRun {
     pub response_payload: Option<Value>,
     pub external_actor_id: String,
     pub message_provenance: String,
-    pub turn_policy: Option<TurnPolicy>,
+    pub turn_policy: Option<TurnPolicyRequest>,
 }
 
 fn fingerprint(request: &ResumeRun) -> String {
@@ -67,15 +69,15 @@ fn fingerprint(request: &ResumeRun) -> String {
     hex::encode(hasher.finalize())
 }
 
-fn last_resume(run: &Run) -> Option<&serde_json::Map<String, Value>> {
-    run.metadata_value("last_resume").and_then(Value::as_object)
+fn last_resume(run: &Run) -> Option<&LastResume> {
+    run.engine.last_resume.as_ref()
 }
 
 fn idle_expired(run: &Run, now: DateTime<Utc>) -> bool {
     let policy = &run.input.turn_policy;
     policy.pauses_after_assistant()
         && policy.idle_timeout_seconds > 0
-        && run.status == RunStatus::Paused
+        && run.status() == RunStatus::Paused
         && (now - run.updated_at).num_seconds() > policy.idle_timeout_seconds
 }
 
@@ -148,9 +150,7 @@ impl Engine {
         };
         let print = fingerprint(&request);
         if !request.resume_id.is_empty()
-            && last_resume(&run)
-                .and_then(|last| last.get("resume_id"))
-                .and_then(Value::as_str)
+            && last_resume(&run).map(|last| last.resume_id.as_str())
                 == Some(request.resume_id.as_str())
         {
             return Ok(run);
@@ -158,12 +158,8 @@ impl Engine {
         if run.is_terminal() {
             return Err(EngineError::invalid("run is terminal"));
         }
-        if run.status != RunStatus::Paused {
-            if last_resume(&run)
-                .and_then(|last| last.get("fingerprint"))
-                .and_then(Value::as_str)
-                == Some(print.as_str())
-            {
+        if run.status() != RunStatus::Paused {
+            if last_resume(&run).map(|last| last.fingerprint.as_str()) == Some(print.as_str()) {
                 return Ok(run);
             }
             return Err(EngineError::invalid("run is not paused"));
@@ -174,7 +170,7 @@ impl Engine {
                 if !idle_expired(run, now) {
                     return Ok(Decide::Skip(()));
                 }
-                mark_completed(run, change, None, Some("idle_timeout"), now);
+                mark_completed(run, change, None, Some("idle_timeout"), now)?;
                 Ok(Decide::Commit(()))
             })
             .await?;
@@ -210,7 +206,7 @@ impl Engine {
             }
         };
         if provenance == Some(MessageProvenance::SystemNotification)
-            && (run.pause_reason != PauseReason::AwaitingUserMessage || target.is_some())
+            && (run.pause_reason() != PauseReason::AwaitingUserMessage || target.is_some())
         {
             return Err(EngineError::invalid(
                 "system notifications can only resume a run awaiting a user message with no pending interactions",
@@ -229,9 +225,7 @@ impl Engine {
             )
         };
         let mut state = match self.deps().store.latest_checkpoint(run_id).await? {
-            Some(checkpoint) => {
-                Some(LoopState::from_json(&checkpoint.state).map_err(EngineError::invalid)?)
-            }
+            Some(checkpoint) => Some(LoopState::from_json(&checkpoint.state)?),
             None => None,
         };
         let checkpoint_step = state.as_ref().map(|s| s.step).unwrap_or(0);
@@ -282,8 +276,12 @@ impl Engine {
         };
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
-                if run.status != RunStatus::Paused {
-                    return Err(EngineError::invalid(if run.is_terminal() { "run is terminal" } else { "run is not paused" }));
+                if run.status() != RunStatus::Paused {
+                    return Err(EngineError::invalid(if run.is_terminal() {
+                        "run is terminal"
+                    } else {
+                        "run is not paused"
+                    }));
                 }
                 if let Some(interaction) = &target {
                     let mut resolved = interaction.clone();
@@ -295,38 +293,30 @@ impl Engine {
                     change.interactions.push(resolved);
                 }
                 if !request.content.is_empty() {
-                    let mut row = message(run, "user", &request.content, message_kind, now);
+                    let mut row =
+                        message(run, MessageRole::User, &request.content, message_kind, now);
                     row.runtime_message_id = resume_id.clone();
                     change.messages.push(row);
-                }
-                match intent {
-                    ResumeIntent::Approve => run.approval_state = ApprovalState::Approved,
-                    ResumeIntent::RequestChanges => run.approval_state = ApprovalState::Rejected,
-                    _ => {}
                 }
                 if let Some(policy) = &turn_policy {
                     run.input.turn_policy = policy.clone();
                 }
-                run.set_metadata(
-                    "last_resume",
-                    json!({
-                        "message_provenance": request.message_provenance,
-                        "intent": intent.as_str(),
-                        "content": request.content,
-                        "external_actor_id": request.external_actor_id,
-                        "resume_id": resume_id,
-                        "interaction_id": target.as_ref().map(|i| i.id.clone()).unwrap_or_default(),
-                        "fingerprint": print,
-                    }),
-                );
-                run.set_metadata("turn_started_at", json!(now.to_rfc3339()));
-                run.status = RunStatus::Running;
-                run.pause_reason = PauseReason::None;
+                let interaction_id = target.as_ref().map(|i| i.id.clone()).unwrap_or_default();
+                run.resume(intent, now)?;
+                run.engine.last_resume = Some(LastResume {
+                    resume_id: resume_id.clone(),
+                    fingerprint: print.clone(),
+                    intent: intent.as_str().to_string(),
+                    message_provenance: request.message_provenance.clone(),
+                    content: request.content.clone(),
+                    external_actor_id: request.external_actor_id.clone(),
+                    interaction_id: interaction_id.clone(),
+                });
                 change.checkpoint = Some(new_checkpoint.clone());
-                change.events.push(event(
-                    kind::RUN_RESUMED,
-                    json!({"resume_id": resume_id, "interaction_id": target.as_ref().map(|i| i.id.clone()).unwrap_or_default()}),
-                ));
+                change.events.push(RunEvent::RunResumed(ev::RunResumed {
+                    resume_id: resume_id.clone(),
+                    interaction_id,
+                }));
                 Ok(Decide::Commit(()))
             })
             .await?;
@@ -354,7 +344,7 @@ impl Engine {
                 if run.is_terminal() {
                     return Ok(Decide::Skip(()));
                 }
-                mark_cancelled(run, change, now);
+                mark_cancelled(run, change, now)?;
                 Ok(Decide::Commit(()))
             })
             .await?;
@@ -371,18 +361,17 @@ impl Engine {
             return Err(EngineError::invalid("run is terminal"));
         }
         let (run, _, ()) = self
-            .transact(app_id, run_id, Some(run), |run, change| match run.status {
-                RunStatus::Paused => Ok(Decide::Skip(())),
-                RunStatus::Queued => {
-                    mark_paused(run, change, PauseReason::Manual, JsonMap::new());
-                    Ok(Decide::Commit(()))
+            .transact(app_id, run_id, Some(run), |run, change| {
+                match run.status() {
+                    RunStatus::Paused => Ok(Decide::Skip(())),
+                    RunStatus::Queued => {
+                        mark_paused(run, change, PauseReason::Manual)?;
+                        Ok(Decide::Commit(()))
+                    }
+                    RunStatus::Running if run.request_pause()? => Ok(Decide::Commit(())),
+                    RunStatus::Running => Ok(Decide::Skip(())),
+                    _ => Err(EngineError::invalid("run is terminal")),
                 }
-                RunStatus::Running if !run.pause_requested => {
-                    run.pause_requested = true;
-                    Ok(Decide::Commit(()))
-                }
-                RunStatus::Running => Ok(Decide::Skip(())),
-                _ => Err(EngineError::invalid("run is terminal")),
             })
             .await?;
         if let Some(owner) = self.inner.owners.get(run_id) {
@@ -402,16 +391,17 @@ impl Engine {
         content: &str,
         external_actor_id: &str,
     ) -> EngineResult<Message> {
-        let role = if role.trim().is_empty() {
-            "user"
-        } else {
-            role.trim()
+        let role = match role.trim() {
+            "" => MessageRole::User,
+            text => match MessageRole::parse(text) {
+                Ok(role) if role != MessageRole::Tool => role,
+                _ => {
+                    return Err(EngineError::invalid(format!(
+                        "invalid role {text:?}: expected one of user, assistant, system"
+                    )))
+                }
+            },
         };
-        if !matches!(role, "user" | "assistant" | "system") {
-            return Err(EngineError::invalid(format!(
-                "invalid role {role:?}: expected one of user, assistant, system"
-            )));
-        }
         let content = content.trim();
         if content.is_empty() {
             return Err(EngineError::invalid("content is required"));
@@ -527,16 +517,12 @@ impl Engine {
                     }
                 }
             }
-        } else if run.input.credential_source != "app" {
+        } else if run.input.credential_source != Some(CredentialSource::App) {
             return Err(EngineError::invalid(
                 "run was not started with a model credential",
             ));
         }
-        let plaintext = serde_json::to_vec(&credential)
-            .map_err(|error| EngineError::invalid(error.to_string()))?;
-        let ciphertext = sealer
-            .seal(app_id, run_id, MODEL_CREDENTIAL_SECRET, &plaintext)
-            .map_err(|error| EngineError::invalid(error.to_string()))?;
+        let ciphertext = sealer.seal_credential(app_id, run_id, &credential)?;
         let expires_at = credential.expires_at;
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {

@@ -129,7 +129,7 @@ impl Engine {
             }
             let needs_owner = matches!(
                 self.deps().store.get_run(&app_id, &run_id).await,
-                Ok(Some(run)) if matches!(run.status, RunStatus::Running | RunStatus::Queued)
+                Ok(Some(run)) if matches!(run.status(), RunStatus::Running | RunStatus::Queued)
             );
             if !needs_owner {
                 return;
@@ -207,7 +207,7 @@ impl Engine {
                 if run.is_terminal() {
                     return Ok(Decide::Skip(()));
                 }
-                crate::records::mark_failed(run, change, message, None, self.now());
+                crate::records::mark_failed(run, change, message, None, self.now())?;
                 Ok(Decide::Commit(()))
             })
             .await;
@@ -279,7 +279,7 @@ impl Engine {
     fn adopt(&self, runs: Vec<Run>) {
         for run in runs {
             if !self.inner.owners.contains_key(&run.id) {
-                tracing::info!(run_id = %run.id, status = %run.status, "taking over run");
+                tracing::info!(run_id = %run.id, status = %run.status(), "taking over run");
                 self.spawn_owner(&run.app_id, &run.id);
             }
         }

@@ -1,24 +1,16 @@
 //! Builders for the records and events a state change writes, so every path writes them alike.
 
-use ar_core::event::{kind, EventDraft};
+use ar_core::event::{self as ev, RunEvent, UsageGauge};
 use ar_core::ids::{new_id, prefix};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::store::{RunChange, SecretChange};
-use ar_core::{InteractionStatus, JsonMap, PauseReason, Run, RunStatus, Usage};
+use ar_core::{InteractionStatus, MessageRole, PauseReason, Run, Usage};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-pub(crate) fn object(value: Value) -> JsonMap {
-    match value {
-        Value::Object(map) => map,
-        _ => JsonMap::new(),
-    }
-}
+use crate::error::EngineResult;
 
-pub(crate) fn event(event_type: &str, data: Value) -> EventDraft {
-    EventDraft::new(event_type, object(data))
-}
-
+/// The usage object of the run's output summary (every counter, zeros included).
 pub(crate) fn usage_json(usage: &Usage) -> Value {
     json!({
         "total_tokens": usage.total_tokens,
@@ -31,7 +23,7 @@ pub(crate) fn usage_json(usage: &Usage) -> Value {
 
 pub(crate) fn message(
     run: &Run,
-    role: &str,
+    role: MessageRole,
     content: &str,
     message_type: &str,
     now: DateTime<Utc>,
@@ -41,7 +33,7 @@ pub(crate) fn message(
         app_id: run.app_id.clone(),
         run_id: run.id.clone(),
         runtime_message_id: String::new(),
-        role: role.to_string(),
+        role,
         content: content.to_string(),
         message_type: message_type.to_string(),
         content_blocks: None,
@@ -125,29 +117,31 @@ pub(crate) fn mark_paused(
     run: &mut Run,
     change: &mut RunChange,
     reason: PauseReason,
-    extra: JsonMap,
-) {
-    run.status = RunStatus::Paused;
-    run.pause_reason = reason;
-    run.pause_requested = false;
-    let mut data = extra;
-    data.insert(
-        "pause_reason".into(),
-        Value::String(reason.as_str().to_string()),
-    );
-    change.events.push(EventDraft::new(kind::RUN_PAUSED, data));
+) -> EngineResult<()> {
+    mark_paused_with(run, change, ev::RunPaused::because(reason))
 }
 
-fn store_usage(run: &mut Run, usage: Option<&Usage>) -> JsonMap {
-    let mut data = JsonMap::new();
-    if let Some(usage) = usage.filter(|usage| !usage.is_zero()) {
-        run.output_summary.insert("usage".into(), usage_json(usage));
-        run.output_summary
-            .insert("usage_semantic".into(), Value::String("cumulative".into()));
-        data.insert("usage".into(), usage_json(usage));
-        data.insert("usage_semantic".into(), Value::String("cumulative".into()));
-    }
-    data
+/// [`mark_paused`] with the event's extra details (authentication pauses).
+pub(crate) fn mark_paused_with(
+    run: &mut Run,
+    change: &mut RunChange,
+    paused: ev::RunPaused,
+) -> EngineResult<()> {
+    run.pause(paused.pause_reason)?;
+    change.events.push(RunEvent::RunPaused(paused));
+    Ok(())
+}
+
+/// Records the run's cumulative usage in its output summary; the gauge for its terminal event.
+fn store_usage(run: &mut Run, usage: Option<&Usage>) -> Option<UsageGauge> {
+    let gauge = UsageGauge::of_run(usage)?;
+    run.output_summary
+        .insert("usage".into(), usage_json(&gauge.usage));
+    run.output_summary.insert(
+        "usage_semantic".into(),
+        Value::String(gauge.usage_semantic.into()),
+    );
+    Some(gauge)
 }
 
 /// Terminal states clear run secrets (credentials never outlive the run).
@@ -164,11 +158,8 @@ pub(crate) fn record_tool_output(row: &mut ToolCallRecord, content: &str, is_err
 }
 
 /// `usage.checkpoint` with the run's cumulative usage.
-pub(crate) fn usage_checkpoint(usage: &Usage) -> EventDraft {
-    event(
-        kind::USAGE_CHECKPOINT,
-        json!({"usage": usage_json(usage), "usage_semantic": "cumulative"}),
-    )
+pub(crate) fn usage_checkpoint(usage: &Usage) -> RunEvent {
+    RunEvent::UsageCheckpoint(UsageGauge::cumulative(*usage))
 }
 
 /// Ends a turn that answered: a `pause_after_assistant` run waits for the next user message
@@ -178,17 +169,12 @@ pub(crate) fn mark_turn_done(
     change: &mut RunChange,
     usage: &Usage,
     now: DateTime<Utc>,
-) {
+) -> EngineResult<()> {
     if run.input.turn_policy.pauses_after_assistant() {
         run.output_summary.insert("usage".into(), usage_json(usage));
-        mark_paused(
-            run,
-            change,
-            PauseReason::AwaitingUserMessage,
-            JsonMap::new(),
-        );
+        mark_paused(run, change, PauseReason::AwaitingUserMessage)
     } else {
-        mark_completed(run, change, Some(usage), None, now);
+        mark_completed(run, change, Some(usage), None, now)
     }
 }
 
@@ -198,19 +184,16 @@ pub(crate) fn mark_completed(
     usage: Option<&Usage>,
     reason: Option<&str>,
     now: DateTime<Utc>,
-) {
-    run.status = RunStatus::Completed;
-    run.pause_reason = PauseReason::None;
-    run.pause_requested = false;
-    run.completed_at = Some(now);
-    let mut data = store_usage(run, usage);
-    if let Some(reason) = reason {
-        data.insert("reason".into(), Value::String(reason.to_string()));
-    }
-    change
-        .events
-        .push(EventDraft::new(kind::RUN_COMPLETED, data));
+) -> EngineResult<()> {
+    run.complete(now)?;
+    let usage = store_usage(run, usage);
+    change.events.push(RunEvent::RunCompleted(ev::RunCompleted {
+        reason: reason.unwrap_or_default().to_string(),
+        usage,
+        interrupted_external_effects: None,
+    }));
     clear_secrets(change);
+    Ok(())
 }
 
 pub(crate) fn mark_failed(
@@ -219,23 +202,26 @@ pub(crate) fn mark_failed(
     error: &str,
     usage: Option<&Usage>,
     now: DateTime<Utc>,
-) {
-    run.status = RunStatus::Failed;
-    run.pause_reason = PauseReason::None;
-    run.pause_requested = false;
-    run.error_message = error.to_string();
-    run.completed_at = Some(now);
-    let mut data = store_usage(run, usage);
-    data.insert("error".into(), Value::String(error.to_string()));
-    change.events.push(EventDraft::new(kind::RUN_FAILED, data));
+) -> EngineResult<()> {
+    run.fail(error, now)?;
+    let usage = store_usage(run, usage);
+    change.events.push(RunEvent::RunFailed(ev::RunFailed {
+        error: error.to_string(),
+        usage,
+    }));
     clear_secrets(change);
+    Ok(())
 }
 
-pub(crate) fn mark_cancelled(run: &mut Run, change: &mut RunChange, now: DateTime<Utc>) {
-    run.status = RunStatus::Cancelled;
-    run.pause_reason = PauseReason::None;
-    run.pause_requested = false;
-    run.completed_at = Some(now);
-    change.events.push(event(kind::RUN_CANCELLED, json!({})));
+pub(crate) fn mark_cancelled(
+    run: &mut Run,
+    change: &mut RunChange,
+    now: DateTime<Utc>,
+) -> EngineResult<()> {
+    run.cancel(now)?;
+    change
+        .events
+        .push(RunEvent::RunCancelled(ev::RunCancelled {}));
     clear_secrets(change);
+    Ok(())
 }

@@ -8,8 +8,7 @@
 
 use ar_core::model::{ChatMessage, ChatRole};
 use ar_core::tool::{canonical_tool_name, ToolDefinition};
-use ar_core::{Agent, InteractionStatus, JsonMap, Run, RunModel, RunStatus, TargetRef};
-use serde::{Deserialize, Serialize};
+use ar_core::{Agent, InteractionStatus, Run, RunModel, RunStatus, TargetRef};
 use serde_json::{json, Value};
 
 use crate::admission::StartRun;
@@ -18,43 +17,11 @@ use crate::error::EngineError;
 use crate::lifecycle::ResumeRun;
 use crate::transcript::{Decision, LoopState};
 
-/// The run metadata key holding a studio-started run's [`StudioPolicy`].
-pub const STUDIO_METADATA_KEY: &str = "studio";
+pub use ar_core::studio::{SideEffects, StudioEngine, StudioPolicy};
 
-/// How a studio command shapes the run it starts (kept in the run's metadata).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StudioPolicy {
-    pub command_id: String,
-    /// The recorded run this one re-runs (empty: a fresh run).
-    pub source_run_id: String,
-    pub from_step: i64,
-    /// `live` or `scripted`.
-    pub engine: String,
-    /// `substitute`, `park` or `allow`.
-    pub side_effects: String,
-    /// Tools whose calls park for a person (the runtime's breakpoints plus the command's).
-    pub park_on: Vec<String>,
-    /// Mutating tools opted in to run for real under `allow`.
-    pub allow: Vec<String>,
-    /// The instructions (system prompt) override; empty keeps the agent's.
-    pub instructions: String,
-    /// A narrowed step limit; 0 keeps the runtime's.
-    pub max_steps: i64,
-    pub experiment_id: String,
-    pub actor: String,
-}
-
-impl StudioPolicy {
-    /// The policy of a studio-started run; `None` for the app's own runs.
-    pub fn of(run: &Run) -> Option<StudioPolicy> {
-        run.metadata_value(STUDIO_METADATA_KEY)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-    }
-
-    pub fn scripted(&self) -> bool {
-        self.engine == "scripted"
-    }
+/// The studio policy of a run; `None` for the app's own runs.
+pub fn studio_policy(run: &Run) -> Option<&StudioPolicy> {
+    run.engine.studio.as_ref()
 }
 
 /// A run created with a chosen id and a starting transcript (a fork's kept prefix).
@@ -62,6 +29,8 @@ impl StudioPolicy {
 pub struct RunSeed {
     pub run_id: String,
     pub state: LoopState,
+    /// The studio command's policy for the run.
+    pub policy: Option<StudioPolicy>,
 }
 
 /// An edit of the kept prefix (the studio's `TranscriptEdit`). Edits apply in the order given;
@@ -101,6 +70,9 @@ pub struct StudioRunSpec {
     pub only_tools: Vec<String>,
     /// A model override (same provider as the agent's).
     pub model: String,
+    /// The command's engine and side-effect mode as sent (validated here).
+    pub engine: String,
+    pub side_effects: String,
     pub policy: StudioPolicy,
 }
 
@@ -341,7 +313,7 @@ impl Engine {
     /// The step limit of a run (a studio run may narrow it).
     pub(crate) fn step_limit(&self, run: &Run) -> i64 {
         let own = self.inner.config.max_tool_steps;
-        match StudioPolicy::of(run) {
+        match studio_policy(run) {
             Some(policy) if policy.max_steps > 0 => policy.max_steps.min(own),
             _ => own,
         }
@@ -349,9 +321,9 @@ impl Engine {
 
     /// The agent as a studio run sees it (an instructions override replaces the prompt).
     pub(crate) fn studio_agent(agent: Agent, run: &Run) -> Agent {
-        match StudioPolicy::of(run) {
+        match studio_policy(run) {
             Some(policy) if !policy.instructions.is_empty() => Agent {
-                system_prompt: policy.instructions,
+                system_prompt: policy.instructions.clone(),
                 ..agent
             },
             _ => agent,
@@ -381,27 +353,18 @@ impl Engine {
             .await?
             .ok_or_else(|| StudioRunError::NotFound(format!("unknown agent {}", spec.agent_id)))?;
         let mut policy = spec.policy.clone();
-        if policy.engine.is_empty() {
-            policy.engine = "live".to_string();
-        }
-        if policy.side_effects.is_empty() {
-            policy.side_effects = "substitute".to_string();
-        }
-        if !matches!(policy.engine.as_str(), "live" | "scripted") {
-            return Err(StudioRunError::invalid(format!(
-                "unsupported engine {:?}",
-                policy.engine
-            )));
-        }
-        if !matches!(
-            policy.side_effects.as_str(),
-            "substitute" | "park" | "allow"
-        ) {
-            return Err(StudioRunError::invalid(format!(
-                "unsupported side_effects {:?}",
-                policy.side_effects
-            )));
-        }
+        policy.engine = match spec.engine.trim() {
+            "" => StudioEngine::Live,
+            text => StudioEngine::parse(text).map_err(|_| {
+                StudioRunError::invalid(format!("unsupported engine {:?}", spec.engine))
+            })?,
+        };
+        policy.side_effects = match spec.side_effects.trim() {
+            "" => SideEffects::Substitute,
+            text => SideEffects::parse(text).map_err(|_| {
+                StudioRunError::invalid(format!("unsupported side_effects {:?}", spec.side_effects))
+            })?,
+        };
         let from_step = spec.source.as_ref().map(|(_, n)| *n).unwrap_or(0);
         if spec.input.is_some() && from_step > 0 {
             return Err(StudioRunError::invalid(
@@ -443,7 +406,7 @@ impl Engine {
             )));
         }
         let tools = self.studio_tools(&spec.app_id, &agent, &spec.only_tools);
-        if policy.side_effects == "allow" {
+        if policy.side_effects == SideEffects::Allow {
             for tool in tools.iter().filter(|t| t.mutating) {
                 if !policy.allow.contains(&tool.name) {
                     return Err(StudioRunError::Forbidden(format!(
@@ -564,13 +527,8 @@ impl Engine {
         {
             model = None;
         }
-        let mut metadata = JsonMap::new();
-        metadata.insert(
-            STUDIO_METADATA_KEY.to_string(),
-            serde_json::to_value(&policy).unwrap_or(Value::Null),
-        );
         if let Some((source_id, _)) = &spec.source {
-            metadata.insert("forked_from".to_string(), json!(source_id));
+            policy.source_run_id.clone_from(source_id);
         }
         Ok(StartRun {
             app_id: spec.app_id.clone(),
@@ -579,11 +537,11 @@ impl Engine {
             instructions,
             allowed_tools: spec.only_tools.clone(),
             external_actor_id: policy.actor.clone(),
-            metadata: Some(metadata),
             model,
             seed: Some(RunSeed {
                 run_id: spec.run_id.clone(),
                 state: seed_state.unwrap_or_default(),
+                policy: Some(policy),
             }),
             ..StartRun::default()
         })
@@ -621,10 +579,10 @@ impl Engine {
                 "call {call_id} is not parked"
             )));
         };
-        if run.status != RunStatus::Paused {
+        if run.status() != RunStatus::Paused {
             return Err(StudioRunError::Conflict(format!(
                 "run {run_id} is not parked (it is {})",
-                run.status
+                run.status()
             )));
         }
         let others_wait = state
@@ -691,7 +649,7 @@ impl Engine {
             json!({"intent": intent, "content": engine_content(&decision), "call_id": call_id});
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
-                if run.status != RunStatus::Paused {
+                if run.status() != RunStatus::Paused {
                     return Err(EngineError::invalid("run is not paused"));
                 }
                 let mut resolved = interaction.clone();
@@ -729,7 +687,7 @@ impl Engine {
         let owner = self.inner.owners.get(run_id).map(|h| h.value().clone());
         if let Some(handle) = owner {
             handle.steers.lock().push(message.to_string());
-        } else if run.status == RunStatus::Paused {
+        } else if run.status() == RunStatus::Paused {
             let mut state = self.recorded_state(run_id).await?;
             state.queued_user_messages.push(message.to_string());
             let checkpoint = ar_core::store::Checkpoint {
@@ -739,7 +697,7 @@ impl Engine {
                 created_at: self.now(),
             };
             self.transact(app_id, run_id, Some(run), |run, change| {
-                if run.status != RunStatus::Paused {
+                if run.status() != RunStatus::Paused {
                     return Err(EngineError::invalid("run is no longer paused; steer again"));
                 }
                 change.checkpoint = Some(checkpoint.clone());

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::engine::Engine;
 use crate::error::EngineResult;
-use crate::studio::StudioPolicy;
+use crate::studio::{studio_policy, SideEffects, StudioPolicy};
 use crate::transcript::LoopState;
 
 /// The provider name of the route a scripted run reports (it never reaches a vendor).
@@ -176,9 +176,9 @@ impl StudioGate {
         if !tool.mutating {
             return None;
         }
-        match self.policy.side_effects.as_str() {
-            "allow" if self.policy.allow.iter().any(|t| t == &tool.name) => None,
-            "park" | "allow" => Some(Intercept::Park { why: "side_effect" }),
+        match self.policy.side_effects {
+            SideEffects::Allow if self.policy.allow.iter().any(|t| t == &tool.name) => None,
+            SideEffects::Park | SideEffects::Allow => Some(Intercept::Park { why: "side_effect" }),
             _ => {
                 let args = canonical_args(&call.arguments);
                 // Repeats are consumed in recorded order: count the same call made earlier.
@@ -208,7 +208,7 @@ impl StudioGate {
 
 /// Whether the run replays recorded turns instead of calling a model.
 pub(crate) fn is_scripted(run: &Run) -> bool {
-    StudioPolicy::of(run).is_some_and(|p| p.scripted())
+    studio_policy(run).is_some_and(StudioPolicy::scripted)
 }
 
 /// The route a scripted run reports.
@@ -255,7 +255,7 @@ impl Engine {
 
     /// The side-effect gate of a studio-started run; `None` for every other run.
     pub(crate) async fn studio_gate(&self, run: &Run) -> EngineResult<Option<StudioGate>> {
-        let Some(policy) = StudioPolicy::of(run) else {
+        let Some(policy) = studio_policy(run).cloned() else {
             return Ok(None);
         };
         let recorded = if policy.source_run_id.is_empty() {
@@ -273,7 +273,7 @@ impl Engine {
         run: &Run,
         request: &ModelRequest,
     ) -> EngineResult<Option<Result<ModelResponse, ModelError>>> {
-        let Some(policy) = StudioPolicy::of(run).filter(StudioPolicy::scripted) else {
+        let Some(policy) = studio_policy(run).filter(|p| p.scripted()) else {
             return Ok(None);
         };
         let Some(source) = self
@@ -352,7 +352,7 @@ mod tests {
     fn gate(side_effects: &str, park_on: &[&str]) -> StudioGate {
         StudioGate {
             policy: StudioPolicy {
-                side_effects: side_effects.to_string(),
+                side_effects: SideEffects::parse(side_effects).unwrap(),
                 park_on: park_on.iter().map(|t| t.to_string()).collect(),
                 allow: vec!["pay".to_string()],
                 ..StudioPolicy::default()

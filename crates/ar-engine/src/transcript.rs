@@ -65,9 +65,11 @@ impl LoopState {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
-    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        serde_json::from_value(value.clone())
-            .map_err(|error| format!("unreadable checkpoint: {error}"))
+    /// An unreadable checkpoint is this runtime's fault (it wrote it): an internal error.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, crate::error::EngineError> {
+        serde_json::from_value(value.clone()).map_err(|error| {
+            crate::error::EngineError::internal("reading the run's checkpoint", error)
+        })
     }
 
     /// Moves queued user messages into the transcript when no tool call is still open.

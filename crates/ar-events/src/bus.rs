@@ -187,18 +187,17 @@ impl Drop for Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ar_core::JsonMap;
 
     fn transient(run_id: &str, n: i64) -> LiveEvent {
-        let mut data = JsonMap::new();
-        data.insert("n".into(), n.into());
-        LiveEvent::Transient {
+        LiveEvent::Transient(ar_core::event::TransientEvent {
             app_id: "app".into(),
             run_id: run_id.into(),
             host_run_id: String::new(),
-            event_type: "assistant_message_delta".into(),
-            data,
-        }
+            event: ar_core::RunEvent::AssistantMessageDelta(ar_core::event::MessageDelta {
+                message_id: "m".into(),
+                text: n.to_string(),
+            }),
+        })
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
 //! Test-only in-memory `Store` with just the event log and outbox cursors; every other method fails.
 
+use ar_core::EventKind;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -28,14 +29,12 @@ pub struct FakeStore {
 }
 
 fn unsupported<T>() -> StoreResult<T> {
-    Err(StoreError::Backend(
-        "not supported by the test store".into(),
-    ))
+    Err(StoreError::backend_msg("not supported by the test store"))
 }
 
 impl FakeStore {
     /// Appends an event with the next position and per-run sequence, and returns it.
-    pub fn append(&self, app_id: &str, run_id: &str, event_type: &str) -> StoredEvent {
+    pub fn append(&self, app_id: &str, run_id: &str, kind: EventKind) -> StoredEvent {
         let mut state = self.state.lock().unwrap();
         let sequence = state.sequences.entry(run_id.to_string()).or_insert(0);
         *sequence += 1;
@@ -50,7 +49,7 @@ impl FakeStore {
             run_id: run_id.to_string(),
             host_run_id: String::new(),
             sequence_no,
-            event_type: event_type.to_string(),
+            kind,
             data,
             created_at: Utc::now(),
         };

@@ -56,7 +56,8 @@ pub struct CallbackTarget {
 impl CallbackTarget {
     fn accepts(&self, event: &StoredEvent) -> bool {
         event.app_id == self.app_id
-            && (self.event_types.is_empty() || self.event_types.contains(&event.event_type))
+            && (self.event_types.is_empty()
+                || self.event_types.iter().any(|t| t == event.kind.as_str()))
     }
 }
 
@@ -412,7 +413,7 @@ impl Worker {
                         tracing::warn!(
                             callback = %self.target.cursor_name,
                             event_id = %event.event_id,
-                            event_type = %event.event_type,
+                            event_type = %event.kind,
                             status = status.as_u16(),
                             "callback rejected the event; skipping it"
                         );
@@ -445,7 +446,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
 
-    use ar_core::event::{kind, EventBus, LiveEvent};
+    use ar_core::event::{EventBus, LiveEvent};
+    use ar_core::EventKind;
     use axum::extract::State;
     use axum::http::{HeaderMap, StatusCode};
     use axum::routing::post;
@@ -510,7 +512,7 @@ mod tests {
             serde_json::to_vec(&serde_json::json!({
                 "event_id": event.event_id,
                 "app_id": event.app_id,
-                "type": event.event_type,
+                "type": event.kind.as_str(),
                 "sequence_no": event.sequence_no,
             }))
             .unwrap()
@@ -530,7 +532,7 @@ mod tests {
     fn target(
         url: &str,
         token: Option<&str>,
-        event_types: &[&str],
+        event_types: &[EventKind],
         start: StartPosition,
     ) -> CallbackTarget {
         CallbackTarget {
@@ -538,7 +540,7 @@ mod tests {
             app_id: "app".into(),
             url: url.into(),
             token: token.map(Secret::new),
-            event_types: event_types.iter().map(|t| t.to_string()).collect(),
+            event_types: event_types.iter().map(|t| t.as_str().to_string()).collect(),
             start,
         }
     }
@@ -571,15 +573,15 @@ mod tests {
     async fn delivers_with_bearer_and_filters_by_app_and_type() {
         let (url, received) = receiver(ok()).await;
         let store = Arc::new(FakeStore::default());
-        store.append("app", "run_1", kind::RUN_STARTED);
-        store.append("other", "run_2", kind::RUN_COMPLETED);
-        let wanted = store.append("app", "run_1", kind::RUN_COMPLETED);
-        store.append("app", "run_3", kind::RUN_STARTED);
+        store.append("app", "run_1", EventKind::RunStarted);
+        store.append("other", "run_2", EventKind::RunCompleted);
+        let wanted = store.append("app", "run_1", EventKind::RunCompleted);
+        store.append("app", "run_3", EventKind::RunStarted);
         let cancel = CancellationToken::new();
         let target = target(
             &url,
             Some("tok-1"),
-            &[kind::RUN_COMPLETED],
+            &[EventKind::RunCompleted],
             StartPosition::Beginning,
         );
         let handle =
@@ -608,7 +610,7 @@ mod tests {
         let (url, received) = receiver(ok()).await;
         let store = Arc::new(FakeStore::default());
         for _ in 0..7 {
-            store.append("app", "run_1", kind::PLAN_UPDATED);
+            store.append("app", "run_1", EventKind::PlanUpdated);
         }
         let cancel = CancellationToken::new();
         let handle = CallbackDispatcher::with_options(
@@ -643,8 +645,8 @@ mod tests {
         });
         let (url, received) = receiver(script).await;
         let store = Arc::new(FakeStore::default());
-        store.append("app", "run_1", kind::RUN_STARTED);
-        store.append("app", "run_1", kind::RUN_COMPLETED);
+        store.append("app", "run_1", EventKind::RunStarted);
+        store.append("app", "run_1", EventKind::RunCompleted);
         let cancel = CancellationToken::new();
         let handle = CallbackDispatcher::with_options(
             store.clone(),
@@ -678,7 +680,7 @@ mod tests {
         let (url, received) = receiver(script).await;
         let store = Arc::new(FakeStore::default());
         for _ in 0..3 {
-            store.append("app", "run_1", kind::PLAN_UPDATED);
+            store.append("app", "run_1", EventKind::PlanUpdated);
         }
         let cancel = CancellationToken::new();
         let handle = CallbackDispatcher::with_options(
@@ -707,7 +709,7 @@ mod tests {
         let (url, received) = receiver(ok()).await;
         let store = Arc::new(FakeStore::default());
         for _ in 0..4 {
-            store.append("app", "run_1", kind::PLAN_UPDATED);
+            store.append("app", "run_1", EventKind::PlanUpdated);
         }
         let cancel = CancellationToken::new();
         let handle = CallbackDispatcher::with_options(
@@ -722,7 +724,7 @@ mod tests {
             store.cursor("callback:app:test") == Some(4)
         })
         .await;
-        store.append("app", "run_1", kind::RUN_COMPLETED);
+        store.append("app", "run_1", EventKind::RunCompleted);
         wait_until("new event delivered", || {
             received.lock().unwrap().len() == 1
         })
@@ -759,7 +761,7 @@ mod tests {
         bus.publish(LiveEvent::Persisted(store.append(
             "app",
             "run_1",
-            kind::RUN_STARTED,
+            EventKind::RunStarted,
         )));
         wait_until("woken delivery", || received.lock().unwrap().len() == 1).await;
         cancel.cancel();
@@ -782,7 +784,7 @@ mod tests {
         let (url, received) = receiver(script).await;
         let store = Arc::new(FakeStore::default());
         for _ in 0..5 {
-            store.append("app", "run_1", kind::PLAN_UPDATED);
+            store.append("app", "run_1", EventKind::PlanUpdated);
         }
         let first = CallbackDispatcher::with_options(
             store.clone(),
@@ -806,7 +808,7 @@ mod tests {
         );
 
         for _ in 0..3 {
-            store.append("app", "run_1", kind::PLAN_UPDATED);
+            store.append("app", "run_1", EventKind::PlanUpdated);
         }
         repaired.store(true, Ordering::SeqCst);
         let cancel = CancellationToken::new();

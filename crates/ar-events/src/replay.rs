@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ar_core::event::{kind, LiveEvent};
+use ar_core::event::LiveEvent;
 use ar_core::store::Store;
 use futures::Stream;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -114,7 +114,7 @@ impl Replay {
                         continue;
                     }
                     self.last = stored.sequence_no;
-                    if kind::is_terminal(&stored.event_type) {
+                    if stored.kind.is_terminal() {
                         self.done = true;
                     }
                 }
@@ -177,7 +177,7 @@ impl Replay {
         {
             Ok(page) => page
                 .first()
-                .is_some_and(|e| e.sequence_no == self.last && kind::is_terminal(&e.event_type)),
+                .is_some_and(|e| e.sequence_no == self.last && e.kind.is_terminal()),
             Err(_) => false,
         }
     }
@@ -208,8 +208,8 @@ impl Replay {
                         self.caught_up = false;
                     }
                 }
-                Ok(event @ LiveEvent::Transient { .. }) => {
-                    let same_app = matches!(&event, LiveEvent::Transient { app_id, .. } if *app_id == self.app_id);
+                Ok(event @ LiveEvent::Transient(_)) => {
+                    let same_app = matches!(&event, LiveEvent::Transient(transient) if transient.app_id == self.app_id);
                     if same_app {
                         self.buffer.push_back(event);
                     }
@@ -234,20 +234,22 @@ mod tests {
     use std::time::Duration;
 
     use ar_core::event::EventBus;
-    use ar_core::JsonMap;
+    use ar_core::EventKind;
     use futures::StreamExt;
 
     use super::*;
     use crate::fake_store::FakeStore;
 
     fn transient(run_id: &str) -> LiveEvent {
-        LiveEvent::Transient {
+        LiveEvent::Transient(ar_core::event::TransientEvent {
             app_id: "app".into(),
             run_id: run_id.into(),
             host_run_id: String::new(),
-            event_type: kind::ASSISTANT_MESSAGE_DELTA.into(),
-            data: JsonMap::new(),
-        }
+            event: ar_core::RunEvent::AssistantMessageDelta(ar_core::event::MessageDelta {
+                message_id: "m".into(),
+                text: "x".into(),
+            }),
+        })
     }
 
     fn sequences(events: &[LiveEvent]) -> Vec<Option<i64>> {
@@ -261,8 +263,8 @@ mod tests {
     }
 
     /// Appends to the store and publishes, as the engine does.
-    fn emit(store: &FakeStore, bus: &Bus, event_type: &str) {
-        let stored = store.append("app", "run_1", event_type);
+    fn emit(store: &FakeStore, bus: &Bus, kind: EventKind) {
+        let stored = store.append("app", "run_1", kind);
         bus.publish(LiveEvent::Persisted(stored));
     }
 
@@ -272,11 +274,11 @@ mod tests {
         let bus = Bus::new();
         // Before: only in the store (published while nobody listened).
         for _ in 0..3 {
-            emit(&store, &bus, kind::RUN_STARTED);
+            emit(&store, &bus, EventKind::RunStarted);
         }
         let stream = stream_run_events(store.clone(), &bus, "app", "run_1", 0);
         // During: after subscribing, before the stream reads the log: both in store and live.
-        emit(&store, &bus, kind::TOOL_CALL_STARTED);
+        emit(&store, &bus, EventKind::ToolCallStarted);
         bus.publish(transient("run_1"));
         let mut stream = Box::pin(stream);
         let mut got = Vec::new();
@@ -284,8 +286,8 @@ mod tests {
             got.push(next(&mut stream).await.unwrap());
         }
         // After: live only while the stream waits.
-        emit(&store, &bus, kind::TOOL_CALL_FINISHED);
-        emit(&store, &bus, kind::RUN_COMPLETED);
+        emit(&store, &bus, EventKind::ToolCallFinished);
+        emit(&store, &bus, EventKind::RunCompleted);
         while let Some(event) = next(&mut stream).await {
             got.push(event);
         }
@@ -297,7 +299,7 @@ mod tests {
             "transient passes through once"
         );
         assert!(
-            matches!(got.last(), Some(LiveEvent::Persisted(e)) if e.event_type == kind::RUN_COMPLETED)
+            matches!(got.last(), Some(LiveEvent::Persisted(e)) if e.kind == EventKind::RunCompleted)
         );
     }
 
@@ -306,9 +308,9 @@ mod tests {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::new();
         for _ in 0..5 {
-            emit(&store, &bus, kind::RUN_STARTED);
+            emit(&store, &bus, EventKind::RunStarted);
         }
-        emit(&store, &bus, kind::RUN_FAILED);
+        emit(&store, &bus, EventKind::RunFailed);
         let events: Vec<_> = stream_run_events(store.clone(), &bus, "app", "run_1", 3)
             .collect()
             .await;
@@ -325,9 +327,9 @@ mod tests {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::new();
         for _ in 0..25 {
-            emit(&store, &bus, kind::PLAN_UPDATED);
+            emit(&store, &bus, EventKind::PlanUpdated);
         }
-        emit(&store, &bus, kind::RUN_CANCELLED);
+        emit(&store, &bus, EventKind::RunCancelled);
         let options = ReplayOptions {
             page_size: 4,
             poll_interval: Duration::from_secs(1),
@@ -343,12 +345,12 @@ mod tests {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::new();
         let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
-        emit(&store, &bus, kind::RUN_STARTED);
+        emit(&store, &bus, EventKind::RunStarted);
         assert_eq!(next(&mut stream).await.unwrap().sequence_no(), Some(1));
         // Two events persisted but never published (e.g. a publish was lost), then one published.
-        store.append("app", "run_1", kind::TOOL_CALL_STARTED);
-        store.append("app", "run_1", kind::TOOL_CALL_FINISHED);
-        emit(&store, &bus, kind::RUN_COMPLETED);
+        store.append("app", "run_1", EventKind::ToolCallStarted);
+        store.append("app", "run_1", EventKind::ToolCallFinished);
+        emit(&store, &bus, EventKind::RunCompleted);
         let rest: Vec<_> = stream.collect().await;
         assert_eq!(sequences(&rest), vec![Some(2), Some(3), Some(4)]);
     }
@@ -358,12 +360,12 @@ mod tests {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::with_capacity(2);
         let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
-        emit(&store, &bus, kind::RUN_STARTED);
+        emit(&store, &bus, EventKind::RunStarted);
         assert_eq!(next(&mut stream).await.unwrap().sequence_no(), Some(1));
         for _ in 0..10 {
-            emit(&store, &bus, kind::PLAN_UPDATED);
+            emit(&store, &bus, EventKind::PlanUpdated);
         }
-        emit(&store, &bus, kind::RUN_COMPLETED);
+        emit(&store, &bus, EventKind::RunCompleted);
         let rest: Vec<_> = stream.collect().await;
         assert_eq!(sequences(&rest), (2..=12).map(Some).collect::<Vec<_>>());
     }
@@ -382,8 +384,8 @@ mod tests {
         });
         tokio::task::yield_now().await;
         // Never published on this bus.
-        store.append("app", "run_1", kind::RUN_STARTED);
-        store.append("app", "run_1", kind::RUN_COMPLETED);
+        store.append("app", "run_1", EventKind::RunStarted);
+        store.append("app", "run_1", EventKind::RunCompleted);
         tokio::time::advance(Duration::from_millis(1100)).await;
         let got = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
@@ -400,13 +402,13 @@ mod tests {
         bus.publish(LiveEvent::Persisted(store.append(
             "app",
             "run_2",
-            kind::RUN_STARTED,
+            EventKind::RunStarted,
         )));
-        let mut foreign = store.append("app", "run_x", kind::RUN_STARTED);
+        let mut foreign = store.append("app", "run_x", EventKind::RunStarted);
         foreign.run_id = "run_1".into();
         foreign.app_id = "other".into();
         bus.publish(LiveEvent::Persisted(foreign));
-        emit(&store, &bus, kind::RUN_COMPLETED);
+        emit(&store, &bus, EventKind::RunCompleted);
         let got: Vec<_> = (&mut stream).collect().await;
         assert_eq!(got.len(), 1);
         assert!(

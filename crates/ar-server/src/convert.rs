@@ -1,12 +1,12 @@
 //! Explicit conversions between domain records (`ar-core`) and the wire contract (`ar-wire`).
 
 use ar_core::agent::{Agent, SkillRef};
-use ar_core::event::StoredEvent;
+use ar_core::event::{EventKind, StoredEvent, TransientEvent};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::run::{ModelEndpoint, RunModel, TargetDisplay, TargetRef, TurnPolicy};
 use ar_core::tool::ToolDefinition;
 use ar_core::{JsonMap, Run};
-use ar_engine::{AgentInput, ResumeRun, RunCredential, StartRun};
+use ar_engine::{AgentInput, ResumeRun, RunCredential, StartRun, TurnPolicyRequest};
 use serde_json::Value;
 
 fn option_map(map: JsonMap) -> Option<JsonMap> {
@@ -104,16 +104,22 @@ pub fn agent_from_wire(agent: ar_wire::Agent) -> AgentInput {
 
 fn turn_policy_to_wire(policy: &TurnPolicy) -> ar_wire::TurnPolicy {
     ar_wire::TurnPolicy {
-        mode: policy.mode.clone(),
+        mode: policy
+            .mode
+            .map(|mode| mode.as_str().to_string())
+            .unwrap_or_default(),
         idle_timeout_seconds: policy.idle_timeout_seconds,
         expired_resume_strategy: policy.expired_resume_strategy.clone(),
-        completion_mode: policy.completion_mode.clone(),
+        completion_mode: policy
+            .completion_mode
+            .map(|mode| mode.as_str().to_string())
+            .unwrap_or_default(),
         max_completion_corrections: policy.max_completion_corrections,
     }
 }
 
-pub fn turn_policy_from_wire(policy: ar_wire::TurnPolicy) -> TurnPolicy {
-    TurnPolicy {
+pub fn turn_policy_from_wire(policy: ar_wire::TurnPolicy) -> TurnPolicyRequest {
+    TurnPolicyRequest {
         mode: policy.mode,
         idle_timeout_seconds: policy.idle_timeout_seconds,
         expired_resume_strategy: policy.expired_resume_strategy,
@@ -178,12 +184,16 @@ pub fn run_to_wire(run: &Run) -> ar_wire::AgentRun {
         execution_mode: run.execution_mode.as_str().to_string(),
         invocation_mode: run.invocation_mode.as_str().to_string(),
         external_actor_id: run.external_actor_id.clone(),
-        status: run.status.as_str().to_string(),
-        pause_reason: run.pause_reason.as_str().to_string(),
-        approval_state: run.approval_state.as_str().to_string(),
+        status: run.status().as_str().to_string(),
+        pause_reason: run.pause_reason().as_str().to_string(),
+        approval_state: run.approval_state().as_str().to_string(),
         input: ar_wire::RunInput {
             model: run.input.model.as_ref().map(model_to_wire),
-            credential_source: run.input.credential_source.clone(),
+            credential_source: run
+                .input
+                .credential_source
+                .map(|source| source.as_str().to_string())
+                .unwrap_or_default(),
             instructions: run.input.instructions.clone(),
             allowed_tools: run.input.allowed_tools.clone(),
             trigger: run.input.trigger.clone().unwrap_or_default(),
@@ -244,7 +254,7 @@ pub fn message_to_wire(message: &Message) -> ar_wire::AgentRunMessage {
         app_id: message.app_id.clone(),
         run_id: message.run_id.clone(),
         runtime_message_id: message.runtime_message_id.clone(),
-        role: message.role.clone(),
+        role: message.role.as_str().to_string(),
         content: message.content.clone(),
         message_type: message.message_type.clone(),
         content_blocks: message.content_blocks.clone(),
@@ -329,7 +339,7 @@ pub fn event_to_v1(event: &StoredEvent) -> ar_wire::EventEnvelope {
         app_id: event.app_id.clone(),
         run_id: event.run_id.clone(),
         host_run_id: event.host_run_id.clone(),
-        event_type: event.event_type.clone(),
+        event_type: event.kind.as_str().to_string(),
         data: event.data.clone(),
         ..Default::default()
     }
@@ -352,26 +362,27 @@ pub fn event_to_v2(event: &StoredEvent) -> ar_wire::EventEnvelope {
         &["segment_id", "message_id", "tool_call_id", "activity_id"],
     );
     envelope.turn_id = first_string(&event.data, &["turn_id", "parent_message_id"]);
-    if envelope.turn_id.is_empty() && event.event_type.starts_with("assistant_message") {
+    if envelope.turn_id.is_empty()
+        && matches!(
+            event.kind,
+            EventKind::AssistantMessageStarted
+                | EventKind::AssistantMessageDelta
+                | EventKind::AssistantMessageCompleted
+        )
+    {
         envelope.turn_id = envelope.segment_id.clone();
     }
     envelope.revision = event.sequence_no;
     envelope
 }
 
-/// The bare form of a transient event.
-pub fn transient_to_wire(
-    app_id: &str,
-    run_id: &str,
-    host_run_id: &str,
-    event_type: &str,
-    data: &JsonMap,
-) -> ar_wire::Event {
+/// The bare form of a transient event (its data carries no `host_run_id`: the envelope does).
+pub fn transient_to_wire(event: &TransientEvent) -> ar_wire::Event {
     ar_wire::Event {
-        app_id: app_id.to_string(),
-        run_id: run_id.to_string(),
-        host_run_id: host_run_id.to_string(),
-        event_type: event_type.to_string(),
-        data: data.clone(),
+        app_id: event.app_id.clone(),
+        run_id: event.run_id.clone(),
+        host_run_id: event.host_run_id.clone(),
+        event_type: event.event.kind().as_str().to_string(),
+        data: event.event.data(""),
     }
 }

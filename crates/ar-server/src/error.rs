@@ -56,8 +56,16 @@ impl From<EngineError> for ApiError {
             EngineError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "runtime is shutting down")
             }
+            EngineError::Transition(error) => ApiError::bad_request(error.to_string()),
+            // The host is down or answered garbage: a bad gateway, named so the host can see
+            // which of its endpoints failed.
+            EngineError::Host(error) => ApiError::new(StatusCode::BAD_GATEWAY, error.to_string()),
+            error @ EngineError::Internal { .. } => {
+                tracing::error!(error = %ar_core::error_chain(&error), "internal error");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+            }
             EngineError::Store(error) => {
-                tracing::error!(%error, "store error");
+                tracing::error!(error = %ar_core::error_chain(&error), "store error");
                 ApiError::internal()
             }
         }

@@ -145,12 +145,14 @@ async fn runs(State(s): State<ConsoleState>) -> Response {
                 "id": r.id,
                 "app_id": r.app_id,
                 "agent_id": r.agent_id,
-                "status": r.status.to_string(),
-                "pause_reason": r.pause_reason.to_string(),
+                "status": r.status().to_string(),
+                "pause_reason": r.pause_reason().to_string(),
                 "created_at": r.created_at,
                 "error": r.error_message,
-                "studio": r.metadata_value(ar_engine::studio::STUDIO_METADATA_KEY),
-                "forked_from": r.metadata_value("forked_from"),
+                "studio": r.engine.studio,
+                "forked_from": r.engine.studio.as_ref()
+                    .map(|policy| policy.source_run_id.as_str())
+                    .filter(|source| !source.is_empty()),
             })
         })
         .collect();
@@ -188,7 +190,9 @@ async fn run(State(s): State<ConsoleState>, Path(id): Path<String>) -> Response 
         .count();
     Json(json!({
         "run": convert::run_to_wire(&run),
-        "studio": run.metadata_value(ar_engine::studio::STUDIO_METADATA_KEY),
+        "studio": run.engine.studio,
+        // What the engine keeps for itself (turn start, last resume, CLI workdir).
+        "engine": run.engine,
         "steps": steps,
         "transcript": state.transcript,
         "pending": state.pending,

@@ -342,10 +342,10 @@ impl StudioRuntime {
                 .collect(),
             only_tools,
             model: o.model.clone(),
+            engine: cmd.engine.clone(),
+            side_effects: cmd.side_effects.clone(),
             policy: StudioPolicy {
                 command_id: cmd.command_id.clone(),
-                engine: cmd.engine.clone(),
-                side_effects: cmd.side_effects.clone(),
                 park_on,
                 instructions: o.instructions.clone(),
                 max_steps,
@@ -407,7 +407,7 @@ impl StudioRuntime {
     /// Refuses runs the app started itself: they are view-only for the studio.
     async fn studio_started(&self, app: &str, run_id: &str) -> Result<(), Rejection> {
         match self.store.get_run(app, run_id).await {
-            Ok(Some(run)) if StudioPolicy::of(&run).is_some() => Ok(()),
+            Ok(Some(run)) if run.engine.studio.is_some() => Ok(()),
             Ok(Some(_)) => Err(Rejection::with_kind(
                 format!("run {run_id} was not started from the studio: it is view-only"),
                 "forbidden",
@@ -498,13 +498,13 @@ fn outcome_of(run: &Run) -> Outcome {
         .and_then(|u| u.get("total_tokens"))
         .and_then(serde_json::Value::as_i64)
         .unwrap_or(0);
-    let (status, error) = match run.status {
+    let (status, error) = match run.status() {
         RunStatus::Completed => (StudioRunStatus::Succeeded, String::new()),
         RunStatus::Cancelled => (StudioRunStatus::Failed, "cancelled".to_string()),
         _ => (
             StudioRunStatus::Failed,
             if run.error_message.is_empty() {
-                format!("run ended {}", run.status)
+                format!("run ended {}", run.status())
             } else {
                 run.error_message.clone()
             },

@@ -40,6 +40,7 @@ pub(crate) struct RunRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub pause_requested: bool,
+    pub engine_state: String,
 }
 
 impl RunRow {
@@ -56,9 +57,9 @@ impl RunRow {
             execution_mode: run.execution_mode.as_str(),
             invocation_mode: run.invocation_mode.as_str(),
             external_actor_id: clean(&run.external_actor_id).into_owned(),
-            status: run.status.as_str(),
-            pause_reason: run.pause_reason.as_str(),
-            approval_state: run.approval_state.as_str(),
+            status: run.status().as_str(),
+            pause_reason: run.pause_reason().as_str(),
+            approval_state: run.approval_state().as_str(),
             input: json_text(&run.input)?,
             output_summary: json_text(&run.output_summary)?,
             workspace_lease: run.workspace_lease.as_ref().map(json_text).transpose()?,
@@ -67,7 +68,8 @@ impl RunRow {
             completed_at: run.completed_at.map(micros),
             created_at: micros(run.created_at),
             updated_at: micros(run.updated_at),
-            pause_requested: run.pause_requested,
+            pause_requested: run.state.pause_requested(),
+            engine_state: json_text(&run.engine)?,
         })
     }
 }
@@ -141,7 +143,7 @@ pub(crate) struct ToolCallRow {
 /// until the store offsets it.
 pub(crate) struct EventRow {
     pub event_id: String,
-    pub event_type: String,
+    pub kind: ar_core::EventKind,
     pub data: JsonMap,
     pub data_text: String,
 }
@@ -279,7 +281,6 @@ impl Prepared {
             message.run_id.clone_from(&run_id);
             clean_in_place(&mut message.id);
             clean_in_place(&mut message.runtime_message_id);
-            clean_in_place(&mut message.role);
             clean_in_place(&mut message.content);
             clean_in_place(&mut message.message_type);
             message.created_at = micros(message.created_at);
@@ -350,14 +351,12 @@ impl Prepared {
         let tool_calls = dedup_by_id(tool_calls, |row| &row.record.id);
 
         let mut events = Vec::with_capacity(change.events.len());
-        for draft in change.events {
-            let mut event_type = draft.event_type;
-            clean_in_place(&mut event_type);
-            let mut data = draft.data;
+        for event in change.events {
+            let mut data = event.data(&change.host_run_id);
             let data_text = json_map_text_mut(&mut data)?;
             events.push(EventRow {
                 event_id: new_id(prefix::EVENT),
-                event_type,
+                kind: event.kind(),
                 data,
                 data_text,
             });
@@ -392,13 +391,14 @@ impl Prepared {
     /// For `create_run`: the change must carry the run, whose ids win over the change's.
     pub fn for_create(change: RunChange) -> StoreResult<Prepared> {
         let Some(run) = change.run.as_ref() else {
-            return Err(StoreError::Backend(
-                "create_run needs the run record in RunChange::run".to_string(),
+            return Err(StoreError::backend_msg(
+                "create_run needs the run record in RunChange::run",
             ));
         };
         let change = RunChange {
             app_id: run.app_id.clone(),
             run_id: run.id.clone(),
+            host_run_id: run.host_run_id.clone(),
             ..change
         };
         Prepared::new(change)
@@ -428,7 +428,7 @@ impl Prepared {
         positions: &[i64],
     ) -> StoreResult<Committed> {
         if positions.len() != self.events.len() {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend_msg(format!(
                 "inserted {} events but got {} positions back",
                 self.events.len(),
                 positions.len()
@@ -449,7 +449,7 @@ impl Prepared {
                 run_id: self.run_id.clone(),
                 host_run_id: host_run_id.to_string(),
                 sequence_no: event_base + index as i64 + 1,
-                event_type: event.event_type,
+                kind: event.kind,
                 data: event.data,
                 created_at: self.event_time,
             })

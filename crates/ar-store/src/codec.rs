@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use ar_core::agent::{Agent, SkillRef};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::store::{Checkpoint, StoreError, StoreResult};
-use ar_core::{JsonMap, Run, StoredEvent};
+use ar_core::{JsonMap, Run, RunState, StoredEvent};
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -82,7 +82,7 @@ pub(crate) fn clean_map(map: &mut JsonMap) {
 const NUL_ESCAPE: &str = "\\u0000";
 
 fn encode_error(error: serde_json::Error) -> StoreError {
-    StoreError::Backend(format!("encoding a JSON value: {error}"))
+    StoreError::backend("encoding a JSON value", error)
 }
 
 /// JSON text of a value, with NUL characters stripped from its strings.
@@ -211,17 +211,20 @@ pub(crate) fn run_from(row: &impl Cols) -> StoreResult<Run> {
             ar_core::InvocationMode::parse,
         )?,
         external_actor_id: row.text("external_actor_id")?,
-        status: parse_enum("status", &row.text("status")?, ar_core::RunStatus::parse)?,
-        pause_reason: parse_enum(
-            "pause_reason",
-            &row.text("pause_reason")?,
-            ar_core::PauseReason::parse,
-        )?,
-        approval_state: parse_enum(
-            "approval_state",
-            &row.text("approval_state")?,
-            ar_core::ApprovalState::parse,
-        )?,
+        state: RunState::restore(
+            parse_enum("status", &row.text("status")?, ar_core::RunStatus::parse)?,
+            parse_enum(
+                "pause_reason",
+                &row.text("pause_reason")?,
+                ar_core::PauseReason::parse,
+            )?,
+            parse_enum(
+                "approval_state",
+                &row.text("approval_state")?,
+                ar_core::ApprovalState::parse,
+            )?,
+            row.flag("pause_requested")?,
+        ),
         input: row.json("input")?,
         output_summary: row.json("output_summary")?,
         workspace_lease: row.json_opt("workspace_lease")?,
@@ -231,7 +234,7 @@ pub(crate) fn run_from(row: &impl Cols) -> StoreResult<Run> {
         created_at: row.ts("created_at")?,
         updated_at: row.ts("updated_at")?,
         version: row.int("version")?,
-        pause_requested: row.flag("pause_requested")?,
+        engine: row.json("engine_state")?,
     })
 }
 
@@ -241,7 +244,7 @@ pub(crate) fn message_from(row: &impl Cols) -> StoreResult<Message> {
         app_id: row.text("app_id")?,
         run_id: row.text("run_id")?,
         runtime_message_id: row.text("runtime_message_id")?,
-        role: row.text("role")?,
+        role: parse_enum("role", &row.text("role")?, ar_core::MessageRole::parse)?,
         content: row.text("content")?,
         message_type: row.text("message_type")?,
         content_blocks: row.json_opt("content_blocks")?,
@@ -316,7 +319,11 @@ pub(crate) fn event_from(row: &impl Cols) -> StoreResult<StoredEvent> {
         run_id: row.text("run_id")?,
         host_run_id: row.text("host_run_id")?,
         sequence_no: row.int("sequence_no")?,
-        event_type: row.text("event_type")?,
+        kind: parse_enum(
+            "event_type",
+            &row.text("event_type")?,
+            ar_core::EventKind::parse,
+        )?,
         data: row.json("data")?,
         created_at: row.ts("created_at")?,
     })

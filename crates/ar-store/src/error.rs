@@ -52,7 +52,7 @@ pub enum ConnectError {
 
 /// Maps a database error to `StoreError::Backend`, naming the operation that failed.
 pub(crate) fn db(context: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
-    move |error| StoreError::Backend(format!("{context}: {error}"))
+    move |error| StoreError::backend(context, error)
 }
 
 /// Whether a database error is a unique-constraint violation.

@@ -80,7 +80,7 @@ impl<DB: Database> Lanes<DB> {
         let permit = Arc::clone(&self.free)
             .acquire_owned()
             .await
-            .map_err(|_| StoreError::Backend(format!("{context}: store is closed")))?;
+            .map_err(|_| StoreError::backend_msg(format!("{context}: store is closed")))?;
         // Every holder of a slot holds a permit, so with a permit in hand a slot is free.
         // The scan prefers the lowest free lane: a sequential caller keeps using one warm
         // connection (its statements prepared) and the others are only used under

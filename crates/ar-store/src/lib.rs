@@ -32,7 +32,7 @@ macro_rules! run_columns {
         "id, app_id, host_run_id, agent_id, target, runtime_kind, execution_mode, \
          invocation_mode, external_actor_id, status, pause_reason, approval_state, input, \
          output_summary, workspace_lease, error_message, started_at, completed_at, created_at, \
-         updated_at, version, pause_requested"
+         updated_at, version, pause_requested, engine_state"
     };
 }
 

@@ -41,7 +41,7 @@ macro_rules! pg_run_columns {
          execution_mode, invocation_mode, external_actor_id, status, pause_reason, \
          approval_state, input::text AS input, output_summary::text AS output_summary, \
          workspace_lease::text AS workspace_lease, error_message, started_at, completed_at, \
-         created_at, updated_at, version, pause_requested"
+         created_at, updated_at, version, pause_requested, engine_state::text AS engine_state"
     };
 }
 
@@ -230,7 +230,7 @@ impl Cols for PgRow {
 // variant; $50 and $51 are the run id and app id; the run CTE's own values follow from $52.
 
 /// Mutable run columns, their SQL cast, in binding order (see `bind_run_mutable`).
-const RUN_MUTABLE: [(&str, &str); 19] = [
+const RUN_MUTABLE: [(&str, &str); 20] = [
     ("agent_id", ""),
     ("target_type", ""),
     ("target_id", ""),
@@ -250,6 +250,7 @@ const RUN_MUTABLE: [(&str, &str); 19] = [
     ("completed_at", ""),
     ("updated_at", ""),
     ("pause_requested", ""),
+    ("engine_state", "::jsonb"),
 ];
 
 const RUN_RETURNING: &str =
@@ -361,12 +362,12 @@ fn mutable_assignments(first: usize) -> String {
 /// The run CTE of each statement kind.
 #[derive(Clone, Copy)]
 enum Head {
-    /// Update the run row under its version guard ($52..$70 mutable columns, $71 version,
-    /// $72/$73 lease taker and expiry, $74 owner releasing the lease).
+    /// Update the run row under its version guard ($52..$71 mutable columns, $72 version,
+    /// $73/$74 lease taker and expiry, $75 owner releasing the lease).
     Update = 0,
     /// Lock the run row and bump its counters only.
     Touch = 1,
-    /// Insert the run row ($52..$70 mutable columns, $71 host run id, $72 created_at, $73/$74
+    /// Insert the run row ($52..$71 mutable columns, $72 host run id, $73 created_at, $74/$75
     /// lease taker and expiry).
     Create = 2,
 }
@@ -382,11 +383,11 @@ static HEADS: LazyLock<[String; 3]> = LazyLock::new(|| {
         format!(
             "UPDATE runs SET {}, version = version + 1, event_seq = event_seq + $47, \
              message_seq = message_seq + $48, artifact_seq = artifact_seq + $49, \
-             lease_owner = CASE WHEN $72::text IS NOT NULL THEN $72::text \
-             WHEN lease_owner = $74::text THEN NULL ELSE lease_owner END, \
-             lease_expires_at = CASE WHEN $72::text IS NOT NULL THEN $73::timestamptz \
-             WHEN lease_owner = $74::text THEN NULL ELSE lease_expires_at END \
-             WHERE id = $50 AND app_id = $51 AND version = $71 {RUN_RETURNING}",
+             lease_owner = CASE WHEN $73::text IS NOT NULL THEN $73::text \
+             WHEN lease_owner = $75::text THEN NULL ELSE lease_owner END, \
+             lease_expires_at = CASE WHEN $73::text IS NOT NULL THEN $74::timestamptz \
+             WHEN lease_owner = $75::text THEN NULL ELSE lease_expires_at END \
+             WHERE id = $50 AND app_id = $51 AND version = $72 {RUN_RETURNING}",
             mutable_assignments(52)
         ),
         format!(
@@ -396,7 +397,7 @@ static HEADS: LazyLock<[String; 3]> = LazyLock::new(|| {
         format!(
             "INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, \
              message_seq, artifact_seq, lease_owner, lease_expires_at, {}) \
-             VALUES ($50, $51, $71, $72, 1, $47, $48, $49, $73::text, $74::timestamptz, {}) \
+             VALUES ($50, $51, $72, $73, 1, $47, $48, $49, $74::text, $75::timestamptz, {}) \
              ON CONFLICT DO NOTHING {RUN_RETURNING}",
             columns.join(", "),
             values.join(", ")
@@ -474,7 +475,7 @@ fn bind_records<'q>(query: PgQuery<'q>, change: &'q Prepared) -> PgQuery<'q> {
         .bind(
             events
                 .iter()
-                .map(|event| event.event_type.as_str())
+                .map(|event| event.kind.as_str())
                 .collect::<Vec<_>>(),
         )
         .bind(
@@ -717,6 +718,7 @@ fn bind_run_mutable<'q>(query: PgQuery<'q>, run: &'q RunRow) -> PgQuery<'q> {
         .bind(run.completed_at)
         .bind(run.updated_at)
         .bind(run.pause_requested)
+        .bind(run.engine_state.as_str())
 }
 
 /// Reads what the commit statement returns: the version, counters, host run id and the
@@ -855,7 +857,7 @@ impl Store for PostgresStore {
     async fn create_run(&self, change: RunChange) -> StoreResult<CreateRun> {
         let change = Prepared::for_create(change)?;
         let Some(run) = change.run.as_ref() else {
-            return Err(StoreError::Backend("create_run: missing run".to_string()));
+            return Err(StoreError::backend_msg("create_run: missing run"));
         };
         let query = bind_run_mutable(
             bind_records(

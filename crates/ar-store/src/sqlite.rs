@@ -192,7 +192,7 @@ impl SqliteStore {
     /// diagnostics and tests. `name` must be a plain identifier.
     pub async fn pragma(&self, name: &str) -> StoreResult<Option<String>> {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend_msg(format!(
                 "sqlite: invalid pragma name {name:?}"
             )));
         }
@@ -291,7 +291,7 @@ impl SqliteStore {
     /// commits have in common) among many runs; alone, a commit is written by itself.
     async fn apply(&self, kind: Kind, change: Prepared) -> StoreResult<(Prepared, Applied)> {
         const CONTEXT: &str = "sqlite: commit";
-        let unanswered = || StoreError::Backend(format!("{CONTEXT}: the store went away"));
+        let unanswered = || StoreError::backend_msg(format!("{CONTEXT}: the store went away"));
         let (reply, mut answer) = tokio::sync::oneshot::channel();
         self.inner.queue.lock().push(QueuedCommit {
             kind,
@@ -789,7 +789,7 @@ impl Store for SqliteStore {
                 change.committed(head.version, &head.host_run_id, head.counters, &positions)
             }
             Applied::Missing { exists } => Err(change.missing_or_stale(exists)),
-            Applied::Taken(_) => Err(StoreError::Backend(
+            Applied::Taken(_) => Err(StoreError::backend_msg(
                 "sqlite: commit: an update reported a create conflict".to_string(),
             )),
         }

@@ -82,30 +82,28 @@ impl ContextProvider for HttpContextProvider {
         if let Some(token) = &self.token {
             call = call.bearer_auth(token.expose());
         }
-        let response = call.send().await.map_err(|err| {
-            ContextError(format!(
-                "context endpoint unreachable: {}",
-                http::describe(&err)
-            ))
+        let response = call.send().await.map_err(|err| ContextError::Unreachable {
+            detail: http::describe(&err),
+            cause: Box::new(err.without_url()),
         })?;
         let status = response.status();
         let bytes = http::read_limited(response)
             .await
-            .map_err(|err| ContextError(format!("reading the context response failed: {err}")))?;
+            .map_err(|err| ContextError::BadAnswer { cause: err.into() })?;
         if !status.is_success() {
             let detail = http::snippet(&bytes);
-            return Err(ContextError(if detail.is_empty() {
-                format!("context endpoint returned HTTP {}", status.as_u16())
-            } else {
-                format!(
-                    "context endpoint returned HTTP {}: {detail}",
-                    status.as_u16()
-                )
-            }));
+            return Err(ContextError::Status {
+                status: status.as_u16(),
+                detail: if detail.is_empty() {
+                    detail
+                } else {
+                    format!(": {detail}")
+                },
+            });
         }
         let answer: ar_wire::host::TargetContext =
-            serde_json::from_slice(&bytes).map_err(|err| {
-                ContextError(format!("context endpoint returned invalid JSON: {err}"))
+            serde_json::from_slice(&bytes).map_err(|err| ContextError::BadAnswer {
+                cause: Box::new(err),
             })?;
         // A host that answers without a target keeps the one the run asked about.
         let target = if answer.target.target_type.is_empty() && answer.target.id.is_empty() {
@@ -308,7 +306,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            err.0.contains("HTTP 404") && err.0.contains("no such ticket"),
+            err.to_string().contains("HTTP 404") && err.to_string().contains("no such ticket"),
             "{err}"
         );
     }
@@ -320,7 +318,7 @@ mod tests {
             .unwrap()
             .with_timeout(Duration::from_millis(200));
         let err = provider.resolve(&request("app", "slow")).await.unwrap_err();
-        assert!(err.0.contains("timed out"), "{err}");
+        assert!(err.to_string().contains("timed out"), "{err}");
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let dead = format!(
@@ -334,7 +332,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            err.0.contains("unreachable") && !err.0.contains("q-secret"),
+            err.to_string().contains("unreachable") && !err.to_string().contains("q-secret"),
             "{err}"
         );
     }

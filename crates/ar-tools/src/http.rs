@@ -25,20 +25,13 @@ pub(crate) fn client() -> Result<reqwest::Client, ToolsError> {
 }
 
 /// Why reading a host response failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadError {
+    #[error("response larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
-    Transport(reqwest::Error),
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReadError::TooLarge => write!(f, "response larger than {MAX_RESPONSE_BYTES} bytes"),
-            // Without the URL: a query string may carry credentials.
-            ReadError::Transport(err) => write!(f, "{}", describe(err)),
-        }
-    }
+    /// The transport failed mid-body (the error carries no URL: a query may hold credentials).
+    #[error("reading the response failed: {}", describe(.0))]
+    Transport(#[source] reqwest::Error),
 }
 
 /// Reads the body, refusing more than [`MAX_RESPONSE_BYTES`].
@@ -50,7 +43,11 @@ pub(crate) async fn read_limited(mut response: reqwest::Response) -> Result<Vec<
         return Err(ReadError::TooLarge);
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(ReadError::Transport)? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|err| ReadError::Transport(err.without_url()))?
+    {
         if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(ReadError::TooLarge);
         }

@@ -45,7 +45,7 @@ pub struct EventEnvelope {
     /// v2 base revision (currently unused).
     #[serde(deserialize_with = "nd", skip_serializing_if = "is_zero")]
     pub base_revision: i64,
-    /// Event type; see [`event_type`].
+    /// Event type; see [`EventKind`].
     #[serde(rename = "type", deserialize_with = "nd")]
     pub event_type: String,
     /// Type-specific payload.
@@ -101,17 +101,18 @@ impl EventEnvelope {
 
     /// The payload of a `plan_updated` event; `None` for other types.
     pub fn plan_updated(&self) -> Option<serde_json::Result<PlanUpdatedEventData>> {
-        (self.event_type == event_type::PLAN_UPDATED).then(|| self.decode_data())
+        (kind_of(&self.event_type) == Some(EventKind::PlanUpdated)).then(|| self.decode_data())
     }
 
     /// The payload of a `usage.checkpoint` event; `None` for other types.
     pub fn usage_checkpoint(&self) -> Option<serde_json::Result<UsageCheckpointEventData>> {
-        (self.event_type == event_type::USAGE_CHECKPOINT).then(|| self.decode_data())
+        (kind_of(&self.event_type) == Some(EventKind::UsageCheckpoint)).then(|| self.decode_data())
     }
 
     /// The payload of a `codex_auth.state_changed` event; `None` for other types.
     pub fn codex_auth_state(&self) -> Option<serde_json::Result<CodexAuthStateEventData>> {
-        (self.event_type == event_type::CODEX_AUTH_STATE_CHANGED).then(|| self.decode_data())
+        (kind_of(&self.event_type) == Some(EventKind::CodexAuthStateChanged))
+            .then(|| self.decode_data())
     }
 
     /// The bare transient form of this event.
@@ -397,111 +398,57 @@ wire_values! {
     }
 }
 
-wire_values! {
-    /// Event `type` names.
-    pub mod event_type {
-        /// Run admitted.
-        RUN_QUEUED = "run.queued",
-        /// Turn started.
-        RUN_STARTED = "run.started",
-        /// Run resumed (`resume_id`, `interaction_id`).
-        RUN_RESUMED = "run.resumed",
-        /// Run paused (`pause_reason`, …).
-        RUN_PAUSED = "run.paused",
-        /// Run completed (`usage`, `usage_semantic`, `reason`?).
-        RUN_COMPLETED = "run.completed",
-        /// Run failed (`error`, `usage`?).
-        RUN_FAILED = "run.failed",
-        /// Run cancelled.
-        RUN_CANCELLED = "run.cancelled",
-        /// Run MCP credential rotated (`server_id`, `expires_at`).
-        RUN_MCP_CREDENTIAL_UPDATED = "run.mcp_credential_updated",
-        /// Usage gauge.
-        USAGE_CHECKPOINT = "usage.checkpoint",
-        /// Legacy Codex auth state.
-        CODEX_AUTH_STATE_CHANGED = "codex_auth.state_changed",
-        /// Workspace prepared (`lease_id`, `provider`, `metadata`, `primary`?, `alias`?).
-        WORKSPACE_PREPARED = "workspace.prepared",
-        /// Workspace finalized (`lease_id`, `outcome`).
-        WORKSPACE_FINALIZED = "workspace.finalized",
-        /// Workspace cleaned (`lease_id`, `reason`).
-        WORKSPACE_CLEANED = "workspace.cleaned",
-        /// Assistant message opened.
-        ASSISTANT_MESSAGE_STARTED = "assistant_message_started",
-        /// Assistant text delta (transient).
-        ASSISTANT_MESSAGE_DELTA = "assistant_message_delta",
-        /// Assistant message closed.
-        ASSISTANT_MESSAGE_COMPLETED = "assistant_message_completed",
-        /// Reasoning opened.
-        REASONING_MESSAGE_STARTED = "reasoning_message_started",
-        /// Reasoning delta (transient).
-        REASONING_MESSAGE_DELTA = "reasoning_message_delta",
-        /// Reasoning closed.
-        REASONING_MESSAGE_COMPLETED = "reasoning_message_completed",
-        /// Tool call opened.
-        TOOL_CALL_STARTED = "tool_call_started",
-        /// Tool argument delta (transient).
-        TOOL_CALL_ARGS_DELTA = "tool_call_args_delta",
-        /// Tool result.
-        TOOL_CALL_RESULT = "tool_call_result",
-        /// Tool call closed.
-        TOOL_CALL_FINISHED = "tool_call_finished",
-        /// Plan changed.
-        PLAN_UPDATED = "plan_updated",
-        /// Activity snapshot.
-        ACTIVITY_SNAPSHOT = "activity_snapshot",
-        /// Activity delta (transient).
-        ACTIVITY_DELTA = "activity_delta",
-        /// A2A task update.
-        A2A_TASK = "a2a.task",
-    }
-}
+/// Event `type` names: the one list is the domain's [`EventKind`] (`as_str`, `parse`,
+/// `is_transient`, `is_lifecycle`).
+pub use ar_core::EventKind;
 
-/// Transient types are streamed live but never persisted or replayed.
-pub const TRANSIENT_EVENT_TYPES: &[&str] = &[
-    event_type::ASSISTANT_MESSAGE_DELTA,
-    event_type::REASONING_MESSAGE_DELTA,
-    event_type::TOOL_CALL_ARGS_DELTA,
-    event_type::ACTIVITY_DELTA,
-];
+fn kind_of(event_type: &str) -> Option<EventKind> {
+    EventKind::parse(event_type).ok()
+}
 
 /// Whether an event type is transient (never persisted).
 pub fn is_transient(event_type: &str) -> bool {
-    TRANSIENT_EVENT_TYPES.contains(&event_type)
+    kind_of(event_type).is_some_and(EventKind::is_transient)
 }
 
 /// Whether an event type is a `run.*` lifecycle event.
 pub fn is_lifecycle(event_type: &str) -> bool {
-    event_type.starts_with("run.")
+    kind_of(event_type).is_some_and(EventKind::is_lifecycle)
 }
 
 /// Whether an event type is one of `assistant_message_*`.
 pub fn is_assistant_message_type(event_type: &str) -> bool {
     matches!(
-        event_type,
-        event_type::ASSISTANT_MESSAGE_STARTED
-            | event_type::ASSISTANT_MESSAGE_DELTA
-            | event_type::ASSISTANT_MESSAGE_COMPLETED
+        kind_of(event_type),
+        Some(
+            EventKind::AssistantMessageStarted
+                | EventKind::AssistantMessageDelta
+                | EventKind::AssistantMessageCompleted
+        )
     )
 }
 
 /// Whether an event type is one of `reasoning_message_*`.
 pub fn is_reasoning_message_type(event_type: &str) -> bool {
     matches!(
-        event_type,
-        event_type::REASONING_MESSAGE_STARTED
-            | event_type::REASONING_MESSAGE_DELTA
-            | event_type::REASONING_MESSAGE_COMPLETED
+        kind_of(event_type),
+        Some(
+            EventKind::ReasoningMessageStarted
+                | EventKind::ReasoningMessageDelta
+                | EventKind::ReasoningMessageCompleted
+        )
     )
 }
 
 /// Whether an event type is one of `tool_call_*`.
 pub fn is_tool_call_type(event_type: &str) -> bool {
     matches!(
-        event_type,
-        event_type::TOOL_CALL_STARTED
-            | event_type::TOOL_CALL_ARGS_DELTA
-            | event_type::TOOL_CALL_RESULT
-            | event_type::TOOL_CALL_FINISHED
+        kind_of(event_type),
+        Some(
+            EventKind::ToolCallStarted
+                | EventKind::ToolCallArgsDelta
+                | EventKind::ToolCallResult
+                | EventKind::ToolCallFinished
+        )
     )
 }

@@ -42,10 +42,10 @@ async fn on_disk(dsn: &Path, run_id: &str) -> OnDisk {
         .len();
     store.close().await;
     OnDisk {
-        status: run.status.to_string(),
+        status: run.status().to_string(),
         checkpoint_step: checkpoint.map(|c| c.step),
         event_sequence: events.iter().map(|e| e.sequence_no).collect(),
-        event_types: events.iter().map(|e| e.event_type.clone()).collect(),
+        event_types: events.iter().map(|e| e.kind.as_str().to_string()).collect(),
         tool_calls,
     }
 }

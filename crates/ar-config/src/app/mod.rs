@@ -307,33 +307,6 @@ impl ModelEndpointBinding {
     }
 }
 
-/// Event types that callbacks may subscribe to (persisted ones; transient deltas never reach
-/// the log, so they cannot be delivered by the outbox).
-pub const CALLBACK_EVENT_TYPES: &[&str] = &[
-    "run.queued",
-    "run.started",
-    "run.paused",
-    "run.resumed",
-    "run.completed",
-    "run.failed",
-    "run.cancelled",
-    "run.mcp_credential_updated",
-    "usage.checkpoint",
-    "workspace.prepared",
-    "workspace.finalized",
-    "workspace.cleaned",
-    "assistant_message_started",
-    "assistant_message_completed",
-    "reasoning_message_started",
-    "reasoning_message_completed",
-    "tool_call_started",
-    "tool_call_result",
-    "tool_call_finished",
-    "plan_updated",
-    "activity_snapshot",
-    "a2a.task",
-];
-
 impl AppConfig {
     /// Parses the value of `AGENT_RUNTIME_APP_CONFIG`: inline JSON/YAML, or `@/path/file`.
     /// `lookup` resolves `*_env` fields.
@@ -648,9 +621,10 @@ fn parse_event_callback(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Optio
     let mut event_types = Vec::new();
     for (index, event_type) in obj.string_list(ctx, "event_types").into_iter().enumerate() {
         let item_path = format!("{}[{index}]", obj.path_of("event_types"));
-        if ar_core::event::kind::is_transient(&event_type) {
+        let kind = ar_core::EventKind::parse(&event_type).ok();
+        if kind.is_some_and(ar_core::EventKind::is_transient) {
             ctx.report(item_path, format!("{event_type:?} is a transient event; it is streamed live and never delivered to callbacks"));
-        } else if !CALLBACK_EVENT_TYPES.contains(&event_type.as_str()) {
+        } else if kind.is_none() {
             ctx.report(item_path, format!("unknown event type {event_type:?}"));
         } else if event_types.contains(&event_type) {
             ctx.report(item_path, format!("duplicate event type {event_type:?}"));

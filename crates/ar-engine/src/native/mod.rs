@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use ar_core::event::kind;
+use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
 use ar_core::model::{ChatMessage, ModelError, ModelRequest, ModelRoute, ModelToolCall, ToolSpec};
 use ar_core::records::interaction_kind;
 use ar_core::store::{Checkpoint, RunChange};
 use ar_core::tool::{ToolDefinition, ToolOutput};
-use ar_core::{Agent, ApprovalState, JsonMap, PauseReason, Run, RunStatus, RuntimeKind};
+use ar_core::{Agent, ApprovalState, CredentialSource, PauseReason, Run, RunStatus, RuntimeKind};
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::admission::MODEL_CREDENTIAL_SECRET;
 use crate::control_tools;
@@ -19,11 +19,12 @@ use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
 use crate::model_route::{has_expired, resolve_route, RunCredential};
 use crate::owner::OwnerHandle;
-use crate::records::{event, interaction, mark_failed, mark_paused, object};
+use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
 use crate::transcript::LoopState;
 
 mod pending;
 mod round;
+pub(crate) use round::tool_result_events;
 mod stream;
 
 /// How long the first streamed deltas of a model call are held back to see whether the whole
@@ -105,22 +106,22 @@ impl Engine {
         // The creating request's copy saves reading the run back (not for a run waiting for
         // approval: that branch decides on the copy without a version check).
         let (run, known) = match start {
-            Some(start) if start.run.approval_state != ApprovalState::Pending => {
+            Some(start) if start.run.approval_state() != ApprovalState::Pending => {
                 let known = (start.agent, start.seeded, start.run.version);
                 (start.run, Some(known))
             }
             _ => (self.load_run(app_id, run_id).await?, None),
         };
-        if run.is_terminal() || run.status == RunStatus::Paused {
+        if run.is_terminal() || run.status() == RunStatus::Paused {
             return Ok(());
         }
         let now = self.now();
-        if run.approval_state == ApprovalState::Pending {
+        if run.approval_state() == ApprovalState::Pending {
             self.transact(app_id, run_id, Some(run), |run, change| {
-                if run.is_terminal() || run.status == RunStatus::Paused {
+                if run.is_terminal() || run.status() == RunStatus::Paused {
                     return Ok(Decide::Skip(()));
                 }
-                mark_paused(run, change, PauseReason::HumanApproval, JsonMap::new());
+                mark_paused(run, change, PauseReason::HumanApproval)?;
                 Ok(Decide::Commit(()))
             })
             .await?;
@@ -129,20 +130,18 @@ impl Engine {
         // No checkpoint to load when this owner started the run it was handed, with nothing
         // committed in between (the version moved by exactly this commit) and none seeded.
         let mut fresh = false;
-        let run = if run.status == RunStatus::Queued {
+        let run = if run.status() == RunStatus::Queued {
             let (run, _, started) = self
                 .transact(app_id, run_id, Some(run), |run, change| {
-                    if run.status != RunStatus::Queued {
-                        return Ok(Decide::Skip(run.status == RunStatus::Running));
+                    if run.status() != RunStatus::Queued {
+                        return Ok(Decide::Skip(run.status() == RunStatus::Running));
                     }
-                    if run.approval_state == ApprovalState::Pending {
+                    if run.approval_state() == ApprovalState::Pending {
                         // Became pending after the copy was taken: the owner looks again.
                         return Ok(Decide::Skip(false));
                     }
-                    run.status = RunStatus::Running;
-                    run.started_at.get_or_insert(now);
-                    run.set_metadata("turn_started_at", json!(now.to_rfc3339()));
-                    change.events.push(event(kind::RUN_STARTED, json!({})));
+                    run.start(now)?;
+                    change.events.push(RunEvent::RunStarted(ev::RunStarted {}));
                     Ok(Decide::Commit(true))
                 })
                 .await?;
@@ -154,6 +153,9 @@ impl Engine {
         } else {
             run
         };
+        // Admission resolved the target context moments ago for a run it hands over; every
+        // other owner start is a new turn and asks the host again.
+        let admitted = known.is_some();
         let agent = match known {
             Some((agent, _, _)) => agent,
             None => match self.deps().store.get_agent(app_id, &run.agent_id).await? {
@@ -165,8 +167,13 @@ impl Engine {
             },
         };
         let agent = Self::studio_agent(agent, &run);
-        let Some(run) = self.refresh_context(run).await? else {
-            return Ok(());
+        let run = if admitted {
+            run
+        } else {
+            match self.refresh_context(run).await? {
+                Some(run) => run,
+                None => return Ok(()),
+            }
         };
         match run.runtime_kind {
             RuntimeKind::NativeSdk => self.native_loop(run, agent, handle, fresh).await,
@@ -223,17 +230,17 @@ impl Engine {
     pub(crate) async fn commit_step(
         &self,
         run: &mut Run,
-        mut build: impl FnMut(&mut Run, &mut RunChange),
+        mut build: impl FnMut(&mut Run, &mut RunChange) -> EngineResult<()>,
     ) -> EngineResult<Flow> {
         let app_id = run.app_id.clone();
         let run_id = run.id.clone();
         let before = run.version;
         let (fresh, committed, proceed) = self
             .transact(&app_id, &run_id, Some(run.clone()), |current, change| {
-                if current.status != RunStatus::Running {
+                if current.status() != RunStatus::Running {
                     return Ok(Decide::Skip(false));
                 }
-                build(current, change);
+                build(current, change)?;
                 Ok(Decide::Commit(true))
             })
             .await?;
@@ -247,7 +254,7 @@ impl Engine {
         if !proceed {
             return Ok(Flow::Stop);
         }
-        Ok(if run.status == RunStatus::Running {
+        Ok(if run.status() == RunStatus::Running {
             Flow::Continue
         } else {
             Flow::Stop
@@ -281,11 +288,12 @@ impl Engine {
             if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
                 return Ok(());
             }
-            if handle.pause_requested() || run.pause_requested {
+            if handle.pause_requested() || run.state.pause_requested() {
                 let checkpoint = self.checkpoint(&run, &state);
                 self.commit_step(&mut run, |run, change| {
-                    mark_paused(run, change, PauseReason::Manual, JsonMap::new());
+                    mark_paused(run, change, PauseReason::Manual)?;
                     change.checkpoint = Some(checkpoint.clone());
+                    Ok(())
                 })
                 .await?;
                 return Ok(());
@@ -324,7 +332,7 @@ impl Engine {
                         &format!("tool step limit of {limit} reached"),
                         Some(&usage),
                         self.now(),
-                    );
+                    )
                 })
                 .await?;
                 return Ok(());
@@ -413,7 +421,7 @@ impl Engine {
         let Some(model) = run.input.model.as_ref() else {
             return Err(RouteProblem::Other("run has no model route".to_string()));
         };
-        let credential = if run.input.credential_source == "app" {
+        let credential = if run.input.credential_source == Some(CredentialSource::App) {
             let sealed = self
                 .deps()
                 .store
@@ -468,7 +476,7 @@ impl Engine {
         let now = self.now();
         let checkpoint = self.checkpoint(run, state);
         self.commit_step(run, |run, change| {
-            let payload = json!({"provider": provider, "reason": reason});
+            let payload = serde_json::json!({"provider": provider, "reason": reason});
             change.interactions.push(interaction(
                 run,
                 interaction_kind::AUTHENTICATION,
@@ -477,9 +485,11 @@ impl Engine {
                 payload,
                 now,
             ));
-            let extra = object(json!({"provider": provider}));
-            mark_paused(run, change, PauseReason::Authentication, extra);
+            let mut paused = ev::RunPaused::because(PauseReason::Authentication);
+            paused.provider.clone_from(&provider);
+            mark_paused_with(run, change, paused)?;
             change.checkpoint = Some(checkpoint.clone());
+            Ok(())
         })
         .await?;
         Ok(())

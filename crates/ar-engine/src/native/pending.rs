@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use ar_core::model::ChatMessage;
 use ar_core::tool::{canonical_tool_name, ToolDefinition, ToolOutput};
-use ar_core::{Agent, JsonMap, PauseReason, Run};
+use ar_core::{Agent, PauseReason, Run};
 use serde_json::{json, Value};
 
 use crate::control_tools;
@@ -46,7 +46,7 @@ impl Engine {
             let checkpoint = self.checkpoint(run, state);
             self.commit_step(run, |run, change| {
                 change.checkpoint = Some(checkpoint.clone());
-                mark_paused(run, change, reason, JsonMap::new());
+                mark_paused(run, change, reason)
             })
             .await?;
             return Ok(Flow::Stop);
@@ -81,6 +81,7 @@ impl Engine {
                             .commit_step(run, |run, change| {
                                 change.checkpoint = Some(checkpoint.clone());
                                 consume_approval(mode, run);
+                                Ok(())
                             })
                             .await?
                         {
@@ -128,6 +129,7 @@ impl Engine {
                         duration,
                     );
                     change.checkpoint = Some(checkpoint.clone());
+                    Ok(())
                 })
                 .await?;
             if let Flow::Stop = flow {

@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
-use ar_core::event::kind;
+use ar_core::event::{self as ev, RunEvent};
 use ar_core::model::{ChatMessage, ModelResponse, ModelToolCall};
 use ar_core::records::{interaction_kind, message_type, Interaction, ToolCallRecord};
 use ar_core::store::RunChange;
 use ar_core::tool::{canonical_tool_name, ToolDefinition, ToolOutput};
-use ar_core::{Agent, JsonMap, PauseReason, Run};
+use ar_core::{Agent, MessageRole, PauseReason, Run};
 use serde_json::{json, Value};
 
 use crate::control_tools;
@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::gate::{approval_payload, needs_approval};
 use crate::records::{
-    event, interaction, mark_failed, mark_paused, mark_turn_done, message, record_tool_output,
+    interaction, mark_failed, mark_paused, mark_turn_done, message, record_tool_output,
     tool_call_record, usage_checkpoint,
 };
 use crate::transcript::{Decision, LoopState, PendingCall};
@@ -156,38 +156,55 @@ impl Engine {
         marks: &StreamMarks,
         change: &mut RunChange,
     ) {
+        let started = |message_id: &str| ev::MessageStarted {
+            message_id: message_id.to_string(),
+        };
+        let completed = |message_id: &str, content: &str| ev::MessageCompleted {
+            message_id: message_id.to_string(),
+            content: content.to_string(),
+            encrypted_value: String::new(),
+        };
         if !response.reasoning.is_empty() {
             if !marks.reasoning_started {
-                change.events.push(event(
-                    kind::REASONING_MESSAGE_STARTED,
-                    json!({"message_id": marks.reasoning_id}),
-                ));
+                change
+                    .events
+                    .push(RunEvent::ReasoningMessageStarted(started(
+                        &marks.reasoning_id,
+                    )));
             }
-            change.events.push(event(
-                kind::REASONING_MESSAGE_COMPLETED,
-                json!({"message_id": marks.reasoning_id, "content": response.reasoning}),
-            ));
+            change
+                .events
+                .push(RunEvent::ReasoningMessageCompleted(completed(
+                    &marks.reasoning_id,
+                    &response.reasoning,
+                )));
         }
         if !response.text.is_empty() {
             if !marks.text_started {
-                change.events.push(event(
-                    kind::ASSISTANT_MESSAGE_STARTED,
-                    json!({"message_id": marks.message_id}),
-                ));
+                change
+                    .events
+                    .push(RunEvent::AssistantMessageStarted(started(
+                        &marks.message_id,
+                    )));
             }
-            change.events.push(event(
-                kind::ASSISTANT_MESSAGE_COMPLETED,
-                json!({"message_id": marks.message_id, "content": response.text}),
-            ));
+            change
+                .events
+                .push(RunEvent::AssistantMessageCompleted(completed(
+                    &marks.message_id,
+                    &response.text,
+                )));
         }
         for (index, call) in response.tool_calls.iter().enumerate() {
             if !marks.tools_started.iter().any(|(_, id)| id == &call.id)
                 && !marks.tools_started.iter().any(|(seen, _)| *seen == index)
             {
-                change.events.push(event(
-                    kind::TOOL_CALL_STARTED,
-                    json!({"tool_call_id": call.id, "tool_name": canonical_tool_name(&call.name), "parent_message_id": marks.message_id}),
-                ));
+                change
+                    .events
+                    .push(RunEvent::ToolCallStarted(ev::ToolCallStarted {
+                        tool_call_id: call.id.clone(),
+                        tool_name: canonical_tool_name(&call.name),
+                        parent_message_id: marks.message_id.clone(),
+                    }));
             }
         }
         let message_kind = if response.tool_calls.is_empty() {
@@ -195,7 +212,13 @@ impl Engine {
         } else {
             message_type::ASSISTANT_TURN
         };
-        let mut row = message(run, "assistant", &response.text, message_kind, self.now());
+        let mut row = message(
+            run,
+            MessageRole::Assistant,
+            &response.text,
+            message_kind,
+            self.now(),
+        );
         row.id = marks.message_id.clone();
         row.runtime_message_id = marks.message_id.clone();
         if !response.tool_calls.is_empty() {
@@ -215,7 +238,7 @@ impl Engine {
         change: &mut RunChange,
         state: &LoopState,
         summary: Option<&Value>,
-    ) {
+    ) -> EngineResult<()> {
         if let Some(summary) = summary {
             run.output_summary
                 .insert("finish_turn".into(), summary.clone());
@@ -223,7 +246,7 @@ impl Engine {
         if !state.usage.is_zero() {
             change.events.push(usage_checkpoint(&state.usage));
         }
-        mark_turn_done(run, change, &state.usage, self.now());
+        mark_turn_done(run, change, &state.usage, self.now())
     }
 
     pub(super) async fn handle_response(
@@ -261,7 +284,7 @@ impl Engine {
                     self.response_records(run, &response, &marks, change);
                     self.tool_result_records(run, change, call, "turn finished", false, 0);
                     change.checkpoint = Some(checkpoint.clone());
-                    self.finish_turn(run, change, &frozen, Some(summary));
+                    self.finish_turn(run, change, &frozen, Some(summary))
                 })
                 .await;
         }
@@ -291,7 +314,7 @@ impl Engine {
                                 &format!("turn_completion_guard_exhausted: {problem}"),
                                 Some(&usage),
                                 self.now(),
-                            );
+                            )
                         })
                         .await;
                 }
@@ -317,13 +340,14 @@ impl Engine {
                         }
                         change.messages.push(message(
                             run,
-                            "user",
+                            MessageRole::User,
                             &correction,
                             message_type::SYSTEM_NOTIFICATION,
                             self.now(),
                         ));
                         change.events.push(usage_checkpoint(&usage));
                         change.checkpoint = Some(checkpoint.clone());
+                        Ok(())
                     })
                     .await;
             }
@@ -333,7 +357,7 @@ impl Engine {
                 .commit_step(run, |run, change| {
                     self.response_records(run, &response, &marks, change);
                     change.checkpoint = Some(checkpoint.clone());
-                    self.finish_turn(run, change, &frozen, None);
+                    self.finish_turn(run, change, &frozen, None)
                 })
                 .await;
         }
@@ -492,8 +516,9 @@ impl Engine {
                 }
                 change.checkpoint = Some(checkpoint.clone());
                 if let (Some(reason), true) = (pause, only_parked) {
-                    mark_paused(run, change, reason, JsonMap::new());
+                    mark_paused(run, change, reason)?;
                 }
+                Ok(())
             })
             .await?;
         if let Flow::Stop = flow {
@@ -527,10 +552,14 @@ impl Engine {
             &content,
             self.now(),
         ));
-        change.events.push(event(
-            kind::PLAN_UPDATED,
-            json!({"content": content, "plan": plan, "note": note, "data": {"tool_call_id": call_id}}),
-        ));
+        let mut data = ar_core::JsonMap::new();
+        data.insert("tool_call_id".into(), Value::String(call_id.to_string()));
+        change.events.push(RunEvent::PlanUpdated(ev::PlanUpdated {
+            content,
+            plan,
+            note: note.to_string(),
+            data,
+        }));
     }
 
     /// Result rows and events of one answered call.
@@ -543,27 +572,56 @@ impl Engine {
         is_error: bool,
         duration_ms: u64,
     ) {
-        let mut row = message(run, "tool", content, message_type::TOOL_RESULT, self.now());
+        let mut row = message(
+            run,
+            MessageRole::Tool,
+            content,
+            message_type::TOOL_RESULT,
+            self.now(),
+        );
         row.runtime_message_id = call.id.clone();
-        let result_id = row.id.clone();
+        let result_message_id = row.id.clone();
         change.messages.push(row);
-        let name = canonical_tool_name(&call.name);
-        change.events.push(event(
-            kind::TOOL_CALL_RESULT,
-            json!({"tool_call_id": call.id, "tool_name": name, "content": truncate(content, 16 * 1024), "result_message_id": result_id}),
+        change.events.extend(tool_result_events(
+            &call.id,
+            &canonical_tool_name(&call.name),
+            &call.arguments,
+            content,
+            is_error,
+            duration_ms,
+            result_message_id,
         ));
-        let mut finished = json!({
-            "tool_call_id": call.id,
-            "tool_name": name,
-            "tool_input": truncate(&call.arguments, 16 * 1024),
-            "output_summary": truncate(content, 512),
-            "duration_ms": duration_ms,
-        });
-        if is_error {
-            finished["error"] = json!(truncate(content, 2048));
-        }
-        change
-            .events
-            .push(event(kind::TOOL_CALL_FINISHED, finished));
     }
+}
+
+/// `tool_call_result` and `tool_call_finished` of one answered call (contents clipped).
+pub(crate) fn tool_result_events(
+    call_id: &str,
+    tool_name: &str,
+    arguments: &str,
+    content: &str,
+    is_error: bool,
+    duration_ms: u64,
+    result_message_id: String,
+) -> [RunEvent; 2] {
+    [
+        RunEvent::ToolCallResult(ev::ToolCallResult {
+            tool_call_id: call_id.to_string(),
+            tool_name: tool_name.to_string(),
+            content: truncate(content, 16 * 1024),
+            result_message_id,
+        }),
+        RunEvent::ToolCallFinished(ev::ToolCallFinished {
+            tool_call_id: call_id.to_string(),
+            tool_name: tool_name.to_string(),
+            tool_input: truncate(arguments, 16 * 1024),
+            output_summary: truncate(content, 512),
+            duration_ms,
+            error: if is_error {
+                truncate(content, 2048)
+            } else {
+                String::new()
+            },
+        }),
+    ]
 }

@@ -3,19 +3,52 @@
 
 use std::sync::Arc;
 
-use ar_core::event::{kind, EventDraft};
+use ar_core::event::{self as ev, RunEvent};
 use ar_core::model::{ModelError, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::tool::canonical_tool_name;
 use ar_core::Run;
-use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::owner::OwnerHandle;
-use crate::records::{event, object};
 
 use super::*;
+
+impl StreamMarks {
+    /// The `*_started` events a batch of deltas opens (each at most once per model call).
+    fn open(&mut self, batch: &[StreamDelta]) -> Vec<RunEvent> {
+        let mut opened = Vec::new();
+        for delta in batch {
+            match delta {
+                StreamDelta::Text(_) if !self.text_started => {
+                    self.text_started = true;
+                    opened.push(RunEvent::AssistantMessageStarted(ev::MessageStarted {
+                        message_id: self.message_id.clone(),
+                    }));
+                }
+                StreamDelta::Reasoning(_) if !self.reasoning_started => {
+                    self.reasoning_started = true;
+                    opened.push(RunEvent::ReasoningMessageStarted(ev::MessageStarted {
+                        message_id: self.reasoning_id.clone(),
+                    }));
+                }
+                StreamDelta::ToolCallStarted { index, id, name }
+                    if !self.tools_started.iter().any(|(seen, _)| seen == index) =>
+                {
+                    self.tools_started.push((*index, id.clone()));
+                    opened.push(RunEvent::ToolCallStarted(ev::ToolCallStarted {
+                        tool_call_id: id.clone(),
+                        tool_name: canonical_tool_name(name),
+                        parent_message_id: self.message_id.clone(),
+                    }));
+                }
+                _ => {}
+            }
+        }
+        opened
+    }
+}
 
 impl Engine {
     /// Streams one model call, publishing deltas live and committing `*_started` events as the
@@ -95,39 +128,12 @@ impl Engine {
         marks: &mut StreamMarks,
         batch: Vec<StreamDelta>,
     ) -> EngineResult<bool> {
-        let mut opened: Vec<EventDraft> = Vec::new();
-        for delta in &batch {
-            match delta {
-                StreamDelta::Text(_) if !marks.text_started => {
-                    marks.text_started = true;
-                    opened.push(event(
-                        kind::ASSISTANT_MESSAGE_STARTED,
-                        json!({"message_id": marks.message_id}),
-                    ));
-                }
-                StreamDelta::Reasoning(_) if !marks.reasoning_started => {
-                    marks.reasoning_started = true;
-                    opened.push(event(
-                        kind::REASONING_MESSAGE_STARTED,
-                        json!({"message_id": marks.reasoning_id}),
-                    ));
-                }
-                StreamDelta::ToolCallStarted { index, id, name }
-                    if !marks.tools_started.iter().any(|(seen, _)| seen == index) =>
-                {
-                    marks.tools_started.push((*index, id.clone()));
-                    opened.push(event(
-                        kind::TOOL_CALL_STARTED,
-                        json!({"tool_call_id": id, "tool_name": canonical_tool_name(name), "parent_message_id": marks.message_id}),
-                    ));
-                }
-                _ => {}
-            }
-        }
+        let opened = marks.open(&batch);
         if !opened.is_empty() {
             if let Flow::Stop = self
                 .commit_step(run, |_, change| {
-                    change.events.extend(opened.iter().cloned())
+                    change.events.extend(opened.iter().cloned());
+                    Ok(())
                 })
                 .await?
             {
@@ -135,30 +141,28 @@ impl Engine {
             }
         }
         for delta in batch {
-            match delta {
-                StreamDelta::Text(text) => self.publish_transient(
-                    run,
-                    kind::ASSISTANT_MESSAGE_DELTA,
-                    object(json!({"message_id": marks.message_id, "text": text})),
-                ),
-                StreamDelta::Reasoning(text) => self.publish_transient(
-                    run,
-                    kind::REASONING_MESSAGE_DELTA,
-                    object(json!({"message_id": marks.reasoning_id, "text": text})),
-                ),
+            let event = match delta {
+                StreamDelta::Text(text) => RunEvent::AssistantMessageDelta(ev::MessageDelta {
+                    message_id: marks.message_id.clone(),
+                    text,
+                }),
+                StreamDelta::Reasoning(text) => RunEvent::ReasoningMessageDelta(ev::MessageDelta {
+                    message_id: marks.reasoning_id.clone(),
+                    text,
+                }),
                 StreamDelta::ToolCallArguments { index, delta } => {
-                    if let Some((_, id)) =
-                        marks.tools_started.iter().find(|(seen, _)| *seen == index)
-                    {
-                        self.publish_transient(
-                            run,
-                            kind::TOOL_CALL_ARGS_DELTA,
-                            object(json!({"tool_call_id": id, "args_delta": delta})),
-                        );
-                    }
+                    let Some((_, id)) = marks.tools_started.iter().find(|(seen, _)| *seen == index)
+                    else {
+                        continue;
+                    };
+                    RunEvent::ToolCallArgsDelta(ev::ToolCallArgsDelta {
+                        tool_call_id: id.clone(),
+                        args_delta: delta,
+                    })
                 }
-                StreamDelta::ToolCallStarted { .. } => {}
-            }
+                StreamDelta::ToolCallStarted { .. } => continue,
+            };
+            self.publish_transient(run, event);
         }
         Ok(true)
     }

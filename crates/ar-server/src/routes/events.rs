@@ -3,7 +3,7 @@
 
 use std::convert::Infallible;
 
-use ar_core::event::{kind, LiveEvent};
+use ar_core::event::LiveEvent;
 use ar_events::sse;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -26,19 +26,13 @@ fn frame_for(event: &LiveEvent, v2: bool) -> String {
                 event_to_v1(stored)
             };
             let data = serde_json::to_string(&envelope).unwrap_or_default();
-            sse::frame(Some(stored.sequence_no), &stored.event_type, &data)
+            sse::frame(Some(stored.sequence_no), stored.kind.as_str(), &data)
         }
-        LiveEvent::Transient {
-            app_id,
-            run_id,
-            host_run_id,
-            event_type,
-            data,
-        } => {
-            let body = transient_to_wire(app_id, run_id, host_run_id, event_type, data);
+        LiveEvent::Transient(transient) => {
+            let body = transient_to_wire(transient);
             sse::frame(
                 None,
-                event_type,
+                transient.event.kind().as_str(),
                 &serde_json::to_string(&body).unwrap_or_default(),
             )
         }
@@ -68,8 +62,7 @@ pub async fn stream_v1(
         cursor,
     );
     let frames = events.map(move |event| {
-        let terminal =
-            matches!(&event, LiveEvent::Persisted(stored) if kind::is_terminal(&stored.event_type));
+        let terminal = matches!(&event, LiveEvent::Persisted(stored) if stored.kind.is_terminal());
         (frame_for(&event, v2), terminal)
     });
     let body_stream = async_stream(frames, state.draining.clone());

@@ -118,7 +118,7 @@ pub async fn execution(
     let run = load(&state, &app_id, &run_id).await?;
     let info = ar_wire::RunExecutionInfo {
         execution_mode: run.execution_mode.as_str().to_string(),
-        state: run.status.as_str().to_string(),
+        state: run.status().as_str().to_string(),
         started_at: run.started_at,
         closed_at: run.completed_at,
         ..Default::default()

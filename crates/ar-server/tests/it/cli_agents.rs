@@ -81,12 +81,18 @@ fn contents(events: &[Value], kind: &str) -> Vec<String> {
         .collect()
 }
 
-/// The run's workdir (from its metadata) and the trimmed text of `file` in it ("" if absent).
-fn workdir_file(done: &Value, file: &str) -> (String, String) {
-    let workdir = done["input"]["metadata"]["workdir"]
+/// The run's workdir (the engine's own state, shown by the studio's run view).
+async fn workdir_of(server: &TestServer, run_id: &str) -> String {
+    let (_, view) = server.get(&format!("/studio/api/runs/{run_id}")).await;
+    view["engine"]["workdir"]
         .as_str()
         .unwrap_or_default()
-        .to_string();
+        .to_string()
+}
+
+/// The run's workdir and the trimmed text of `file` in it ("" if absent).
+async fn workdir_file(server: &TestServer, run_id: &str, file: &str) -> (String, String) {
+    let workdir = workdir_of(server, run_id).await;
     let text = std::fs::read_to_string(std::path::Path::new(&workdir).join(file))
         .unwrap_or_default()
         .trim()
@@ -193,10 +199,7 @@ async fn codex_run_answers_and_lands_in_the_store() {
     assert_eq!(first.body["model"], "mock-model");
     assert!(first.body.to_string().contains("say hello"));
     // The per-run workspace under the runtime's data dir.
-    let workdir = done["input"]["metadata"]["workdir"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let workdir = workdir_of(&server, &run_id).await;
     assert!(workdir.ends_with(&run_id), "{done}");
     // The turn's private CLI home is gone once the turn ended.
     let root = std::path::Path::new(&workdir).parent().expect("root");
@@ -229,7 +232,7 @@ async fn codex_runs_the_models_shell_command_in_the_run_workdir() {
     let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
     let events = server.events(&run_id).await;
     assert_eq!(done["status"], "completed", "{done} {events:?}");
-    let (workdir, made) = workdir_file(&done, "made.txt");
+    let (workdir, made) = workdir_file(&server, &run_id, "made.txt").await;
     assert_eq!(made, "made-by-codex", "workdir {workdir}: {events:?}");
     let types = event_types(&events);
     for kind in [
@@ -582,7 +585,7 @@ async fn claude_code_tool_call_is_recorded_and_runs_in_the_workdir() {
     let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
     let events = server.events(&run_id).await;
     assert_eq!(done["status"], "completed", "{done} {events:?}");
-    let (_, written) = workdir_file(&done, "c.txt");
+    let (_, written) = workdir_file(&server, &run_id, "c.txt").await;
     assert_eq!(written, "from-claude", "{events:?}");
     let calls = server.list(&run_id, "tool-calls").await;
     assert!(ran_command(&calls, "Bash", "c.txt"), "{calls:?}");
@@ -616,7 +619,7 @@ async fn opencode_shell_tool_is_recorded_and_runs_in_the_workdir() {
     let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
     let events = server.events(&run_id).await;
     assert_eq!(done["status"], "completed", "{done} {events:?}");
-    let (_, written) = workdir_file(&done, "o.txt");
+    let (_, written) = workdir_file(&server, &run_id, "o.txt").await;
     assert_eq!(written, "from-opencode", "{events:?}");
     let calls = server.list(&run_id, "tool-calls").await;
     assert!(ran_command(&calls, "bash", "o.txt"), "{calls:?}");

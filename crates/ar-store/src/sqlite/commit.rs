@@ -46,7 +46,7 @@ pub(super) struct Head {
 }
 
 /// Mutable run columns in binding order (`bind_run_mutable`), as `?1..?19`.
-const RUN_MUTABLE: [&str; 19] = [
+const RUN_MUTABLE: [&str; 20] = [
     "agent_id",
     "target_type",
     "target_id",
@@ -66,24 +66,25 @@ const RUN_MUTABLE: [&str; 19] = [
     "completed_at",
     "updated_at",
     "pause_requested",
+    "engine_state",
 ];
 
 const RETURNING: &str = "RETURNING version, event_seq, message_seq, artifact_seq, host_run_id";
 
-/// `?20..?22` add to the counters; `?23` run id, `?24` app id, `?25` expected version.
+/// `?21..?23` add to the counters; `?24` run id, `?25` app id, `?26` expected version.
 static RUN_UPDATE: LazyLock<String> = LazyLock::new(|| run_update(""));
 
-/// `RUN_UPDATE` that also changes the lease: `?26`/`?27` the lease taker and its expiry, `?28`
+/// `RUN_UPDATE` that also changes the lease: `?27`/`?28` the lease taker and its expiry, `?29`
 /// the owner releasing it (each NULL when the change does not do that). SET expressions see
 /// the row as it was, so a release only clears a lease its owner still holds. A separate
 /// statement because naming the lease columns makes SQLite rewrite their index entry on
 /// every update, changed or not.
 static RUN_UPDATE_WITH_LEASE: LazyLock<String> = LazyLock::new(|| {
     run_update(
-        ", lease_owner = CASE WHEN ?26 IS NOT NULL THEN ?26 \
-         WHEN lease_owner = ?28 THEN NULL ELSE lease_owner END, \
-         lease_expires_at = CASE WHEN ?26 IS NOT NULL THEN ?27 \
-         WHEN lease_owner = ?28 THEN NULL ELSE lease_expires_at END",
+        ", lease_owner = CASE WHEN ?27 IS NOT NULL THEN ?27 \
+         WHEN lease_owner = ?29 THEN NULL ELSE lease_owner END, \
+         lease_expires_at = CASE WHEN ?27 IS NOT NULL THEN ?28 \
+         WHEN lease_owner = ?29 THEN NULL ELSE lease_expires_at END",
     )
 });
 
@@ -94,15 +95,15 @@ fn run_update(extra_assignments: &str) -> String {
         .map(|(index, column)| format!("{column} = ?{}", index + 1))
         .collect();
     format!(
-        "UPDATE runs SET {}, version = version + 1, event_seq = event_seq + ?20, \
-         message_seq = message_seq + ?21, artifact_seq = artifact_seq + ?22{extra_assignments} \
-         WHERE id = ?23 AND app_id = ?24 AND version = ?25 {RETURNING}",
+        "UPDATE runs SET {}, version = version + 1, event_seq = event_seq + ?21, \
+         message_seq = message_seq + ?22, artifact_seq = artifact_seq + ?23{extra_assignments} \
+         WHERE id = ?24 AND app_id = ?25 AND version = ?26 {RETURNING}",
         assignments.join(", ")
     )
 }
 
-/// `?20..?22` initial counters; `?23` id, `?24` app id, `?25` host run id, `?26` created at;
-/// `?27`/`?28` the lease taker and its expiry (NULL: no lease).
+/// `?21..?23` initial counters; `?24` id, `?25` app id, `?26` host run id, `?27` created at;
+/// `?28`/`?29` the lease taker and its expiry (NULL: no lease).
 static RUN_INSERT: LazyLock<String> = LazyLock::new(|| {
     let values: Vec<String> = (1..=RUN_MUTABLE.len())
         .map(|index| format!("?{index}"))
@@ -110,7 +111,7 @@ static RUN_INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO runs (id, app_id, host_run_id, created_at, version, event_seq, message_seq, \
          artifact_seq, lease_owner, lease_expires_at, {}) \
-         VALUES (?23, ?24, ?25, ?26, 1, ?20, ?21, ?22, ?27, ?28, {}) \
+         VALUES (?24, ?25, ?26, ?27, 1, ?21, ?22, ?23, ?28, ?29, {}) \
          ON CONFLICT DO NOTHING {RETURNING}",
         RUN_MUTABLE.join(", "),
         values.join(", ")
@@ -168,7 +169,7 @@ const PUT_SECRET: &str = "INSERT INTO run_secrets (run_id, kind, ciphertext) VAL
 
 const RUN_EXISTS: &str = "SELECT 1 FROM runs WHERE id = ?1 AND app_id = ?2";
 
-/// Binds the mutable columns of a run as `?1..?19`.
+/// Binds the mutable columns of a run as `?1..?20`.
 fn bind_run_mutable(statement: &mut Statement<'_>, run: &RunRow) -> rusqlite::Result<()> {
     statement.raw_bind_parameter(1, &run.agent_id)?;
     statement.raw_bind_parameter(2, &run.target_type)?;
@@ -189,10 +190,11 @@ fn bind_run_mutable(statement: &mut Statement<'_>, run: &RunRow) -> rusqlite::Re
     statement.raw_bind_parameter(17, run.completed_at.map(ts_text))?;
     statement.raw_bind_parameter(18, ts_text(run.updated_at))?;
     statement.raw_bind_parameter(19, run.pause_requested)?;
+    statement.raw_bind_parameter(20, &run.engine_state)?;
     Ok(())
 }
 
-/// Binds the counter increments as `?20..?22`.
+/// Binds the counter increments as `?21..?23`.
 fn bind_counts(
     statement: &mut Statement<'_>,
     change: &Prepared,
@@ -279,33 +281,33 @@ fn apply_in(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applie
                 conn.prepare_cached(&RUN_UPDATE)?
             };
             bind_run_mutable(&mut statement, run)?;
-            bind_counts(&mut statement, change, 20)?;
-            statement.raw_bind_parameter(23, &change.run_id)?;
-            statement.raw_bind_parameter(24, &change.app_id)?;
-            statement.raw_bind_parameter(25, change.expected_version)?;
+            bind_counts(&mut statement, change, 21)?;
+            statement.raw_bind_parameter(24, &change.run_id)?;
+            statement.raw_bind_parameter(25, &change.app_id)?;
+            statement.raw_bind_parameter(26, change.expected_version)?;
             if lease.changes() {
                 let (owner, until) = lease.take();
-                statement.raw_bind_parameter(26, owner)?;
-                statement.raw_bind_parameter(27, until.map(ts_text))?;
-                statement.raw_bind_parameter(28, lease.release())?;
+                statement.raw_bind_parameter(27, owner)?;
+                statement.raw_bind_parameter(28, until.map(ts_text))?;
+                statement.raw_bind_parameter(29, lease.release())?;
             }
             head(&mut statement)?
         }
         (Kind::Create, Some(run)) => {
             let mut statement = conn.prepare_cached(&RUN_INSERT)?;
             bind_run_mutable(&mut statement, run)?;
-            bind_counts(&mut statement, change, 20)?;
-            statement.raw_bind_parameter(23, &run.id)?;
-            statement.raw_bind_parameter(24, &run.app_id)?;
-            statement.raw_bind_parameter(25, &run.host_run_id)?;
-            statement.raw_bind_parameter(26, ts_text(run.created_at))?;
+            bind_counts(&mut statement, change, 21)?;
+            statement.raw_bind_parameter(24, &run.id)?;
+            statement.raw_bind_parameter(25, &run.app_id)?;
+            statement.raw_bind_parameter(26, &run.host_run_id)?;
+            statement.raw_bind_parameter(27, ts_text(run.created_at))?;
             let (owner, until) = change.lease.take();
-            statement.raw_bind_parameter(27, owner)?;
-            statement.raw_bind_parameter(28, until.map(ts_text))?;
+            statement.raw_bind_parameter(28, owner)?;
+            statement.raw_bind_parameter(29, until.map(ts_text))?;
             head(&mut statement)?
         }
         (Kind::Update | Kind::Create, None) => {
-            return Err(ar_core::store::StoreError::Backend(
+            return Err(ar_core::store::StoreError::backend_msg(
                 "sqlite: run row missing from change".to_string(),
             )
             .into())
@@ -354,7 +356,7 @@ fn write_records(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
                 head.host_run_id,
                 base + index as i64 + 1,
                 event.event_id,
-                event.event_type,
+                event.kind.as_str(),
                 event.data_text,
                 created_at,
             ])?);
@@ -372,7 +374,7 @@ fn write_records(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
                 m.id,
                 app_id,
                 m.runtime_message_id,
-                m.role,
+                m.role.as_str(),
                 m.content,
                 m.message_type,
                 row.content_blocks,

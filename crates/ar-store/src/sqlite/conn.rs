@@ -138,7 +138,7 @@ impl Fail {
 
     pub fn into_store(self, context: &'static str) -> StoreError {
         match self {
-            Fail::Sql(error) => StoreError::Backend(format!("{context}: {error}")),
+            Fail::Sql(error) => StoreError::backend(context, error),
             Fail::Store(error) => error,
         }
     }
@@ -153,7 +153,7 @@ pub(super) fn is_unique_violation(error: &rusqlite::Error) -> bool {
 }
 
 fn closed(context: &'static str) -> StoreError {
-    StoreError::Backend(format!("{context}: store is closed"))
+    StoreError::backend_msg(format!("{context}: store is closed"))
 }
 
 /// A connection held for one operation, movable to a blocking thread with it.
@@ -221,7 +221,7 @@ impl Readers {
             None => self
                 .target
                 .open(Role::Reader)
-                .map_err(|error| StoreError::Backend(format!("{context}: {error}")))?,
+                .map_err(|error| StoreError::backend(context, error))?,
         };
         Ok(ReaderGuard {
             conn: Some(conn),
@@ -295,7 +295,7 @@ where
     });
     match job.await {
         Ok(result) => result.map_err(|fail| fail.into_store(context)),
-        Err(error) => Err(StoreError::Backend(format!("{context}: {error}"))),
+        Err(error) => Err(StoreError::backend(context, error)),
     }
 }
 

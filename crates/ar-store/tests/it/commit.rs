@@ -1,12 +1,13 @@
 //! Conformance cases for `commit`: the version guard, per-run sequences (also under
 //! concurrency), event listing and the store-wide position feed.
 
+use crate::fixtures::set_status;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ar_core::event::kind;
 use ar_core::store::{RunChange, Store, StoreError};
+use ar_core::EventKind;
 use ar_core::{RunStatus, StoredEvent};
 use chrono::Utc;
 
@@ -19,11 +20,11 @@ pub async fn commit_version_guard(store: Arc<dyn Store>) {
     create(store.as_ref(), &run).await;
 
     let mut next = stored(&run);
-    next.status = RunStatus::Running;
+    set_status(&mut next, RunStatus::Running);
     next.output_summary.insert("step".to_string(), 1.into());
     next.updated_at = at(50);
     let committed = store
-        .commit(RunChange::update(next.clone(), 1).with_event(event(kind::RUN_STARTED, 1)))
+        .commit(RunChange::update(next.clone(), 1).with_event(event(EventKind::RunStarted, 1)))
         .await
         .unwrap();
     assert_eq!(committed.version, 2);
@@ -39,12 +40,12 @@ pub async fn commit_version_guard(store: Arc<dyn Store>) {
 
     // A stale version is a conflict and writes nothing.
     let mut stale = next.clone();
-    stale.status = RunStatus::Failed;
+    set_status(&mut stale, RunStatus::Failed);
     let change = RunChange {
         messages: vec![message("user", "lost")],
         ..RunChange::update(stale, 1)
     }
-    .with_event(event(kind::RUN_FAILED, 2));
+    .with_event(event(EventKind::RunFailed, 2));
     assert!(matches!(
         store.commit(change).await,
         Err(StoreError::Conflict(_))
@@ -55,7 +56,7 @@ pub async fn commit_version_guard(store: Arc<dyn Store>) {
             .await
             .unwrap()
             .unwrap()
-            .status,
+            .status(),
         RunStatus::Running
     );
     assert_eq!(
@@ -97,7 +98,7 @@ pub async fn commit_version_guard(store: Arc<dyn Store>) {
     ));
     assert!(matches!(
         store
-            .commit(RunChange::for_run(&ghost).with_event(event(kind::RUN_STARTED, 0)))
+            .commit(RunChange::for_run(&ghost).with_event(event(EventKind::RunStarted, 0)))
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -126,7 +127,7 @@ pub async fn commit_without_run_keeps_version(store: Arc<dyn Store>) {
     assert!(committed.events.is_empty());
 
     let mut next = stored(&run);
-    next.status = RunStatus::Running;
+    set_status(&mut next, RunStatus::Running);
     store.commit(RunChange::update(next, 1)).await.unwrap();
     // Commits never touch the lease.
     assert!(!store
@@ -157,7 +158,7 @@ pub async fn commit_assigns_sequences(store: Arc<dyn Store>) {
     let change = RunChange {
         messages: messages.clone(),
         artifacts: artifacts.clone(),
-        events: (1..=3).map(|n| event(kind::PLAN_UPDATED, n)).collect(),
+        events: (1..=3).map(|n| event(EventKind::PlanUpdated, n)).collect(),
         ..RunChange::for_run(&run)
     };
     let first = store.commit(change).await.unwrap();
@@ -165,7 +166,7 @@ pub async fn commit_assigns_sequences(store: Arc<dyn Store>) {
         .commit(RunChange {
             messages: vec![messages[0].clone()],
             artifacts: vec![artifacts[0].clone()],
-            events: vec![event(kind::RUN_COMPLETED, 4)],
+            events: vec![event(EventKind::RunCompleted, 4)],
             ..RunChange::for_run(&run)
         })
         .await
@@ -246,7 +247,7 @@ pub async fn commit_sequences_contiguous_under_concurrency(store: Arc<dyn Store>
             let mut version_bumps = 0;
             for commit in 0..COMMITS {
                 let n = (task * COMMITS + commit) as i64;
-                let base = RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, n));
+                let base = RunChange::for_run(&run).with_event(event(EventKind::PlanUpdated, n));
                 let change = RunChange {
                     messages: vec![message("assistant", &format!("m{n}"))],
                     artifacts: if commit % 5 == 0 {
@@ -335,7 +336,7 @@ pub async fn events_after_with_limit(store: Arc<dyn Store>) {
     create(store.as_ref(), &run).await;
     store
         .commit(RunChange {
-            events: (1..=6).map(|n| event(kind::PLAN_UPDATED, n)).collect(),
+            events: (1..=6).map(|n| event(EventKind::PlanUpdated, n)).collect(),
             ..RunChange::for_run(&run)
         })
         .await
@@ -423,8 +424,8 @@ pub async fn events_position_feed(store: Arc<dyn Store>) {
     let c = store
         .commit(
             RunChange::for_run(&first)
-                .with_event(event(kind::RUN_STARTED, 1))
-                .with_event(event(kind::PLAN_UPDATED, 2)),
+                .with_event(event(EventKind::RunStarted, 1))
+                .with_event(event(EventKind::PlanUpdated, 2)),
         )
         .await
         .unwrap();
@@ -466,7 +467,7 @@ pub async fn commit_abandoned_midway_leaves_store_usable(store: Arc<dyn Store>) 
             messages: vec![message("assistant", &format!("m{n}"))],
             ..RunChange::for_run(&run)
         }
-        .with_event(event(kind::PLAN_UPDATED, n));
+        .with_event(event(EventKind::PlanUpdated, n));
         // Poll once (the statement is usually in flight by then), then drop the future.
         if store.commit(change).now_or_never().is_some() {
             finished += 1;
@@ -476,7 +477,7 @@ pub async fn commit_abandoned_midway_leaves_store_usable(store: Arc<dyn Store>) 
         }
     }
     let last = store
-        .commit(RunChange::for_run(&run).with_event(event(kind::RUN_COMPLETED, 99)))
+        .commit(RunChange::for_run(&run).with_event(event(EventKind::RunCompleted, 99)))
         .await
         .unwrap();
     let events = store

@@ -77,9 +77,7 @@ pub fn run(app_id: &str, host_run_id: &str, created: i64) -> Run {
         execution_mode: ExecutionMode::Lightweight,
         invocation_mode: InvocationMode::Autonomous,
         external_actor_id: "user-7".to_string(),
-        status: RunStatus::Queued,
-        pause_reason: PauseReason::None,
-        approval_state: ApprovalState::NotRequired,
+        state: RunState::queued(false),
         input: RunInput {
             model: Some(RunModel {
                 provider: "openai_compatible".to_string(),
@@ -91,7 +89,7 @@ pub fn run(app_id: &str, host_run_id: &str, created: i64) -> Run {
                 }),
                 controls: Some(json!({"reasoning_effort": "low", "temperature": 0.7})),
             }),
-            credential_source: "run".to_string(),
+            credential_source: Some(CredentialSource::App),
             instructions: "Do the thing — carefully. ✓".to_string(),
             allowed_tools: vec!["read_file".to_string()],
             trigger: Some(map(json!({"kind": "webhook", "id": 9}))),
@@ -100,10 +98,10 @@ pub fn run(app_id: &str, host_run_id: &str, created: i64) -> Run {
             )),
             context_summary: "summary".to_string(),
             turn_policy: TurnPolicy {
-                mode: "pause_after_assistant".to_string(),
+                mode: Some(TurnMode::PauseAfterAssistant),
                 idle_timeout_seconds: 300,
                 expired_resume_strategy: "restart".to_string(),
-                completion_mode: "explicit".to_string(),
+                completion_mode: Some(CompletionMode::Explicit),
                 max_completion_corrections: 2,
             },
         },
@@ -115,7 +113,11 @@ pub fn run(app_id: &str, host_run_id: &str, created: i64) -> Run {
         created_at: at(created),
         updated_at: at(created + 1),
         version: 1,
-        pause_requested: false,
+        engine: EngineState {
+            turn_started_at: Some(micros(at(created + 2))),
+            workdir: Some("/tmp/ws".to_string()),
+            ..EngineState::default()
+        },
     }
 }
 
@@ -132,12 +134,13 @@ pub fn stored(run: &Run) -> Run {
 }
 
 pub fn message(role: &str, content: &str) -> Message {
+    let role = MessageRole::parse(role).expect("a message role");
     Message {
         id: new_id(prefix::MESSAGE),
         app_id: String::new(),
         run_id: String::new(),
         runtime_message_id: format!("rt-{content}"),
-        role: role.to_string(),
+        role,
         content: content.to_string(),
         message_type: ar_core::records::message_type::MESSAGE.to_string(),
         content_blocks: Some(json!([{"type": "text", "text": content}])),
@@ -201,11 +204,66 @@ pub fn tool_call(id: &str, output: Option<serde_json::Value>) -> ToolCallRecord 
     }
 }
 
-pub fn event(event_type: &str, n: i64) -> EventDraft {
-    EventDraft::new(
-        event_type,
-        map(json!({"n": n, "text": format!("event {n}")})),
-    )
+/// An event of `kind` whose payload names `n` wherever the kind has text to carry it.
+pub fn event(kind: EventKind, n: i64) -> RunEvent {
+    use ar_core::event as ev;
+    let text = format!("event {n}");
+    match kind {
+        EventKind::RunQueued => RunEvent::RunQueued(ev::RunQueued::default()),
+        EventKind::RunStarted => RunEvent::RunStarted(ev::RunStarted {}),
+        EventKind::RunFailed => RunEvent::RunFailed(ev::RunFailed {
+            error: text,
+            usage: None,
+        }),
+        EventKind::RunCompleted => RunEvent::RunCompleted(ev::RunCompleted {
+            reason: text,
+            ..ev::RunCompleted::default()
+        }),
+        EventKind::UsageCheckpoint => {
+            RunEvent::UsageCheckpoint(ev::UsageGauge::cumulative(Usage {
+                input_tokens: n,
+                ..Usage::default()
+            }))
+        }
+        EventKind::AssistantMessageStarted => {
+            RunEvent::AssistantMessageStarted(ev::MessageStarted { message_id: text })
+        }
+        EventKind::AssistantMessageCompleted => {
+            RunEvent::AssistantMessageCompleted(ev::MessageCompleted {
+                message_id: text.clone(),
+                content: text,
+                encrypted_value: String::new(),
+            })
+        }
+        EventKind::ToolCallStarted => RunEvent::ToolCallStarted(ev::ToolCallStarted {
+            tool_call_id: text,
+            ..ev::ToolCallStarted::default()
+        }),
+        EventKind::ToolCallResult => RunEvent::ToolCallResult(ev::ToolCallResult {
+            tool_call_id: text,
+            ..ev::ToolCallResult::default()
+        }),
+        EventKind::ToolCallFinished => RunEvent::ToolCallFinished(ev::ToolCallFinished {
+            tool_call_id: text,
+            ..ev::ToolCallFinished::default()
+        }),
+        _ => RunEvent::PlanUpdated(ev::PlanUpdated {
+            content: text,
+            plan: json!(n),
+            ..ev::PlanUpdated::default()
+        }),
+    }
+}
+
+/// Puts a run in `status` directly (store tests write any state; the state machine is the
+/// engine's concern).
+pub fn set_status(run: &mut Run, status: RunStatus) {
+    run.state = RunState::restore(
+        status,
+        run.pause_reason(),
+        run.approval_state(),
+        run.state.pause_requested(),
+    );
 }
 
 /// Creates `run` (which must be new) with one `run.queued` event.
@@ -214,7 +272,7 @@ pub async fn create(store: &dyn Store, run: &Run) -> Committed {
         run: Some(run.clone()),
         ..RunChange::for_run(run)
     }
-    .with_event(event(ar_core::event::kind::RUN_QUEUED, 0));
+    .with_event(event(EventKind::RunQueued, 0));
     match store.create_run(change).await.expect("create run") {
         CreateRun::Created(committed) => committed,
         CreateRun::HostRunIdTaken(existing) => panic!("host run id taken by {}", existing.id),

@@ -1,5 +1,6 @@
 //! Conformance cases for run leases (ownership across processes) and outbox cursors.
 
+use crate::fixtures::set_status;
 use std::sync::Arc;
 
 use ar_core::store::{CreateRun, LeaseChange, RunChange, Store};
@@ -102,7 +103,7 @@ pub async fn leases_orphans_and_owned_runs(store: Arc<dyn Store>) {
     let later = |seconds: i64| now + Duration::seconds(seconds);
     let make = |host: &str, created: i64, status: RunStatus| {
         let mut run = run("app-a", host, created);
-        run.status = status;
+        set_status(&mut run, status);
         run
     };
     let unleased = make("unleased", 1, RunStatus::Queued);
@@ -164,7 +165,7 @@ pub async fn leases_orphans_and_owned_runs(store: Arc<dyn Store>) {
 
     // Finishing a run takes it out of the scan even with its lease gone.
     let mut finished = stored(&unleased);
-    finished.status = RunStatus::Completed;
+    set_status(&mut finished, RunStatus::Completed);
     store.commit(RunChange::update(finished, 1)).await.unwrap();
     let orphans = ids(store.list_orphaned_runs(later(10), 100).await.unwrap());
     assert_eq!(orphans, vec![expired.id.clone(), other_app.id.clone()]);
@@ -174,7 +175,7 @@ pub async fn leases_written_with_a_change(store: Arc<dyn Store>) {
     let now = at(7000);
     let later = |seconds: i64| now + Duration::seconds(seconds);
     let mut created = run("app-a", "leased-at-birth", 1);
-    created.status = RunStatus::Queued;
+    set_status(&mut created, RunStatus::Queued);
     let change = RunChange {
         run: Some(created.clone()),
         lease: Some(LeaseChange::Take {
@@ -209,7 +210,7 @@ pub async fn leases_written_with_a_change(store: Arc<dyn Store>) {
 
     // A release by someone else changes nothing; the holder's own clears it.
     let mut current = stored(&created);
-    current.status = RunStatus::Running;
+    set_status(&mut current, RunStatus::Running);
     let release = |run: &ar_core::Run, owner: &str, version: i64| RunChange {
         lease: Some(LeaseChange::Release {
             owner: owner.to_string(),
@@ -224,7 +225,7 @@ pub async fn leases_written_with_a_change(store: Arc<dyn Store>) {
             .unwrap(),
         "still held by its creator"
     );
-    current.status = RunStatus::Paused;
+    set_status(&mut current, RunStatus::Paused);
     let committed = store
         .commit(release(&current, "creator", committed.version))
         .await
@@ -244,7 +245,7 @@ pub async fn leases_written_with_a_change(store: Arc<dyn Store>) {
 
     // Taking it with an update overrides whoever held it; an update without a lease
     // change leaves it alone.
-    current.status = RunStatus::Running;
+    set_status(&mut current, RunStatus::Running);
     let committed = store
         .commit(RunChange {
             lease: Some(LeaseChange::Take {

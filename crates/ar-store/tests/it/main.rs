@@ -6,6 +6,7 @@ mod commit;
 mod fixtures;
 mod harness;
 mod leases;
+mod migrations;
 mod perf;
 mod records;
 mod runs;

@@ -3,10 +3,11 @@
 //! PostgreSQL on the same host, for the server processes. Run with
 //! `cargo test -p ar-store --release -- --ignored perf --nocapture`.
 
+use crate::fixtures::set_status;
 use std::time::Instant;
 
-use ar_core::event::kind;
 use ar_core::store::{Checkpoint, RunChange, SecretChange, Store};
+use ar_core::EventKind;
 use ar_core::{InteractionStatus, RunStatus};
 use serde_json::json;
 
@@ -57,7 +58,7 @@ async fn drive(store: &dyn Store, runs: usize) {
             }],
             ..RunChange::for_run(&run)
         }
-        .with_event(event(kind::RUN_QUEUED, 0));
+        .with_event(event(EventKind::RunQueued, 0));
         assert!(matches!(
             store.create_run(change).await.unwrap(),
             ar_core::store::CreateRun::Created(_)
@@ -68,9 +69,11 @@ async fn drive(store: &dyn Store, runs: usize) {
             .await
             .unwrap();
         let mut current = stored(&run);
-        current.status = RunStatus::Running;
+        set_status(&mut current, RunStatus::Running);
         let committed = store
-            .commit(RunChange::update(current.clone(), 1).with_event(event(kind::RUN_STARTED, 1)))
+            .commit(
+                RunChange::update(current.clone(), 1).with_event(event(EventKind::RunStarted, 1)),
+            )
             .await
             .unwrap();
         current.version = committed.version;
@@ -81,9 +84,9 @@ async fn drive(store: &dyn Store, runs: usize) {
                     messages: vec![message("assistant", "I will call a tool")],
                     tool_calls: vec![tool_call(&call_id, None)],
                     events: vec![
-                        event(kind::ASSISTANT_MESSAGE_STARTED, step),
-                        event(kind::ASSISTANT_MESSAGE_COMPLETED, step),
-                        event(kind::TOOL_CALL_STARTED, step),
+                        event(EventKind::AssistantMessageStarted, step),
+                        event(EventKind::AssistantMessageCompleted, step),
+                        event(EventKind::ToolCallStarted, step),
                     ],
                     ..RunChange::for_run(&run)
                 })
@@ -98,7 +101,7 @@ async fn drive(store: &dyn Store, runs: usize) {
                     messages: vec![message("tool", "result")],
                     tool_calls: vec![tool_call(&call_id, Some(json!({"ok": true})))],
                     interactions,
-                    events: vec![event(kind::TOOL_CALL_RESULT, step), event(kind::TOOL_CALL_FINISHED, step)],
+                    events: vec![event(EventKind::ToolCallResult, step), event(EventKind::ToolCallFinished, step)],
                     checkpoint: Some(Checkpoint {
                         run_id: run.id.clone(),
                         step,
@@ -116,19 +119,19 @@ async fn drive(store: &dyn Store, runs: usize) {
         let committed = store
             .commit(
                 RunChange::update(current.clone(), current.version)
-                    .with_event(event(kind::USAGE_CHECKPOINT, 9)),
+                    .with_event(event(EventKind::UsageCheckpoint, 9)),
             )
             .await
             .unwrap();
         current.version = committed.version;
-        current.status = RunStatus::Completed;
+        set_status(&mut current, RunStatus::Completed);
         store
             .commit(
                 RunChange {
                     secrets: vec![SecretChange::DeleteAll],
                     ..RunChange::update(current.clone(), current.version)
                 }
-                .with_event(event(kind::RUN_COMPLETED, 10)),
+                .with_event(event(EventKind::RunCompleted, 10)),
             )
             .await
             .unwrap();
@@ -256,7 +259,8 @@ async fn perf_call_overhead() {
                 1 => {
                     store
                         .commit(
-                            RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, index)),
+                            RunChange::for_run(&run)
+                                .with_event(event(EventKind::PlanUpdated, index)),
                         )
                         .await
                         .unwrap();
@@ -268,7 +272,8 @@ async fn perf_call_overhead() {
                     // A read right after a write: on a file, the reader's page cache is stale.
                     store
                         .commit(
-                            RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, index)),
+                            RunChange::for_run(&run)
+                                .with_event(event(EventKind::PlanUpdated, index)),
                         )
                         .await
                         .unwrap();
@@ -299,7 +304,7 @@ async fn perf_call_overhead() {
                     version = store
                         .commit(
                             RunChange::update(next, version)
-                                .with_event(event(kind::PLAN_UPDATED, index)),
+                                .with_event(event(EventKind::PlanUpdated, index)),
                         )
                         .await
                         .unwrap()

@@ -1,10 +1,11 @@
 //! Conformance cases for runs: creation, exact round trip, host run id idempotency, app
 //! scoping, listing and search.
 
+use crate::fixtures::set_status;
 use std::sync::Arc;
 
-use ar_core::event::kind;
 use ar_core::store::{CreateRun, RunChange, RunSearch, SecretChange, Store, StoreError};
+use ar_core::EventKind;
 use ar_core::{RunStatus, TargetRef};
 
 use crate::fixtures::{
@@ -23,7 +24,10 @@ pub async fn run_create_round_trip(store: Arc<dyn Store>) {
             kind: "model".to_string(),
             ciphertext: vec![0, 1, 2, 255],
         }],
-        events: vec![event(kind::RUN_QUEUED, 1), event(kind::RUN_STARTED, 2)],
+        events: vec![
+            event(EventKind::RunQueued, 1),
+            event(EventKind::PlanUpdated, 2),
+        ],
         ..RunChange::for_run(&run)
     };
     let CreateRun::Created(committed) = store.create_run(change).await.unwrap() else {
@@ -53,7 +57,9 @@ pub async fn run_create_round_trip(store: Arc<dyn Store>) {
     }
     assert_eq!(
         committed.events[1].data,
-        map(serde_json::json!({"n": 2, "text": "event 2"}))
+        map(
+            serde_json::json!({"content": "event 2", "plan": 2, "note": "", "data": {}, "host_run_id": "host-1"})
+        )
     );
 
     let read = store
@@ -98,7 +104,7 @@ pub async fn run_minimal_fields_round_trip(store: Arc<dyn Store>) {
     run.output_summary = Default::default();
     run.workspace_lease = Some(serde_json::Value::Null);
     run.started_at = None;
-    run.pause_requested = true;
+    run.request_pause().unwrap();
     create(store.as_ref(), &run).await;
     assert_eq!(
         store.get_run("app-a", &run.id).await.unwrap(),
@@ -115,7 +121,7 @@ pub async fn run_host_run_id_is_idempotent(store: Arc<dyn Store>) {
         run: Some(again.clone()),
         ..RunChange::for_run(&again)
     }
-    .with_event(event(kind::RUN_QUEUED, 0));
+    .with_event(event(EventKind::RunQueued, 0));
     match store.create_run(change).await.unwrap() {
         CreateRun::HostRunIdTaken(existing) => assert_eq!(*existing, stored(&first)),
         CreateRun::Created(_) => panic!("a second run with the same host run id was created"),
@@ -173,7 +179,7 @@ pub async fn run_create_races_on_host_run_id(store: Arc<dyn Store>) {
                 run: Some(run.clone()),
                 ..RunChange::for_run(&run)
             }
-            .with_event(event(kind::RUN_QUEUED, 0));
+            .with_event(event(EventKind::RunQueued, 0));
             (run.id, store.create_run(change).await.unwrap())
         }));
     }
@@ -213,7 +219,7 @@ pub async fn run_app_scoping(store: Arc<dyn Store>) {
         app_id: "app-b".to_string(),
         ..RunChange::for_run(&run)
     }
-    .with_event(event(kind::RUN_STARTED, 1));
+    .with_event(event(EventKind::RunStarted, 1));
     assert!(matches!(
         store.commit(foreign).await,
         Err(StoreError::NotFound(_))
@@ -265,7 +271,7 @@ pub async fn run_search_and_pagination(store: Arc<dyn Store>) {
         };
         run.target.id = format!("TGT-{}", 100 + index);
         if index % 4 == 0 {
-            run.status = RunStatus::Running;
+            set_status(&mut run, RunStatus::Running);
         }
         create(store.as_ref(), &run).await;
         runs.push(run);
@@ -355,7 +361,7 @@ pub async fn run_search_and_pagination(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(total, 3);
-    assert!(page.iter().all(|run| run.status == RunStatus::Running));
+    assert!(page.iter().all(|run| run.status() == RunStatus::Running));
     let (_, total) = store
         .search_runs(&search("agent-even", Some(RunStatus::Running), 50, 0))
         .await

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use ar_core::event::kind;
 use ar_core::store::{Checkpoint, CreateRun, RunChange, SecretChange, Store};
-use ar_core::{EventDraft, InteractionStatus};
+use ar_core::EventKind;
+use ar_core::{InteractionStatus, RunEvent};
 use serde_json::json;
 
 use crate::fixtures::{
@@ -36,8 +36,11 @@ pub async fn nul_characters_are_stripped(store: Arc<dyn Store>) {
     run.output_summary = map(json!({"out\0": "put\0"}));
     let mut msg = message("assistant", "hel\0lo");
     msg.content_blocks = Some(json!([{"text": "a\0b"}]));
-    let mut event = EventDraft::new(kind::RUN_QUEUED, map(json!({"text": "x\0y", "n\0": 1})));
-    event.event_type = "run.\0queued".to_string();
+    let event = RunEvent::PlanUpdated(ar_core::event::PlanUpdated {
+        content: "x\0y".to_string(),
+        note: "n\0".to_string(),
+        ..Default::default()
+    });
     let change = RunChange {
         run: Some(run.clone()),
         messages: vec![msg],
@@ -56,8 +59,13 @@ pub async fn nul_characters_are_stripped(store: Arc<dyn Store>) {
         committed.messages[0].content_blocks,
         Some(json!([{"text": "ab"}]))
     );
-    assert_eq!(committed.events[0].event_type, kind::RUN_QUEUED);
-    assert_eq!(committed.events[0].data, map(json!({"text": "xy", "n": 1})));
+    assert_eq!(committed.events[0].kind, EventKind::PlanUpdated);
+    assert_eq!(
+        committed.events[0].data,
+        map(
+            json!({"content": "xy", "note": "n", "plan": null, "data": {}, "host_run_id": "host-nul"})
+        )
+    );
     assert_eq!(committed.events[0].host_run_id, "host-nul");
 
     let read = store.get_run("app-a", &run.id).await.unwrap().unwrap();

@@ -201,8 +201,8 @@ async fn sqlite_waits_for_another_writer_without_blocking_the_runtime() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use ar_core::event::kind;
     use ar_core::store::RunChange;
+    use ar_core::EventKind;
 
     use crate::fixtures::event;
 
@@ -233,7 +233,7 @@ async fn sqlite_waits_for_another_writer_without_blocking_the_runtime() {
     let commits: Vec<_> = (0..2)
         .map(|n| {
             let store = store.clone();
-            let change = RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, n));
+            let change = RunChange::for_run(&run).with_event(event(EventKind::PlanUpdated, n));
             tokio::spawn(async move { store.commit(change).await })
         })
         .collect();
@@ -267,8 +267,8 @@ async fn sqlite_waits_for_another_writer_without_blocking_the_runtime() {
 /// version change, and the next commit continues the sequence without a gap.
 #[tokio::test]
 async fn sqlite_failed_commit_rolls_back() {
-    use ar_core::event::kind;
     use ar_core::store::RunChange;
+    use ar_core::EventKind;
 
     use crate::fixtures::{event, message, tool_call};
 
@@ -291,11 +291,11 @@ async fn sqlite_failed_commit_rolls_back() {
         .commit(RunChange {
             messages: vec![message("assistant", "lost")],
             tool_calls: vec![tool_call("refused", None)],
-            ..RunChange::update(next.clone(), 1).with_event(event(kind::PLAN_UPDATED, 1))
+            ..RunChange::update(next.clone(), 1).with_event(event(EventKind::PlanUpdated, 1))
         })
         .await;
     assert!(
-        matches!(&failed, Err(StoreError::Backend(text)) if text.contains("refused by the test")),
+        matches!(&failed, Err(error @ StoreError::Backend { .. }) if ar_core::error_chain(error).contains("refused by the test")),
         "{failed:?}"
     );
     assert_eq!(
@@ -308,7 +308,7 @@ async fn sqlite_failed_commit_rolls_back() {
         .unwrap()
         .is_empty());
     let committed = store
-        .commit(RunChange::update(next, 1).with_event(event(kind::PLAN_UPDATED, 2)))
+        .commit(RunChange::update(next, 1).with_event(event(EventKind::PlanUpdated, 2)))
         .await
         .unwrap();
     assert_eq!(committed.version, 2);
@@ -322,8 +322,8 @@ async fn sqlite_failed_commit_rolls_back() {
 async fn sqlite_wal_is_checkpointed_in_the_background() {
     use std::time::{Duration, Instant};
 
-    use ar_core::event::kind;
     use ar_core::store::RunChange;
+    use ar_core::EventKind;
 
     use crate::fixtures::{event, message};
 
@@ -338,7 +338,7 @@ async fn sqlite_wal_is_checkpointed_in_the_background() {
         store
             .commit(RunChange {
                 messages: vec![message("assistant", &"x".repeat(2_000))],
-                ..RunChange::for_run(&run).with_event(event(kind::PLAN_UPDATED, n))
+                ..RunChange::for_run(&run).with_event(event(EventKind::PlanUpdated, n))
             })
             .await
             .unwrap();
@@ -370,8 +370,8 @@ async fn sqlite_wal_is_checkpointed_in_the_background() {
 /// others stand with contiguous sequences.
 #[tokio::test]
 async fn sqlite_grouped_commits_succeed_or_fail_one_by_one() {
-    use ar_core::event::kind;
     use ar_core::store::RunChange;
+    use ar_core::EventKind;
 
     use crate::fixtures::{event, message, tool_call};
 
@@ -401,12 +401,12 @@ async fn sqlite_grouped_commits_succeed_or_fail_one_by_one() {
             3 => RunChange {
                 messages: vec![message("assistant", "lost")],
                 tool_calls: vec![tool_call("refused", None)],
-                ..RunChange::update(next, 1).with_event(event(kind::PLAN_UPDATED, 1))
+                ..RunChange::update(next, 1).with_event(event(EventKind::PlanUpdated, 1))
             },
-            7 => RunChange::update(next, 5).with_event(event(kind::PLAN_UPDATED, 1)),
+            7 => RunChange::update(next, 5).with_event(event(EventKind::PlanUpdated, 1)),
             _ => RunChange {
                 messages: vec![message("assistant", "kept")],
-                ..RunChange::update(next, 1).with_event(event(kind::PLAN_UPDATED, 1))
+                ..RunChange::update(next, 1).with_event(event(EventKind::PlanUpdated, 1))
             },
         };
         async move { store.commit(change).await }
@@ -415,7 +415,7 @@ async fn sqlite_grouped_commits_succeed_or_fail_one_by_one() {
     for (n, outcome) in outcomes.iter().enumerate() {
         match n {
             3 => assert!(
-                matches!(outcome, Err(StoreError::Backend(text)) if text.contains("refused")),
+                matches!(outcome, Err(error @ StoreError::Backend { .. }) if ar_core::error_chain(error).contains("refused")),
                 "{outcome:?}"
             ),
             7 => assert!(
@@ -443,7 +443,7 @@ async fn sqlite_grouped_commits_succeed_or_fail_one_by_one() {
     }
     // The failed run continues without a gap.
     let committed = store
-        .commit(RunChange::update(stored(&runs[3]), 1).with_event(event(kind::PLAN_UPDATED, 2)))
+        .commit(RunChange::update(stored(&runs[3]), 1).with_event(event(EventKind::PlanUpdated, 2)))
         .await
         .unwrap();
     assert_eq!(committed.events[0].sequence_no, 2);

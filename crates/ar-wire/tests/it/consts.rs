@@ -1,7 +1,7 @@
 //! Enum value lists, normalizers, NATS helpers and header names.
 
 use ar_wire::agents::{approval_mode, runtime_kind};
-use ar_wire::events::{self, event_type};
+use ar_wire::events;
 use ar_wire::model::{normalize_service_tier, service_tier};
 use ar_wire::runs::{
     self, normalize_completion_mode, pause_reason, resume_intent, run_status, turn_completion_mode,
@@ -47,12 +47,11 @@ fn service_tier_aliases_normalize() {
 
 #[test]
 fn transient_event_types() {
-    assert!(events::is_transient(event_type::ASSISTANT_MESSAGE_DELTA));
+    assert!(events::is_transient("assistant_message_delta"));
     assert!(events::is_transient("activity_delta"));
-    assert!(!events::is_transient(
-        event_type::ASSISTANT_MESSAGE_COMPLETED
-    ));
-    assert!(events::is_lifecycle(event_type::RUN_MCP_CREDENTIAL_UPDATED));
+    assert!(!events::is_transient("assistant_message_completed"));
+    assert!(!events::is_transient("no_such_event"));
+    assert!(events::is_lifecycle("run.mcp_credential_updated"));
     assert_eq!(
         events::EVENT_PROTOCOL_HEADER,
         "X-Agent-Runtime-Event-Protocol"

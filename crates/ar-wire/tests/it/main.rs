@@ -1,6 +1,7 @@
 //! Integration tests of the wire contract: fixture round-trips, omitempty, time format, strictness, redaction.
 
 mod consts;
+mod event_shapes;
 mod omitempty;
 mod redaction;
 mod roundtrip;

@@ -156,7 +156,7 @@ fn typed_event_payloads_decode_from_envelopes() {
     assert_eq!(call.tool_name, "read_file");
 
     let envelope = EventEnvelope {
-        event_type: events::event_type::USAGE_CHECKPOINT.to_owned(),
+        event_type: events::EventKind::UsageCheckpoint.as_str().to_owned(),
         data: serde_json::from_str(&fixture("usage_checkpoint_event_data.json")).expect("data"),
         ..EventEnvelope::default()
     };
