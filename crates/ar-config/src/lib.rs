@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod env;
+pub mod support;
 
 use std::fmt;
 
