@@ -53,8 +53,10 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Colours only on a terminal: piped or collected logs stay plain text.
     tracing_subscriber::fmt()
         .with_env_filter(log_filter())
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
