@@ -1,6 +1,6 @@
 //! The keys every mapping of the app configuration accepts, declared once, each with its [`Support`].
 //!
-//! The walker ([`super::reader::Obj`]) reports keys a [`Section`] does not declare, and refuses
+//! The walker over the decoded document reports keys a [`Section`] does not declare, and refuses
 //! the declared keys of capabilities this version does not have yet when they are set. The
 //! sections of those capabilities are still declared so their contents are validated too.
 
