@@ -39,13 +39,24 @@ enum Command {
     Exec(commands::exec::ExecArgs),
 }
 
+/// `AGENT_RUNTIME_LOG`, else `info`. A filter that does not parse is said, not ignored.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let name = ar_config::env::LOG.name;
+    let Some(filter) = std::env::var(name).ok().filter(|f| !f.trim().is_empty()) else {
+        return "info".into();
+    };
+    tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|error| {
+        eprintln!("warning: {name}: {error}; logging at info");
+        "info".into()
+    })
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Colours only on a terminal: piped or collected logs stay plain text.
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENT_RUNTIME_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(log_filter())
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let mut builder = tokio::runtime::Builder::new_multi_thread();

@@ -1,20 +1,21 @@
 //! Every environment variable the service reads, declared once, and the typed settings built from them.
 //!
-//! Each variable is a documented [`EnvVar`] constant; [`ALL`] lists them for the generated docs
-//! table ([`markdown_table`]). [`ServiceSettings::from_env`] reads them through a lookup closure,
-//! validates every value and returns all problems at once. Secrets become
+//! Each variable is a documented [`EnvVar`] constant that states its [`Support`]; [`ALL`] lists
+//! them for the generated docs table ([`markdown_table`]). [`ServiceSettings::from_env`] reads
+//! them through a lookup closure, validates every value, refuses every variable this version
+//! does not support yet, and returns all problems at once. Secrets become
 //! [`ar_core::secret::Secret`] or [`EncryptionKey`], whose `Debug` never shows the value.
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use ar_core::secret::Secret;
 use base64::Engine as _;
 use url::Url;
 
 use crate::app::AppConfig;
+use crate::support::{Capability, Support};
 use crate::Diagnostic;
 
 /// Declaration of one environment variable.
@@ -28,6 +29,8 @@ pub struct EnvVar {
     /// Section of the docs table.
     pub group: &'static str,
     pub description: &'static str,
+    /// Whether this version reads it, or refuses it when set.
+    pub support: Support,
 }
 
 impl EnvVar {
@@ -43,6 +46,7 @@ impl EnvVar {
             secret: false,
             group,
             description,
+            support: Support::Supported,
         }
     }
 
@@ -53,6 +57,23 @@ impl EnvVar {
             secret: true,
             group,
             description,
+            support: Support::Supported,
+        }
+    }
+
+    /// Declared for the original's deployments, refused when set: `capability` is missing.
+    const fn not_yet(self, capability: Capability) -> Self {
+        EnvVar {
+            support: Support::NotYet(capability),
+            ..self
+        }
+    }
+
+    /// Supported, except for `values`, which are refused.
+    const fn except_values(self, values: &'static [(&'static str, Capability)]) -> Self {
+        EnvVar {
+            support: Support::ExceptValues(values),
+            ..self
         }
     }
 }
@@ -65,7 +86,6 @@ const DURABLE: &str = "durable";
 const MCP: &str = "mcp";
 const STUDIO: &str = "studio";
 const NODE: &str = "node";
-const BRIDGE: &str = "mcp-bridge";
 
 // --- server ---------------------------------------------------------------------------------
 
@@ -124,14 +144,14 @@ pub const WORKER_THREADS: EnvVar = EnvVar::new(
 );
 
 /// The worker thread count: `AGENT_RUNTIME_WORKER_THREADS`, else one less than the cores
-/// (at least one). An unparseable or zero value is an error naming the variable.
-pub fn worker_threads(get: impl Fn(&str) -> Option<String>) -> Result<usize, String> {
+/// (at least one). An unparseable or zero value is a diagnostic naming the variable.
+pub fn worker_threads(get: impl Fn(&str) -> Option<String>) -> Result<usize, Diagnostic> {
     match get(WORKER_THREADS.name).map(|value| value.trim().to_string()) {
         Some(value) if !value.is_empty() => match value.parse::<usize>() {
             Ok(count) if count > 0 => Ok(count),
-            _ => Err(format!(
-                "{}: expected a positive whole number, got {value:?}",
-                WORKER_THREADS.name
+            _ => Err(Diagnostic::new(
+                WORKER_THREADS.name,
+                format!("expected a positive whole number, got {value:?}"),
             )),
         },
         _ => {
@@ -140,6 +160,14 @@ pub fn worker_threads(get: impl Fn(&str) -> Option<String>) -> Result<usize, Str
         }
     }
 }
+
+/// Log filter of every subcommand.
+pub const LOG: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_LOG",
+    Some("info"),
+    "Log filter in `tracing` env-filter syntax (e.g. `info,agent_runtime::events=debug`); logs go to standard error.",
+);
 
 // --- store ----------------------------------------------------------------------------------
 
@@ -229,82 +257,102 @@ pub const NATIVE_PROVIDER: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_NATIVE_PROVIDER",
     Some("anthropic"),
-    "Default model provider for native agents that name none.",
-);
-/// Model of agents that name none.
+    "Default model provider for native agents that name none (`openai_chatgpt` is not supported yet).",
+)
+.except_values(&[("openai_chatgpt", Capability::ChatGpt)]);
+/// Model of agents that name neither provider nor model.
 pub const NATIVE_MODEL: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_NATIVE_MODEL",
     None,
-    "Default model for native agents that name none (default depends on the provider).",
+    "Default model of the default provider (AGENT_RUNTIME_NATIVE_PROVIDER) for agents that name no model; unset, the provider's own default.",
 );
+/// Not supported yet: a run without a model fails instead.
 pub const ALLOW_DETERMINISTIC_FALLBACK: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK",
     Some("false"),
-    "Allow a deterministic stand-in model when no model is configured (tests and demos).",
-);
+    "Allow a deterministic stand-in model when no model is configured. Not supported yet: refused unless off.",
+)
+.not_yet(Capability::DeterministicModel);
+/// Not supported yet (issue 12).
 pub const CHATGPT_ENABLED: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_CHATGPT_ENABLED",
     Some("false"),
-    "Enable the `openai_chatgpt` provider (run credentials only).",
-);
+    "Enable the `openai_chatgpt` provider (run credentials only). Not supported yet: refused unless off.",
+)
+.not_yet(Capability::ChatGpt);
 /// Key that encrypts per-run model credentials at rest.
 pub const MODEL_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(MODELS, "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "AES-256 key for per-run model credentials: 32 raw bytes or base64 of 32 bytes. Same value on API and workers.");
 
 // --- events ---------------------------------------------------------------------------------
 
-/// Global event sinks (CSV).
-pub const EVENT_SINK: EnvVar = EnvVar::new(EVENTS, "AGENT_RUNTIME_EVENT_SINK", Some("log"), "Global event sinks, comma separated: `log`, `nats` (`jetstream`), `callback` (`http`, `webhook`), `none`.");
+/// Global event sinks (CSV). Only `log` and `none` exist in this version.
+pub const EVENT_SINK: EnvVar = EnvVar::new(EVENTS, "AGENT_RUNTIME_EVENT_SINK", Some("log"), "Global event sinks, comma separated: `log` (each event's type, app, run and sequence in the service log at debug level, target `agent_runtime::events`) or `none`. `nats` (`jetstream`) and `callback` (`http`, `webhook`) are not supported yet and refused.")
+.except_values(&[
+    ("nats", Capability::NatsEvents),
+    ("jetstream", Capability::NatsEvents),
+    ("callback", Capability::GlobalEventCallback),
+    ("http", Capability::GlobalEventCallback),
+    ("webhook", Capability::GlobalEventCallback),
+]);
 pub const NATS_URL: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_URL",
     None,
     "NATS server URL (required with the `nats` sink).",
-);
+)
+.not_yet(Capability::NatsEvents);
 pub const NATS_STREAM: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_STREAM",
     Some("AGENT_RUNTIME_EVENTS"),
     "JetStream stream name.",
-);
+)
+.not_yet(Capability::NatsEvents);
 pub const NATS_STREAM_SUBJECTS: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
     Some("agent-runtime.events.>"),
     "Subjects of the stream, comma separated.",
-);
+)
+.not_yet(Capability::NatsEvents);
 pub const NATS_SUBJECT_TEMPLATE: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
     Some("agent-runtime.events.{app_id}.{run_id}.{event_type}"),
     "Subject of each v1 event; placeholders `{app_id}`, `{run_id}`, `{event_type}` (or `{type}`).",
-);
+)
+.not_yet(Capability::NatsEvents);
 pub const NATS_CLIENT_NAME: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_CLIENT_NAME",
     Some("agent-runtime"),
     "NATS connection name.",
-);
+)
+.not_yet(Capability::NatsEvents);
 pub const NATS_ENSURE_STREAM: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_ENSURE_STREAM",
     Some("true"),
     "Create or update the stream at startup.",
-);
+)
+.not_yet(Capability::NatsEvents);
 /// Legacy global callback receiving events of all apps (sink `callback`).
 pub const EVENT_CALLBACK_URL: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_EVENT_CALLBACK_URL",
     None,
     "Legacy global event callback URL (sink `callback`; receives every app's events).",
-);
+)
+.not_yet(Capability::GlobalEventCallback);
 pub const EVENT_CALLBACK_TOKEN: EnvVar = EnvVar::secret(
     EVENTS,
     "AGENT_RUNTIME_EVENT_CALLBACK_TOKEN",
     "Bearer token of the legacy global event callback.",
-);
+)
+.not_yet(Capability::GlobalEventCallback);
 
 // --- durable --------------------------------------------------------------------------------
 
@@ -314,19 +362,22 @@ pub const TEMPORAL_ADDRESS: EnvVar = EnvVar::new(
     "TEMPORAL_ADDRESS",
     None,
     "Temporal frontend `host:port`; enables durable execution.",
-);
+)
+.not_yet(Capability::Durable);
 pub const TEMPORAL_NAMESPACE: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_NAMESPACE",
     Some("default"),
     "Temporal namespace.",
-);
+)
+.not_yet(Capability::Durable);
 pub const TEMPORAL_TASK_QUEUE_PREFIX: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TASK_QUEUE_PREFIX",
     None,
     "Prefix of every Temporal task queue name.",
-);
+)
+.not_yet(Capability::Durable);
 
 // --- mcp ------------------------------------------------------------------------------------
 
@@ -334,25 +385,29 @@ pub const MCP_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(
     MCP,
     "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
     "AES-256 key for run-scoped MCP credentials: 32 raw bytes or base64 of 32 bytes.",
-);
+)
+.not_yet(Capability::Mcp);
 pub const MCP_ALLOWED_HOSTS: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOWED_HOSTS",
     None,
     "Optional allowlist of run MCP hosts, comma separated (exact or `*.suffix`).",
-);
+)
+.not_yet(Capability::Mcp);
 pub const MCP_ALLOW_PRIVATE_NETWORKS: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS",
     Some("false"),
     "Allow run MCP servers on private or loopback addresses.",
-);
+)
+.not_yet(Capability::Mcp);
 pub const MCP_ALLOW_HTTP: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOW_HTTP",
     Some("false"),
     "Allow plain-HTTP run MCP servers.",
-);
+)
+.not_yet(Capability::Mcp);
 
 // --- studio and nodes -----------------------------------------------------------------------
 
@@ -397,33 +452,6 @@ pub const NODE_TOKEN: EnvVar = EnvVar::secret(
     "Bearer token between the cluster router and nodes.",
 );
 
-// --- mcp bridge -----------------------------------------------------------------------------
-
-pub const API_BASE_URL: EnvVar = EnvVar::new(
-    BRIDGE,
-    "AGENT_RUNTIME_API_BASE_URL",
-    None,
-    "Runtime API base URL the MCP bridge calls (required by `mcp-bridge`).",
-);
-pub const APP_ID: EnvVar = EnvVar::new(
-    BRIDGE,
-    "AGENT_RUNTIME_APP_ID",
-    None,
-    "App of the run the MCP bridge serves (required by `mcp-bridge`).",
-);
-pub const RUN_ID: EnvVar = EnvVar::new(
-    BRIDGE,
-    "AGENT_RUNTIME_RUN_ID",
-    None,
-    "Run the MCP bridge serves (required by `mcp-bridge`).",
-);
-pub const MCP_BRIDGE_HTTP_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
-    BRIDGE,
-    "AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS",
-    Some("300"),
-    "Timeout of one bridge call to the run tool gateway, seconds.",
-);
-
 /// Every declared variable, in docs order.
 pub const ALL: &[EnvVar] = &[
     ADDR,
@@ -434,6 +462,7 @@ pub const ALL: &[EnvVar] = &[
     LEASE_TTL_SECONDS,
     WORKER_THREADS,
     SWEEP_INTERVAL_SECONDS,
+    LOG,
     STORE_DRIVER,
     SQLITE_DSN,
     DATABASE_URL,
@@ -479,16 +508,12 @@ pub const ALL: &[EnvVar] = &[
     STUDIO_MAX_RUNS_PER_EXPERIMENT,
     NODE_ADDR,
     NODE_TOKEN,
-    API_BASE_URL,
-    APP_ID,
-    RUN_ID,
-    MCP_BRIDGE_HTTP_TIMEOUT_SECONDS,
 ];
 
 /// The docs table of every variable (Markdown), grouped in declaration order.
 pub fn markdown_table() -> String {
     let mut out = String::from(
-        "| Variable | Group | Default | Secret | Description |\n|---|---|---|---|---|\n",
+        "| Variable | Group | Default | Secret | Supported | Description |\n|---|---|---|---|---|---|\n",
     );
     for var in ALL {
         let default = var
@@ -496,12 +521,21 @@ pub fn markdown_table() -> String {
             .map(|d| format!("`{d}`"))
             .unwrap_or_else(|| "–".to_string());
         let secret = if var.secret { "yes" } else { "" };
+        let support = match var.support {
+            Support::Supported => "yes".to_string(),
+            Support::ExceptValues(values) => {
+                let refused: Vec<_> = values.iter().map(|(v, _)| format!("`{v}`")).collect();
+                format!("yes, except {}", refused.join(", "))
+            }
+            Support::NotYet(capability) => format!("not yet ({})", capability.describe()),
+        };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             var.name,
             var.group,
             default.replace('|', "\\|"),
             secret,
+            support,
             var.description.replace('|', "\\|")
         ));
     }
@@ -694,6 +728,35 @@ impl Reader<'_> {
     fn csv(&self, var: &EnvVar) -> Vec<String> {
         split_csv(&self.string_or_default(var))
     }
+
+    /// Reports `value` of `var` when this version refuses it ([`Support::ExceptValues`]).
+    fn refuses_value(&mut self, var: &EnvVar, value: &str) -> bool {
+        match var.support.refused_value(value) {
+            Some(capability) => {
+                self.diagnostics
+                    .push(capability.value_refusal(var.name, value));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reports every variable that is set although this version does not support it
+    /// ([`Support::NotYet`]); an on/off variable whose default is off may be set to off.
+    fn refuse_unsupported(&mut self) {
+        for var in ALL {
+            let Support::NotYet(capability) = var.support else {
+                continue;
+            };
+            let Some(value) = self.get(var) else {
+                continue;
+            };
+            let off_as_by_default = var.default == Some("false") && is_falsy(&value);
+            if !off_as_by_default {
+                self.diagnostics.push(capability.refusal(var.name));
+            }
+        }
+    }
 }
 
 fn split_csv(value: &str) -> Vec<String> {
@@ -777,10 +840,9 @@ pub struct ModelSettings {
     pub anthropic: ProviderSettings,
     pub openrouter: ProviderSettings,
     pub native_provider: String,
-    /// The configured model, or the provider's default.
+    /// The default provider's model for agents that name none: the configured one, else the
+    /// provider's default.
     pub native_model: String,
-    pub allow_deterministic_fallback: bool,
-    pub chatgpt_enabled: bool,
     pub credential_encryption_key: Option<EncryptionKey>,
 }
 
@@ -804,80 +866,29 @@ pub fn default_native_model(provider: &str) -> &'static str {
     }
 }
 
-/// One global event sink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventSinkKind {
-    Log,
-    Nats,
-    Callback,
-}
-
-/// NATS JetStream publishing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NatsSettings {
-    pub url: String,
-    pub stream: String,
-    pub stream_subjects: Vec<String>,
-    pub subject_template: String,
-    pub client_name: String,
-    pub ensure_stream: bool,
-}
-
-/// The legacy global callback (all apps).
-#[derive(Debug, Clone, PartialEq)]
-pub struct GlobalCallback {
-    pub url: Url,
-    pub token: Option<Secret>,
-}
-
-/// Event fan-out settings.
-#[derive(Debug, Clone, PartialEq)]
+/// Global event sinks.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventSettings {
-    /// Empty when `none`.
-    pub sinks: Vec<EventSinkKind>,
-    /// Present when the `nats` sink is on.
-    pub nats: Option<NatsSettings>,
-    /// Present when the `callback` sink is on.
-    pub callback: Option<GlobalCallback>,
+    /// The `log` sink: every published event is written to the service log (the default; off
+    /// with `none`).
+    pub log: bool,
 }
 
-/// Temporal, when durable execution is enabled.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TemporalSettings {
-    pub address: String,
-    pub namespace: String,
-    pub task_queue_prefix: String,
-}
-
-/// Policy for run-scoped MCP servers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpSettings {
-    pub credential_encryption_key: Option<EncryptionKey>,
-    pub allowed_hosts: Vec<String>,
-    pub allow_private_networks: bool,
-    pub allow_http: bool,
-}
-
-/// Studio link and standalone studio.
+/// This service's link to an external studio, and the experiment caps it registers with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StudioSettings {
     pub url: Option<Url>,
-    pub addr: Option<SocketAddr>,
-    /// The studio's bearer token (standalone studio; this service's link to `url`).
+    /// The studio's bearer token (sent by this service's link to `url`).
     pub token: Option<Secret>,
     /// Experiment caps this service registers with (0: none).
     pub max_tokens_per_experiment: i64,
     pub max_runs_per_experiment: i64,
 }
 
-/// Remote execution node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeSettings {
-    pub addr: Option<SocketAddr>,
-    pub token: Option<Secret>,
-}
-
 /// Every setting of the service process, validated.
+///
+/// `AGENT_RUNTIME_STUDIO_ADDR` and `AGENT_RUNTIME_NODE_*` are not here: the `studio` and
+/// `node` subcommands read them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceSettings {
     pub addr: SocketAddr,
@@ -893,15 +904,13 @@ pub struct ServiceSettings {
     pub store: StoreSettings,
     pub models: ModelSettings,
     pub events: EventSettings,
-    pub temporal: Option<TemporalSettings>,
-    pub mcp: McpSettings,
     pub studio: StudioSettings,
-    pub node: NodeSettings,
 }
 
 impl ServiceSettings {
     /// Reads and validates every variable through `lookup` (use [`process_env`] in production).
-    /// Returns all problems at once; diagnostics of the app configuration are included.
+    /// Returns all problems at once: invalid values, variables this version does not support
+    /// yet, and the app configuration's diagnostics.
     pub fn from_env(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<ServiceSettings, Vec<Diagnostic>> {
@@ -909,85 +918,71 @@ impl ServiceSettings {
             lookup: &lookup,
             diagnostics: Vec::new(),
         };
-
+        r.refuse_unsupported();
+        if let Err(diagnostic) = worker_threads(&lookup) {
+            r.diagnostics.push(diagnostic);
+        }
         let addr = r
             .socket_addr(&ADDR)
             .unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, 8090)));
         let service_token = r.secret(&SERVICE_TOKEN);
         let allow_anonymous = r.flag(&ALLOW_ANONYMOUS);
-        let instance_id = r.get(&INSTANCE_ID);
+        let instance_id = read_instance_id(&mut r);
         let lease_ttl = r.seconds(&LEASE_TTL_SECONDS, 3600);
         let sweep_interval = r.seconds(&SWEEP_INTERVAL_SECONDS, 3600);
-        if let Some(id) = &instance_id {
-            if let Err(message) = ar_core::ids::validate_external_id("instance id", id) {
-                r.report(&INSTANCE_ID, message);
-            }
-        }
-
-        let app_config = match (lookup)(APP_CONFIG.name).filter(|v| !v.trim().is_empty()) {
-            None => AppConfig::default(),
-            Some(source) => match AppConfig::load(&source, &lookup) {
-                Ok(config) => config,
-                Err(diagnostics) => {
-                    r.diagnostics.extend(diagnostics);
-                    AppConfig::default()
-                }
-            },
-        };
-
+        let app_config = read_app_config(&mut r);
         let store = read_store(&mut r);
         let models = read_models(&mut r);
         let events = read_events(&mut r);
-
-        let temporal = r.get(&TEMPORAL_ADDRESS).map(|address| TemporalSettings {
-            address,
-            namespace: r.string_or_default(&TEMPORAL_NAMESPACE),
-            task_queue_prefix: r.string_or_default(&TEMPORAL_TASK_QUEUE_PREFIX),
-        });
-
-        let mcp = McpSettings {
-            credential_encryption_key: r.key(&MCP_CREDENTIAL_ENCRYPTION_KEY),
-            allowed_hosts: r.csv(&MCP_ALLOWED_HOSTS),
-            allow_private_networks: r.flag(&MCP_ALLOW_PRIVATE_NETWORKS),
-            allow_http: r.flag(&MCP_ALLOW_HTTP),
-        };
         let studio = StudioSettings {
             url: r.url(&STUDIO_URL, None),
-            addr: r.socket_addr(&STUDIO_ADDR),
             token: r.secret(&STUDIO_TOKEN),
             max_tokens_per_experiment: r.count(&STUDIO_MAX_TOKENS_PER_EXPERIMENT),
             max_runs_per_experiment: r.count(&STUDIO_MAX_RUNS_PER_EXPERIMENT),
         };
-        let node = NodeSettings {
-            addr: r.socket_addr(&NODE_ADDR),
-            token: r.secret(&NODE_TOKEN),
-        };
-
-        if r.diagnostics.is_empty() {
-            Ok(ServiceSettings {
-                addr,
-                service_token,
-                allow_anonymous,
-                instance_id,
-                lease_ttl,
-                sweep_interval,
-                app_config,
-                store,
-                models,
-                events,
-                temporal,
-                mcp,
-                studio,
-                node,
-            })
-        } else {
-            Err(r.diagnostics)
+        if !r.diagnostics.is_empty() {
+            return Err(r.diagnostics);
         }
+        Ok(ServiceSettings {
+            addr,
+            service_token,
+            allow_anonymous,
+            instance_id,
+            lease_ttl,
+            sweep_interval,
+            app_config,
+            store,
+            models,
+            events,
+            studio,
+        })
     }
 
     /// Whether requests must carry the service token.
     pub fn service_auth_enabled(&self) -> bool {
         self.service_token.is_some()
+    }
+}
+
+fn read_instance_id(r: &mut Reader<'_>) -> Option<String> {
+    let id = r.get(&INSTANCE_ID)?;
+    if let Err(message) = ar_core::ids::validate_external_id("instance id", &id) {
+        r.report(&INSTANCE_ID, message);
+    }
+    Some(id)
+}
+
+/// `AGENT_RUNTIME_APP_CONFIG`, with its diagnostics added to the environment's.
+fn read_app_config(r: &mut Reader<'_>) -> AppConfig {
+    let Some(source) = (r.lookup)(APP_CONFIG.name).filter(|v| !v.trim().is_empty()) else {
+        return AppConfig::default();
+    };
+    match AppConfig::load(&source, r.lookup) {
+        Ok(config) => config,
+        Err(diagnostics) => {
+            r.diagnostics.extend(diagnostics);
+            AppConfig::default()
+        }
     }
 }
 
@@ -1139,7 +1134,9 @@ fn read_models(r: &mut Reader<'_>) -> ModelSettings {
     let anthropic = read_provider(r, &ANTHROPIC_API_KEY, &ANTHROPIC_BASE_URL);
     let openrouter = read_provider(r, &OPENROUTER_API_KEY, &OPENROUTER_BASE_URL);
     let native_provider = r.string_or_default(&NATIVE_PROVIDER).to_ascii_lowercase();
-    if !NATIVE_PROVIDERS.contains(&native_provider.as_str()) {
+    if !r.refuses_value(&NATIVE_PROVIDER, &native_provider)
+        && !NATIVE_PROVIDERS.contains(&native_provider.as_str())
+    {
         r.report(
             &NATIVE_PROVIDER,
             format!(
@@ -1157,148 +1154,27 @@ fn read_models(r: &mut Reader<'_>) -> ModelSettings {
         openrouter,
         native_provider,
         native_model,
-        allow_deterministic_fallback: r.flag(&ALLOW_DETERMINISTIC_FALLBACK),
-        chatgpt_enabled: r.flag(&CHATGPT_ENABLED),
         credential_encryption_key: r.key(&MODEL_CREDENTIAL_ENCRYPTION_KEY),
     }
 }
 
 fn read_events(r: &mut Reader<'_>) -> EventSettings {
-    let mut sinks = Vec::new();
-    let mut saw_none = false;
+    let (mut log, mut none) = (false, false);
     for item in r.csv(&EVENT_SINK) {
-        let kind = match item.to_ascii_lowercase().as_str() {
-            "log" | "slog" => EventSinkKind::Log,
-            "nats" | "jetstream" => EventSinkKind::Nats,
-            "callback" | "http" | "webhook" => EventSinkKind::Callback,
-            "none" | "noop" => {
-                saw_none = true;
-                continue;
-            }
-            _ => {
-                r.report(
-                    &EVENT_SINK,
-                    format!("unknown event sink {item:?} (expected log, nats, callback or none)"),
-                );
-                continue;
-            }
-        };
-        if !sinks.contains(&kind) {
-            sinks.push(kind);
+        match item.to_ascii_lowercase().as_str() {
+            "log" | "slog" => log = true,
+            "none" | "noop" => none = true,
+            other if r.refuses_value(&EVENT_SINK, other) => {}
+            _ => r.report(
+                &EVENT_SINK,
+                format!("unknown event sink {item:?} (expected log or none)"),
+            ),
         }
     }
-    if saw_none && !sinks.is_empty() {
+    if none && log {
         r.report(&EVENT_SINK, "`none` cannot be combined with other sinks");
-        sinks.clear();
     }
-
-    let nats = if sinks.contains(&EventSinkKind::Nats) {
-        match r.get(&NATS_URL) {
-            None => {
-                r.report(&NATS_URL, "is required when the nats event sink is enabled");
-                None
-            }
-            Some(url) => {
-                let template = r.string_or_default(&NATS_SUBJECT_TEMPLATE);
-                if !template.contains("{run_id}") {
-                    r.report(&NATS_SUBJECT_TEMPLATE, "must contain {run_id}");
-                }
-                Some(NatsSettings {
-                    url,
-                    stream: r.string_or_default(&NATS_STREAM),
-                    stream_subjects: r.csv(&NATS_STREAM_SUBJECTS),
-                    subject_template: template,
-                    client_name: r.string_or_default(&NATS_CLIENT_NAME),
-                    ensure_stream: r.flag(&NATS_ENSURE_STREAM),
-                })
-            }
-        }
-    } else {
-        None
-    };
-
-    let callback = if sinks.contains(&EventSinkKind::Callback) {
-        if r.get(&EVENT_CALLBACK_URL).is_none() {
-            r.report(
-                &EVENT_CALLBACK_URL,
-                "is required when the callback event sink is enabled",
-            );
-            None
-        } else {
-            r.url(&EVENT_CALLBACK_URL, None).map(|url| GlobalCallback {
-                url,
-                token: r.secret(&EVENT_CALLBACK_TOKEN),
-            })
-        }
-    } else {
-        None
-    };
-
-    EventSettings {
-        sinks,
-        nats,
-        callback,
-    }
-}
-
-/// Settings of `agent-runtime mcp-bridge`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BridgeSettings {
-    pub api_base_url: Url,
-    pub app_id: String,
-    pub run_id: String,
-    pub service_token: Option<Secret>,
-    pub http_timeout: Duration,
-}
-
-impl BridgeSettings {
-    /// Reads the bridge variables; all diagnostics at once.
-    pub fn from_env(
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<BridgeSettings, Vec<Diagnostic>> {
-        let mut r = Reader {
-            lookup: &lookup,
-            diagnostics: Vec::new(),
-        };
-        let api_base_url = if r.get(&API_BASE_URL).is_none() {
-            r.report(&API_BASE_URL, "is required");
-            None
-        } else {
-            r.url(&API_BASE_URL, None)
-        };
-        let app_id = r.get(&APP_ID);
-        if app_id.is_none() {
-            r.report(&APP_ID, "is required");
-        }
-        let run_id = r.get(&RUN_ID);
-        if run_id.is_none() {
-            r.report(&RUN_ID, "is required");
-        }
-        let timeout = r.string_or_default(&MCP_BRIDGE_HTTP_TIMEOUT_SECONDS);
-        let http_timeout = match timeout.parse::<u64>() {
-            Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
-            _ => {
-                r.report(
-                    &MCP_BRIDGE_HTTP_TIMEOUT_SECONDS,
-                    "must be a positive number of seconds",
-                );
-                Duration::from_secs(300)
-            }
-        };
-        let service_token = r.secret(&SERVICE_TOKEN);
-        match (api_base_url, app_id, run_id) {
-            (Some(api_base_url), Some(app_id), Some(run_id)) if r.diagnostics.is_empty() => {
-                Ok(BridgeSettings {
-                    api_base_url,
-                    app_id,
-                    run_id,
-                    service_token,
-                    http_timeout,
-                })
-            }
-            _ => Err(r.diagnostics),
-        }
-    }
+    EventSettings { log: log && !none }
 }
 
 #[cfg(test)]
@@ -1338,8 +1214,7 @@ mod tests {
             "https://api.openai.com/v1"
         );
         assert!(!settings.models.openai.base_url_overridden);
-        assert_eq!(settings.events.sinks, vec![EventSinkKind::Log]);
-        assert!(settings.temporal.is_none());
+        assert!(settings.events.log);
         assert!(settings.app_config.apps.is_empty());
     }
 
@@ -1458,7 +1333,7 @@ mod tests {
         let settings = ServiceSettings::from_env(lookup(&[
             ("AGENT_RUNTIME_SERVICE_TOKEN", "tok-very-secret"),
             ("OPENAI_API_KEY", "sk-very-secret"),
-            ("AGENT_RUNTIME_NODE_TOKEN", "node-very-secret"),
+            ("AGENT_RUNTIME_STUDIO_TOKEN", "studio-very-secret"),
         ]))
         .unwrap();
         let debug = format!("{settings:?}");
@@ -1479,7 +1354,9 @@ mod tests {
             ("OPENAI_BASE_URL", "ftp://x"),
             ("AGENT_RUNTIME_NATIVE_PROVIDER", "gemini"),
             ("AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "short"),
-            ("AGENT_RUNTIME_EVENT_SINK", "log,nats,callback,kafka"),
+            ("AGENT_RUNTIME_EVENT_SINK", "log,kafka"),
+            ("AGENT_RUNTIME_WORKER_THREADS", "0"),
+            ("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
             ("AGENT_RUNTIME_APP_CONFIG", "apps: [{app_id: a, bogus: 1}]"),
         ]))
         .unwrap_err();
@@ -1492,62 +1369,136 @@ mod tests {
             "AGENT_RUNTIME_NATIVE_PROVIDER",
             "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY",
             "AGENT_RUNTIME_EVENT_SINK",
-            "AGENT_RUNTIME_NATS_URL",
-            "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+            "AGENT_RUNTIME_WORKER_THREADS",
+            "TEMPORAL_ADDRESS",
             "apps[0].bogus",
         ] {
             assert!(got.contains(&expected), "missing {expected} in {got:?}");
         }
     }
 
-    #[test]
-    fn event_sinks_nats_and_none() {
-        let settings = ServiceSettings::from_env(lookup(&[
-            ("AGENT_RUNTIME_EVENT_SINK", "jetstream, log"),
-            ("AGENT_RUNTIME_NATS_URL", "nats://127.0.0.1:4222"),
-        ]))
-        .unwrap();
-        assert_eq!(
-            settings.events.sinks,
-            vec![EventSinkKind::Nats, EventSinkKind::Log]
-        );
-        let nats = settings.events.nats.unwrap();
-        assert_eq!(nats.stream, "AGENT_RUNTIME_EVENTS");
-        assert_eq!(nats.stream_subjects, vec!["agent-runtime.events.>"]);
-        assert!(nats.ensure_stream);
+    fn messages_at(diagnostics: &[Diagnostic], path: &str) -> Vec<String> {
+        diagnostics
+            .iter()
+            .filter(|d| d.path == path)
+            .map(|d| d.message.clone())
+            .collect()
+    }
 
+    #[test]
+    fn event_sinks_log_and_none_work_and_the_others_are_refused() {
+        let settings =
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "slog")])).unwrap();
+        assert!(settings.events.log);
         let settings =
             ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "none")])).unwrap();
-        assert!(settings.events.sinks.is_empty());
+        assert!(!settings.events.log);
+
+        for (value, capability) in [
+            ("nats", "NATS"),
+            ("JetStream", "NATS"),
+            ("callback", "global event callback"),
+            ("http", "global event callback"),
+            ("webhook", "global event callback"),
+        ] {
+            let err = ServiceSettings::from_env(lookup(&[(
+                "AGENT_RUNTIME_EVENT_SINK",
+                &format!("log, {value}"),
+            )]))
+            .unwrap_err();
+            let messages = messages_at(&err, "AGENT_RUNTIME_EVENT_SINK");
+            assert_eq!(messages.len(), 1, "{value}: {err:?}");
+            assert!(
+                messages[0].contains("does not support")
+                    && messages[0].contains(capability)
+                    && messages[0].contains(value),
+                "{value}: {messages:?}"
+            );
+        }
+        let err = ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "log,none")]))
+            .unwrap_err();
+        assert!(messages_at(&err, "AGENT_RUNTIME_EVENT_SINK")[0].contains("cannot be combined"));
     }
 
     #[test]
-    fn temporal_enabled_by_address() {
-        let settings =
-            ServiceSettings::from_env(lookup(&[("TEMPORAL_ADDRESS", "127.0.0.1:7233")])).unwrap();
-        let temporal = settings.temporal.unwrap();
-        assert_eq!(temporal.namespace, "default");
-        assert_eq!(temporal.address, "127.0.0.1:7233");
-    }
-
-    #[test]
-    fn bridge_settings() {
-        let err = BridgeSettings::from_env(lookup(&[])).unwrap_err();
+    fn unsupported_variables_are_refused_whatever_else_is_set() {
+        // NATS settings without the nats sink, a Temporal namespace without an address: set,
+        // they would be ignored, so each is refused on its own.
+        let err = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_NATS_URL", "nats://127.0.0.1:4222"),
+            ("TEMPORAL_NAMESPACE", "default"),
+            (
+                "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
+                "k-very-secret",
+            ),
+            ("AGENT_RUNTIME_CHATGPT_ENABLED", "yes"),
+        ]))
+        .unwrap_err();
         assert_eq!(
             paths(&err),
             vec![
-                "AGENT_RUNTIME_API_BASE_URL",
-                "AGENT_RUNTIME_APP_ID",
-                "AGENT_RUNTIME_RUN_ID"
+                "AGENT_RUNTIME_CHATGPT_ENABLED",
+                "AGENT_RUNTIME_NATS_URL",
+                "TEMPORAL_NAMESPACE",
+                "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
             ]
         );
-        let ok = BridgeSettings::from_env(lookup(&[
-            ("AGENT_RUNTIME_API_BASE_URL", "http://127.0.0.1:8090"),
-            ("AGENT_RUNTIME_APP_ID", "a"),
-            ("AGENT_RUNTIME_RUN_ID", "run_1"),
+        assert!(err[2].message.contains("durable execution (Temporal)"));
+        assert!(err[3].message.contains("MCP"));
+        assert!(!format!("{err:?}").contains("very-secret"));
+    }
+
+    #[test]
+    fn unsupported_switches_may_be_set_to_off() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_CHATGPT_ENABLED", "false"),
+            ("AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK", "0"),
+            ("AGENT_RUNTIME_MCP_ALLOW_HTTP", "off"),
+            ("AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS", ""),
+        ]));
+        assert!(settings.is_ok(), "{settings:?}");
+        // A switch whose default is on is not "off by default": set at all, it is refused.
+        let err =
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_NATS_ENSURE_STREAM", "false")]))
+                .unwrap_err();
+        assert_eq!(paths(&err), vec!["AGENT_RUNTIME_NATS_ENSURE_STREAM"]);
+    }
+
+    #[test]
+    fn chatgpt_as_the_default_provider_is_refused() {
+        let err = ServiceSettings::from_env(lookup(&[(
+            "AGENT_RUNTIME_NATIVE_PROVIDER",
+            "openai_chatgpt",
+        )]))
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["AGENT_RUNTIME_NATIVE_PROVIDER"]);
+        assert!(err[0].message.contains("ChatGPT"), "{err:?}");
+    }
+
+    #[test]
+    fn native_model_overrides_the_default_providers_model() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_NATIVE_PROVIDER", "openai"),
+            ("AGENT_RUNTIME_NATIVE_MODEL", "gpt-custom"),
         ]))
         .unwrap();
-        assert_eq!(ok.http_timeout, Duration::from_secs(300));
+        assert_eq!(settings.models.native_model, "gpt-custom");
+        let settings =
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_NATIVE_PROVIDER", "openrouter")]))
+                .unwrap();
+        assert_eq!(settings.models.native_model, "openai/gpt-5.6-terra");
+    }
+
+    #[test]
+    fn the_table_says_what_is_not_supported() {
+        let table = markdown_table();
+        assert!(
+            table.contains(
+                "| `TEMPORAL_ADDRESS` | durable | – |  | not yet (durable execution (Temporal)) |"
+            ),
+            "{table}"
+        );
+        assert!(table.contains("yes, except `nats`, `jetstream`, `callback`, `http`, `webhook`"));
     }
 
     #[test]

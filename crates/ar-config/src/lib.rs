@@ -4,9 +4,14 @@
 //! lookup closure (so tests never touch the real environment) and [`app::AppConfig::load`] parses
 //! `AGENT_RUNTIME_APP_CONFIG`. Both validate everything and return every problem at once as a
 //! list of [`Diagnostic`]s instead of stopping at the first one.
+//!
+//! Every variable and app key declares its [`support::Support`]: a setting this version would
+//! ignore is refused when set, naming the [`support::Capability`] it lacks, and the test
+//! `tests/settings_have_readers.rs` checks that every supported one is read.
 
 pub mod app;
 pub mod env;
+pub mod support;
 
 use std::fmt;
 

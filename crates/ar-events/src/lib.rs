@@ -7,8 +7,10 @@
 //! - [`sse`]: `text/event-stream` frame encoding.
 //! - [`outbox::CallbackDispatcher`]: at-least-once HTTP delivery of persisted events to app
 //!   callbacks, with the events table as the outbox and a named cursor per callback.
+//! - [`log_sink::LoggingBus`]: the `log` event sink, writing each event's envelope to the log.
 
 pub mod bus;
+pub mod log_sink;
 pub mod outbox;
 pub mod replay;
 pub mod sse;
@@ -17,5 +19,6 @@ pub mod sse;
 mod fake_store;
 
 pub use bus::{Bus, RecvError, Subscription};
+pub use log_sink::LoggingBus;
 pub use outbox::{CallbackDispatcher, CallbackTarget, DispatcherOptions, RenderFn, StartPosition};
 pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions};

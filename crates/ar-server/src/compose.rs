@@ -10,14 +10,16 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ar_config::app::AppConfig;
-use ar_config::env::StoreSettings;
+use ar_config::env::{EventSettings, StoreSettings};
 use ar_config::ServiceSettings;
+use ar_core::agent_cli::AgentCli;
 use ar_core::clock::SystemClock;
+use ar_core::event::EventBus;
 use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::sealer::Sealer;
 use ar_engine::{AppPolicy, ApprovedEndpoint, Engine, EngineConfig, EngineDeps, ProviderDefaults};
-use ar_events::Bus;
+use ar_events::{Bus, LoggingBus};
 use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -87,10 +89,11 @@ fn data_dir(settings: &ServiceSettings) -> PathBuf {
         }
     }
     // Memory and PostgreSQL stores keep these files in the user's data directory.
-    let base = ar_config::env::process_env("XDG_DATA_HOME")
+    let base = ar_config::env::process_env(ar_config::env::XDG_DATA_HOME.name)
         .map(PathBuf::from)
         .or_else(|| {
-            ar_config::env::process_env("HOME").map(|home| PathBuf::from(home).join(".local/share"))
+            ar_config::env::process_env(ar_config::env::HOME.name)
+                .map(|home| PathBuf::from(home).join(".local/share"))
         })
         .unwrap_or_else(std::env::temp_dir);
     base.join("agent-runtime")
@@ -178,7 +181,12 @@ fn provider_facts(
             vec!["reasoning_effort", "openrouter"],
         ),
     ] {
-        let default_model = ar_config::env::default_native_model(name).to_string();
+        // AGENT_RUNTIME_NATIVE_MODEL is the default provider's model; the others keep theirs.
+        let default_model = if name == models.native_provider {
+            models.native_model.clone()
+        } else {
+            ar_config::env::default_native_model(name).to_string()
+        };
         if provider.configured() {
             defaults.insert(
                 name.to_string(),
@@ -217,6 +225,132 @@ fn provider_facts(
     (providers, defaults)
 }
 
+/// How clients authenticate, decided at startup.
+struct ServiceAuth {
+    /// `None` when anonymous access is allowed.
+    token: Option<Secret>,
+    /// Where a generated development token was written.
+    generated_token_path: Option<PathBuf>,
+}
+
+/// A configured token, anonymous access (loopback only), or a development token generated
+/// once and kept beside the database.
+fn resolve_auth(
+    settings: &ServiceSettings,
+    listen_addr: SocketAddr,
+    dir: &Path,
+) -> anyhow::Result<ServiceAuth> {
+    if let Some(token) = settings.service_token.clone() {
+        return Ok(ServiceAuth {
+            token: Some(token),
+            generated_token_path: None,
+        });
+    }
+    if settings.allow_anonymous {
+        if !listen_addr.ip().is_loopback() {
+            anyhow::bail!(
+                "refusing to serve anonymously on non-loopback address {listen_addr}: set AGENT_RUNTIME_SERVICE_TOKEN"
+            );
+        }
+        tracing::warn!("serving without authentication (AGENT_RUNTIME_ALLOW_ANONYMOUS); local development only");
+        return Ok(ServiceAuth {
+            token: None,
+            generated_token_path: None,
+        });
+    }
+    let token = keep_file(dir, "service-token", || {
+        format!("ar_dev_{}", random_hex(24))
+    })?;
+    Ok(ServiceAuth {
+        token: Some(Secret::new(token)),
+        generated_token_path: Some(dir.join("service-token")),
+    })
+}
+
+async fn open_store(store: &StoreSettings) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match store {
+        StoreSettings::Memory => ar_store::open("memory", "", "").await?,
+        StoreSettings::Sqlite { dsn } => ar_store::open("sqlite", dsn, "").await?,
+        StoreSettings::Postgres { url } => ar_store::open("postgres", "", url.expose()).await?,
+    })
+}
+
+/// Seals run credentials with the configured key, or (development, or a single-node store)
+/// with one kept beside the database. `None`: run credentials are refused.
+fn credential_sealer(
+    settings: &ServiceSettings,
+    dir: &Path,
+) -> anyhow::Result<Option<Arc<Sealer>>> {
+    let dev_mode = settings.service_token.is_none() && !settings.allow_anonymous;
+    let single_node = matches!(
+        settings.store,
+        StoreSettings::Sqlite { .. } | StoreSettings::Memory
+    );
+    let material = match &settings.models.credential_encryption_key {
+        Some(key) => key.bytes().to_vec(),
+        None if dev_mode || single_node => {
+            let text = keep_file(dir, "credential-key", || random_hex(32))?;
+            hex::decode(text.trim()).context("credential-key file is not hex")?
+        }
+        None => return Ok(None),
+    };
+    let sealer = Sealer::from_key_material(&material).context("credential key")?;
+    Ok(Some(Arc::new(sealer)))
+}
+
+/// The configured instance id; on SQLite one kept beside the database, so a restarted process
+/// takes its own runs back at once.
+fn instance_id(settings: &ServiceSettings, dir: &Path) -> anyhow::Result<String> {
+    Ok(match (&settings.instance_id, &settings.store) {
+        (Some(id), _) => id.clone(),
+        (None, StoreSettings::Sqlite { .. }) => {
+            keep_file(dir, "instance-id", || ar_core::ids::new_id("inst"))?
+        }
+        (None, _) => ar_core::ids::new_id("inst"),
+    })
+}
+
+/// Agent CLIs found on PATH run `codex`, `claude_code` and `opencode` agents.
+fn detect_agent_clis(dir: &Path) -> (Option<Arc<dyn AgentCli>>, Vec<String>) {
+    let cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
+    let kinds: Vec<String> = cli_config
+        .kinds()
+        .iter()
+        .map(|kind| kind.as_str().to_string())
+        .collect();
+    if kinds.is_empty() {
+        return (None, kinds);
+    }
+    let cli: Arc<dyn AgentCli> = Arc::new(crate::agent_cli::DispatchAgentCli::new(cli_config));
+    (Some(cli), kinds)
+}
+
+/// Where the engine publishes: the bus, behind the `log` sink when it is on.
+fn event_sinks(events: &EventSettings, bus: &Arc<Bus>) -> Arc<dyn EventBus> {
+    if events.log {
+        Arc::new(LoggingBus::new(bus.clone()))
+    } else {
+        bus.clone()
+    }
+}
+
+/// What capabilities report about this process. Durable execution and run-scoped MCP are not
+/// supported by this version (their settings are refused at startup).
+fn runtime_facts(
+    settings: &ServiceSettings,
+    providers: Vec<ar_wire::ProviderCapability>,
+    cli_kinds: &[String],
+) -> RuntimeFacts {
+    RuntimeFacts {
+        runtime_kinds: std::iter::once("native_sdk".to_string())
+            .chain(cli_kinds.iter().cloned())
+            .collect(),
+        providers,
+        store_driver: settings.store.driver().to_string(),
+        store_in_memory: matches!(settings.store, StoreSettings::Memory),
+    }
+}
+
 impl Service {
     /// Builds every adapter. `listen_addr` decides whether anonymous/dev modes are allowed.
     pub async fn build(
@@ -224,86 +358,15 @@ impl Service {
         listen_addr: SocketAddr,
     ) -> anyhow::Result<Service> {
         let dir = data_dir(&settings);
-        let dev_mode = settings.service_token.is_none() && !settings.allow_anonymous;
-
-        // Auth: a configured token, anonymous (loopback only), or a generated development token.
-        let mut generated_token_path = None;
-        let service_token = if let Some(token) = settings.service_token.clone() {
-            Some(token)
-        } else if settings.allow_anonymous {
-            if !listen_addr.ip().is_loopback() {
-                anyhow::bail!(
-                    "refusing to serve anonymously on non-loopback address {listen_addr}: set AGENT_RUNTIME_SERVICE_TOKEN"
-                );
-            }
-            tracing::warn!("serving without authentication (AGENT_RUNTIME_ALLOW_ANONYMOUS); local development only");
-            None
-        } else {
-            let token = keep_file(&dir, "service-token", || {
-                format!("ar_dev_{}", random_hex(24))
-            })?;
-            generated_token_path = Some(dir.join("service-token"));
-            Some(Secret::new(token))
-        };
-
-        let store: Arc<dyn Store> = match &settings.store {
-            StoreSettings::Memory => ar_store::open("memory", "", "").await?,
-            StoreSettings::Sqlite { dsn } => ar_store::open("sqlite", dsn, "").await?,
-            StoreSettings::Postgres { url } => ar_store::open("postgres", "", url.expose()).await?,
-        };
-
-        // Run credentials: the configured key, or (single-node development) one kept beside the db.
-        let key_material: Option<Vec<u8>> = match &settings.models.credential_encryption_key {
-            Some(key) => Some(key.bytes().to_vec()),
-            None if dev_mode
-                || matches!(
-                    settings.store,
-                    StoreSettings::Sqlite { .. } | StoreSettings::Memory
-                ) =>
-            {
-                let text = keep_file(&dir, "credential-key", || random_hex(32))?;
-                Some(hex::decode(text.trim()).context("credential-key file is not hex")?)
-            }
-            None => None,
-        };
-        let sealer = match key_material {
-            Some(material) => Some(Arc::new(
-                Sealer::from_key_material(&material).context("credential key")?,
-            )),
-            None => None,
-        };
-
-        let instance_id = match (&settings.instance_id, &settings.store) {
-            (Some(id), _) => id.clone(),
-            (None, StoreSettings::Sqlite { .. }) => {
-                keep_file(&dir, "instance-id", || ar_core::ids::new_id("inst"))?
-            }
-            (None, _) => ar_core::ids::new_id("inst"),
-        };
-
+        let auth = resolve_auth(&settings, listen_addr, &dir)?;
+        let store = open_store(&settings.store).await?;
+        let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
-        let models = Arc::new(ar_llm::LlmClient::new().context("model client")?);
-        let tools = Arc::new(WithControlTools(
-            ar_tools::HostToolHost::from_app_config(&settings.app_config).context("host tools")?,
-        ));
-        let context = Arc::new(
-            ar_tools::ContextRouter::from_app_config(&settings.app_config)
-                .context("context endpoints")?,
-        );
-        // Agent CLIs found on PATH run `codex`, `claude_code` and `opencode` agents.
-        let cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
-        let cli_kinds = cli_config.kinds();
-        let agent_cli: Option<Arc<dyn ar_core::agent_cli::AgentCli>> = if cli_kinds.is_empty() {
-            None
-        } else {
-            Some(Arc::new(crate::agent_cli::DispatchAgentCli::new(
-                cli_config,
-            )))
-        };
+        let (agent_cli, cli_kinds) = detect_agent_clis(&dir);
         let config = EngineConfig {
-            instance_id,
+            instance_id: instance_id(&settings, &dir)?,
             lease_ttl: settings.lease_ttl,
             sweep_interval: settings.sweep_interval,
             apps: app_policies(&apps),
@@ -316,38 +379,28 @@ impl Service {
             credentials_enabled: sealer.is_some(),
             ..EngineConfig::default()
         };
-        let engine = Engine::new(
-            EngineDeps {
-                store: store.clone(),
-                bus: bus.clone(),
-                models,
-                tools,
-                context,
-                clock: Arc::new(SystemClock),
-                sealer,
-                agent_cli,
-            },
-            config,
-        );
-        let facts = RuntimeFacts {
-            runtime_kinds: std::iter::once("native_sdk".to_string())
-                .chain(cli_kinds.iter().map(|kind| kind.as_str().to_string()))
-                .collect(),
-            providers,
-            store_driver: settings.store.driver().to_string(),
-            store_in_memory: matches!(settings.store, StoreSettings::Memory),
-            durable_enabled: false,
-            temporal_address: String::new(),
-            temporal_namespace: String::new(),
-            mcp_credential_encryption_configured: settings.mcp.credential_encryption_key.is_some(),
+        let tools =
+            WithControlTools(ar_tools::HostToolHost::from_app_config(&apps).context("host tools")?);
+        let context =
+            ar_tools::ContextRouter::from_app_config(&apps).context("context endpoints")?;
+        let deps = EngineDeps {
+            store: store.clone(),
+            bus: event_sinks(&settings.events, &bus),
+            models: Arc::new(ar_llm::LlmClient::new().context("model client")?),
+            tools: Arc::new(tools),
+            context: Arc::new(context),
+            clock: Arc::new(SystemClock),
+            sealer,
+            agent_cli,
         };
+        let engine = Engine::new(deps, config);
         let state = AppState {
             engine: engine.clone(),
             store: store.clone(),
             bus: bus.clone(),
             apps: apps.clone(),
-            service_token: service_token.clone(),
-            facts: Arc::new(facts),
+            service_token: auth.token.clone(),
+            facts: Arc::new(runtime_facts(&settings, providers, &cli_kinds)),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()?,
@@ -357,7 +410,7 @@ impl Service {
             engine.clone(),
             store.clone(),
             apps.clone(),
-            service_token.clone(),
+            auth.token.clone(),
             &settings.studio,
         );
         let background = CancellationToken::new();
@@ -365,8 +418,8 @@ impl Service {
         Ok(Service {
             state,
             engine,
-            service_token,
-            generated_token_path,
+            service_token: auth.token,
+            generated_token_path: auth.generated_token_path,
             shutdown_grace: SHUTDOWN_GRACE,
             studio,
             background,

@@ -16,10 +16,6 @@ pub struct RuntimeFacts {
     pub providers: Vec<ar_wire::ProviderCapability>,
     pub store_driver: String,
     pub store_in_memory: bool,
-    pub durable_enabled: bool,
-    pub temporal_address: String,
-    pub temporal_namespace: String,
-    pub mcp_credential_encryption_configured: bool,
 }
 
 /// Handler state: cheap to clone.

@@ -1,12 +1,18 @@
-//! `agent-runtime config validate|doctor`: check the app configuration offline.
+//! `agent-runtime config validate|doctor`: check the configuration offline, as `serve` would.
+//!
+//! Both read the environment exactly as `serve` does (so a variable this version does not
+//! support yet is refused here too), with the app configuration taken from the argument when
+//! one is given, else from `AGENT_RUNTIME_APP_CONFIG`.
 
 use ar_config::app::AppConfig;
-use ar_config::env::process_env;
+use ar_config::env::{process_env, APP_CONFIG};
+use ar_config::ServiceSettings;
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigAction {
-    /// Validate an app configuration (inline JSON/YAML or @file) and print every problem.
+    /// Validate the environment and an app configuration (inline JSON/YAML or @file) and print
+    /// every problem.
     Validate {
         /// The configuration, or `@path`; defaults to AGENT_RUNTIME_APP_CONFIG.
         source: Option<String>,
@@ -20,16 +26,28 @@ pub enum ConfigAction {
     },
 }
 
+/// The app configuration of `source` (else `AGENT_RUNTIME_APP_CONFIG`), after the same
+/// validation of the whole environment as `serve`.
 fn load(source: Option<String>) -> anyhow::Result<AppConfig> {
     let source = source
-        .or_else(|| process_env("AGENT_RUNTIME_APP_CONFIG"))
+        .or_else(|| process_env(APP_CONFIG.name))
         .ok_or_else(|| {
             anyhow::anyhow!("no configuration given (argument or AGENT_RUNTIME_APP_CONFIG)")
         })?;
-    AppConfig::load(&source, &process_env).map_err(|diagnostics| {
-        let lines: Vec<String> = diagnostics.iter().map(|d| format!("  {d}")).collect();
-        anyhow::anyhow!("{} problem(s):\n{}", diagnostics.len(), lines.join("\n"))
-    })
+    let lookup = |name: &str| {
+        if name == APP_CONFIG.name {
+            Some(source.clone())
+        } else {
+            process_env(name)
+        }
+    };
+    match ServiceSettings::from_env(lookup) {
+        Ok(settings) => Ok(settings.app_config),
+        Err(diagnostics) => {
+            let lines: Vec<String> = diagnostics.iter().map(|d| format!("  {d}")).collect();
+            anyhow::bail!("{} problem(s):\n{}", diagnostics.len(), lines.join("\n"))
+        }
+    }
 }
 
 pub fn run(action: ConfigAction) -> anyhow::Result<()> {

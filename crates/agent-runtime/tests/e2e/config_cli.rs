@@ -1,6 +1,7 @@
 //! `agent-runtime config validate`: exit 0 on a good configuration (inline, `@file`, or from
 //! `AGENT_RUNTIME_APP_CONFIG`), non-zero with every diagnostic on a bad one; `serve` refuses a
-//! bad configuration the same way before it listens.
+//! bad configuration the same way before it listens. Both refuse, by name, every setting this
+//! version does not support yet; the `log` event sink writes events to the log.
 
 use crate::harness::*;
 
@@ -133,5 +134,143 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
             stderr.contains("AGENT_RUNTIME_WORKER_THREADS") && stderr.contains(bad),
             "{bad}: {stderr}"
         );
+    }
+}
+
+/// Settings this version does not support yet, each with what the refusal must name.
+const UNSUPPORTED: &[(&str, &str, &str)] = &[
+    (
+        "AGENT_RUNTIME_EVENT_SINK",
+        "log,nats",
+        "does not support publishing events to NATS JetStream yet",
+    ),
+    (
+        "TEMPORAL_ADDRESS",
+        "127.0.0.1:7233",
+        "does not support durable execution (Temporal) yet",
+    ),
+    (
+        "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
+        CREDENTIAL_KEY,
+        "does not support MCP servers and providers yet",
+    ),
+];
+
+/// An app that configures MCP providers, which this version does not support yet.
+const WITH_MCP: &str = r#"
+apps:
+  - app_id: host_app
+    mcp_providers:
+      - {name: crm, url: "https://mcp.example/api"}
+"#;
+
+fn assert_refused(output: &str, setting: &str, message: &str) {
+    assert!(
+        output
+            .lines()
+            .any(|line| line.contains(&format!("{setting}:")) && line.contains(message)),
+        "{setting} is not refused with {message:?} in:\n{output}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_support() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, value, message) in UNSUPPORTED {
+        let mut env = base_env(dir.path());
+        env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+        env.insert(name.to_string(), value.to_string());
+
+        let (status, _, stderr) = run_command(&["serve"], &env).await;
+        assert_eq!(status.code(), Some(1), "serve with {name}: {stderr}");
+        assert!(stderr.contains("invalid configuration"), "{stderr}");
+        assert_refused(&stderr, name, message);
+        assert!(!stderr.contains("listening on"), "{stderr}");
+
+        let (status, stdout, stderr) = run_command(&["config", "validate", GOOD], &env).await;
+        assert_eq!(status.code(), Some(1), "validate with {name}: {stdout}");
+        assert!(!stdout.contains("ok:"), "{stdout}");
+        assert_refused(&stderr, name, message);
+    }
+
+    // An app-config section of a capability not supported yet, in all three commands.
+    let mut env = base_env(dir.path());
+    env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+    let mcp = "does not support MCP servers and providers yet";
+    for args in [
+        vec!["config", "validate", WITH_MCP],
+        vec!["config", "doctor", WITH_MCP, APP],
+    ] {
+        let (status, stdout, stderr) = run_command(&args, &env).await;
+        assert_eq!(status.code(), Some(1), "{args:?}: {stdout}");
+        assert_refused(&stderr, "apps[0].mcp_providers", mcp);
+    }
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), WITH_MCP.into());
+    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_refused(&stderr, "apps[0].mcp_providers", mcp);
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_validate_lists_every_unsupported_setting_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = base_env(dir.path());
+    for (name, value, _) in UNSUPPORTED {
+        env.insert(name.to_string(), value.to_string());
+    }
+    let (status, _, stderr) = run_command(&["config", "validate", WITH_MCP], &env).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    for (name, _, message) in UNSUPPORTED {
+        assert_refused(&stderr, name, message);
+    }
+    assert_refused(&stderr, "apps[0].mcp_providers", "MCP");
+    assert!(stderr.contains("4 problem(s)"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_event_sink_writes_each_event_and_none_turns_it_off() {
+    let mock = ar_test_support::mock_provider::MockProvider::start().await;
+    mock.set_fallback(Some(ar_test_support::mock_provider::Reply::text(
+        "reply-text-9f3a",
+    )));
+    for sink in ["log", "none"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut env = sqlite_env(dir.path(), &mock);
+        env.insert("AGENT_RUNTIME_EVENT_SINK".into(), sink.into());
+        env.insert(
+            "AGENT_RUNTIME_LOG".into(),
+            "info,agent_runtime::events=debug".into(),
+        );
+        let mut server = Server::start(&env).await;
+        let agent = server.create_agent("logged", &[]).await;
+        let run = server
+            .start_run(
+                &mock,
+                agent["id"].as_str().expect("agent id"),
+                serde_json::json!({}),
+            )
+            .await;
+        let run_id = run["id"].as_str().expect("run id").to_string();
+        server.wait_status(&run_id, &["completed"]).await;
+        if sink == "log" {
+            let line = server
+                .process
+                .wait_stderr_line("event_type=run.completed", WAIT)
+                .await;
+            assert!(
+                line.contains("agent_runtime::events") && line.contains(&run_id),
+                "{line}"
+            );
+            // The envelope only: never the payload (which may carry tool output or secrets).
+            assert!(
+                !server.process.stderr().contains("reply-text-9f3a"),
+                "payload logged"
+            );
+        } else {
+            // The completed run's events were published before its status was readable.
+            let stderr = server.process.stderr();
+            assert!(!stderr.contains("agent_runtime::events"), "{stderr}");
+        }
     }
 }

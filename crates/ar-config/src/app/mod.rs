@@ -4,7 +4,13 @@
 //! rather than through `#[derive(Deserialize)]`: serde stops at the first error, while operators
 //! fixing a config file want every problem (wrong types, unknown keys, bad URLs, missing
 //! environment variables) listed in one pass.
+//!
+//! Every key is declared in [`keys`] with its support. Sections of capabilities this version
+//! does not have yet (MCP providers, workspace and skill providers, browser tools, the model
+//! credential callback) are validated and refused; [`AppSettings`] holds only what the runtime
+//! uses.
 
+pub mod keys;
 mod reader;
 mod rules;
 mod summary;
@@ -34,7 +40,7 @@ pub struct AppConfig {
     pub apps: BTreeMap<String, AppSettings>,
 }
 
-/// One app's host integration.
+/// One app's host integration: the parts of its configuration this version uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppSettings {
     pub app_id: String,
@@ -42,14 +48,9 @@ pub struct AppSettings {
     /// Host target-context endpoint; `None` means the static provider.
     pub context: Option<HttpEndpoint>,
     pub event_callbacks: Vec<EventCallback>,
-    pub mcp_providers: Vec<McpProvider>,
     pub command_provider: Option<CommandProvider>,
-    pub workspace_provider: Option<WorkspaceProvider>,
-    pub skill_provider: Option<SkillProvider>,
-    pub browser: Option<BrowserSettings>,
     pub model_endpoints: Vec<ModelEndpointBinding>,
     pub require_run_model_credentials: bool,
-    pub model_credential_callback: Option<HttpEndpoint>,
 }
 
 /// A URL the runtime POSTs to, with an optional bearer token.
@@ -137,7 +138,7 @@ pub enum StartupPolicy {
 /// Default pause before re-listing a provider after an unknown tool was called.
 pub const DEFAULT_UNKNOWN_REFRESH_COOLDOWN: Duration = Duration::from_secs(30);
 
-/// A deployment-owned MCP provider of an app.
+/// A deployment-owned MCP provider of an app (validated, then refused: not supported yet).
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpProvider {
     pub name: String,
@@ -235,7 +236,7 @@ impl WorkspaceTransport {
     }
 }
 
-/// The app's workspace provider.
+/// The app's workspace provider (validated, then refused: not supported yet).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkspaceProvider {
     pub transport: WorkspaceTransport,
@@ -245,7 +246,7 @@ pub struct WorkspaceProvider {
     pub root_dir: Option<PathBuf>,
 }
 
-/// The app's skill provider.
+/// The app's skill provider (validated, then refused: not supported yet).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillProvider {
     pub base_url: Url,
@@ -254,7 +255,7 @@ pub struct SkillProvider {
     pub package_token: Option<Secret>,
 }
 
-/// Browser tools of an app.
+/// Browser tools of an app (validated, then refused: not supported yet).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrowserSettings {
     pub enabled: bool,
@@ -367,7 +368,7 @@ impl AppConfig {
         if value.is_null() {
             return Ok(config);
         }
-        let Some(root) = Obj::new(&mut ctx, String::new(), value, &["apps"]) else {
+        let Some(root) = Obj::new(&mut ctx, String::new(), value, &keys::ROOT) else {
             return Err(ctx.diagnostics);
         };
         let mut first_index: BTreeMap<String, usize> = BTreeMap::new();
@@ -405,172 +406,33 @@ impl AppConfig {
     }
 }
 
-const APP_KEYS: &[&str] = &[
-    "app_id",
-    "event_protocol",
-    "context_endpoint",
-    "context_token",
-    "context_token_env",
-    "event_callbacks",
-    "mcp_providers",
-    "command_provider",
-    "workspace_provider",
-    "skill_provider",
-    "browser",
-    "model_endpoints",
-    "require_run_model_credentials",
-    "model_credential_callback",
-];
-
 fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettings> {
-    let obj = Obj::new(ctx, path, value, APP_KEYS)?;
+    let obj = Obj::new(ctx, path, value, &keys::APP)?;
     let before = ctx.diagnostics.len();
-
-    let app_id = obj.required_string(ctx, "app_id");
-    if let Some(id) = &app_id {
-        if let Err(message) = ar_core::ids::validate_external_id("app_id", id) {
-            ctx.report(obj.path_of("app_id"), message);
-        }
-    }
-    let event_protocol = match obj.string(ctx, "event_protocol") {
-        None => EventProtocol::V1,
-        Some(text) => EventProtocol::parse(&text).unwrap_or_else(|err| {
-            ctx.report(obj.path_of("event_protocol"), err.to_string());
-            EventProtocol::V1
-        }),
-    };
-
-    let context_token = obj.secret(ctx, "context_token", "context_token_env");
-    let context = match obj.string(ctx, "context_endpoint") {
-        Some(raw) => check_url(
-            ctx,
-            &obj.path_of("context_endpoint"),
-            &raw,
-            UrlRules {
-                allow_query: true,
-                ..UrlRules::default()
-            },
-        )
-        .map(|url| HttpEndpoint {
-            url,
-            token: context_token,
-        }),
-        None => {
-            if context_token.is_some() {
-                ctx.report(
-                    obj.path_of("context_endpoint"),
-                    "is required when a context token is set",
-                );
-            }
-            None
-        }
-    };
-
-    let mut event_callbacks = Vec::new();
-    let mut seen_urls = BTreeSet::new();
-    for (path, item) in obj.list(ctx, "event_callbacks") {
-        // Compared on the raw text so duplicates are found even in otherwise broken entries.
-        if let Some(raw) = raw_str(item, "url") {
-            if !seen_urls.insert(raw.to_string()) {
-                ctx.report(
-                    format!("{path}.url"),
-                    "duplicate callback URL (each callback keeps its own delivery cursor)",
-                );
-            }
-        }
-        if let Some(callback) = parse_event_callback(ctx, path, item) {
-            event_callbacks.push(callback);
-        }
-    }
-
-    let mut mcp_providers: Vec<McpProvider> = Vec::new();
-    let mut seen_providers = BTreeSet::new();
-    for (path, item) in obj.list(ctx, "mcp_providers") {
-        if let Some(name) = raw_str(item, "name") {
-            if !seen_providers.insert(name.to_string()) {
-                ctx.report(
-                    format!("{path}.name"),
-                    format!("duplicate MCP provider name {name:?}"),
-                );
-            }
-        }
-        if let Some(provider) = parse_mcp_provider(ctx, path, item) {
-            mcp_providers.push(provider);
-        }
-    }
-
+    let app_id = parse_app_id(ctx, &obj);
+    let event_protocol = parse_event_protocol(ctx, &obj);
+    let context = parse_context(ctx, &obj);
+    let event_callbacks = parse_unique_list(
+        ctx,
+        &obj,
+        ("event_callbacks", "url"),
+        |_| "duplicate callback URL (each callback keeps its own delivery cursor)".to_string(),
+        parse_event_callback,
+    );
     let command_provider = obj
-        .object(
-            ctx,
-            "command_provider",
-            &["transport", "base_url", "token", "token_env", "commands"],
-        )
+        .object(ctx, "command_provider", &keys::COMMAND_PROVIDER)
         .and_then(|p| parse_command_provider(ctx, &p));
-    let workspace_provider = obj
-        .object(
-            ctx,
-            "workspace_provider",
-            &["transport", "base_url", "token", "token_env", "root_dir"],
-        )
-        .and_then(|p| parse_workspace_provider(ctx, &p));
-    let skill_provider = obj
-        .object(
-            ctx,
-            "skill_provider",
-            &[
-                "transport",
-                "base_url",
-                "token",
-                "token_env",
-                "package_base_url",
-                "package_token",
-                "package_token_env",
-            ],
-        )
-        .and_then(|p| parse_skill_provider(ctx, &p));
-    let browser = obj
-        .object(
-            ctx,
-            "browser",
-            &["enabled", "allowed_domains", "artifact_provider"],
-        )
-        .map(|b| parse_browser(ctx, &b));
-
-    let mut model_endpoints: Vec<ModelEndpointBinding> = Vec::new();
-    let mut seen_endpoints = BTreeSet::new();
-    for (path, item) in obj.list(ctx, "model_endpoints") {
-        if let Some(id) = raw_str(item, "id") {
-            if !seen_endpoints.insert(id.to_string()) {
-                ctx.report(
-                    format!("{path}.id"),
-                    format!("duplicate model endpoint id {id:?}"),
-                );
-            }
-        }
-        if let Some(binding) = parse_model_endpoint(ctx, path, item) {
-            model_endpoints.push(binding);
-        }
-    }
-
+    let model_endpoints = parse_unique_list(
+        ctx,
+        &obj,
+        ("model_endpoints", "id"),
+        |id| format!("duplicate model endpoint id {id:?}"),
+        parse_model_endpoint,
+    );
     let require_run_model_credentials = obj
         .bool(ctx, "require_run_model_credentials")
         .unwrap_or(false);
-    let model_credential_callback = obj
-        .object(
-            ctx,
-            "model_credential_callback",
-            &["url", "token", "token_env"],
-        )
-        .and_then(|c| {
-            let token = c.secret(ctx, "token", "token_env");
-            let raw = c.required_string(ctx, "url")?;
-            let rules = UrlRules {
-                allow_query: false,
-                https_unless_loopback: true,
-            };
-            check_url(ctx, &c.path_of("url"), &raw, rules).map(|url| HttpEndpoint { url, token })
-        });
-
+    validate_refused_sections(ctx, &obj);
     if ctx.diagnostics.len() != before {
         return None;
     }
@@ -579,15 +441,102 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
         event_protocol,
         context,
         event_callbacks,
-        mcp_providers,
         command_provider,
-        workspace_provider,
-        skill_provider,
-        browser,
         model_endpoints,
         require_run_model_credentials,
-        model_credential_callback,
     })
+}
+
+fn parse_app_id(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<String> {
+    let app_id = obj.required_string(ctx, "app_id")?;
+    if let Err(message) = ar_core::ids::validate_external_id("app_id", &app_id) {
+        ctx.report(obj.path_of("app_id"), message);
+    }
+    Some(app_id)
+}
+
+fn parse_event_protocol(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> EventProtocol {
+    match obj.string(ctx, "event_protocol") {
+        None => EventProtocol::V1,
+        Some(text) => EventProtocol::parse(&text).unwrap_or_else(|err| {
+            ctx.report(obj.path_of("event_protocol"), err.to_string());
+            EventProtocol::V1
+        }),
+    }
+}
+
+/// The target-context endpoint (`context_endpoint` with its token); `None` is the static provider.
+fn parse_context(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<HttpEndpoint> {
+    let token = obj.secret(ctx, "context_token", "context_token_env");
+    let Some(raw) = obj.string(ctx, "context_endpoint") else {
+        if token.is_some() {
+            ctx.report(
+                obj.path_of("context_endpoint"),
+                "is required when a context token is set",
+            );
+        }
+        return None;
+    };
+    let rules = UrlRules {
+        allow_query: true,
+        ..UrlRules::default()
+    };
+    check_url(ctx, &obj.path_of("context_endpoint"), &raw, rules)
+        .map(|url| HttpEndpoint { url, token })
+}
+
+/// The items of the list `key`, each parsed by `parse`. An item whose `id_key` repeats an
+/// earlier item's is reported with `duplicate(id)`; ids are compared on the raw text, so even
+/// items with other problems are checked.
+fn parse_unique_list<T>(
+    ctx: &mut Ctx<'_>,
+    obj: &Obj<'_>,
+    (key, id_key): (&str, &str),
+    duplicate: impl Fn(&str) -> String,
+    parse: impl Fn(&mut Ctx<'_>, String, &Value) -> Option<T>,
+) -> Vec<T> {
+    let mut parsed = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (path, item) in obj.list(ctx, key) {
+        if let Some(id) = raw_str(item, id_key) {
+            if !seen.insert(id.to_string()) {
+                ctx.report(format!("{path}.{id_key}"), duplicate(id));
+            }
+        }
+        if let Some(value) = parse(ctx, path, item) {
+            parsed.push(value);
+        }
+    }
+    parsed
+}
+
+/// The sections of capabilities this version does not have yet. [`Obj::new`] refused each one
+/// that is set; their contents are still validated so `config validate` lists every problem
+/// at once. The parsed values are dropped until the capability exists.
+fn validate_refused_sections(ctx: &mut Ctx<'_>, obj: &Obj<'_>) {
+    let _ = parse_unique_list(
+        ctx,
+        obj,
+        ("mcp_providers", "name"),
+        |name| format!("duplicate MCP provider name {name:?}"),
+        parse_mcp_provider,
+    );
+    if let Some(p) = obj.object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER) {
+        let _ = parse_workspace_provider(ctx, &p);
+    }
+    if let Some(p) = obj.object(ctx, "skill_provider", &keys::SKILL_PROVIDER) {
+        let _ = parse_skill_provider(ctx, &p);
+    }
+    if let Some(b) = obj.object(ctx, "browser", &keys::BROWSER) {
+        let _ = parse_browser(ctx, &b);
+    }
+    if let Some(c) = obj.object(
+        ctx,
+        "model_credential_callback",
+        &keys::MODEL_CREDENTIAL_CALLBACK,
+    ) {
+        let _ = parse_model_credential_callback(ctx, &c);
+    }
 }
 
 /// A trimmed, non-empty string field of a list item, read before full validation (for
@@ -600,12 +549,7 @@ fn raw_str<'v>(item: &'v Value, key: &str) -> Option<&'v str> {
 }
 
 fn parse_event_callback(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<EventCallback> {
-    let obj = Obj::new(
-        ctx,
-        path,
-        value,
-        &["url", "token", "token_env", "event_types"],
-    )?;
+    let obj = Obj::new(ctx, path, value, &keys::EVENT_CALLBACK)?;
     let token = obj.secret(ctx, "token", "token_env");
     let url = obj.required_string(ctx, "url").and_then(|raw| {
         check_url(
@@ -669,31 +613,68 @@ fn required_base_url(ctx: &mut Ctx<'_>, obj: &Obj<'_>, key: &str) -> Option<Url>
     check_url(ctx, &obj.path_of(key), &raw, UrlRules::default())
 }
 
-const MCP_KEYS: &[&str] = &[
-    "name",
-    "transport",
-    "url",
-    "token",
-    "token_env",
-    "command",
-    "args",
-    "env",
-    "tool_prefix",
-    "allowed_tools",
-    "tool_namespace",
-    "refresh_interval",
-    "startup_policy",
-    "unknown_refresh_cooldown",
-];
-
 fn parse_mcp_provider(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<McpProvider> {
-    let obj = Obj::new(ctx, path, value, MCP_KEYS)?;
+    let obj = Obj::new(ctx, path, value, &keys::MCP_PROVIDER)?;
     let before = ctx.diagnostics.len();
     let name = obj.required_string(ctx, "name");
     if let Some(name) = &name {
         check_name(ctx, &obj.path_of("name"), name, 64);
     }
-    let transport = match transport(ctx, &obj, &["http", "streamable_http", "stdio"], "http") {
+    let connection = parse_mcp_connection(ctx, &obj);
+    let naming = parse_mcp_tool_naming(ctx, &obj);
+    let refresh_interval = obj.duration(ctx, "refresh_interval");
+    if refresh_interval.is_some_and(|d| d < Duration::from_secs(1)) {
+        ctx.report(obj.path_of("refresh_interval"), "must be at least 1s");
+    }
+    let startup_policy = match obj.string(ctx, "startup_policy").as_deref() {
+        None | Some("optional") | Some("best_effort") => StartupPolicy::Optional,
+        Some("required") => StartupPolicy::Required,
+        Some(other) => {
+            ctx.report(
+                obj.path_of("startup_policy"),
+                format!("unknown startup_policy {other:?} (expected optional or required)"),
+            );
+            StartupPolicy::Optional
+        }
+    };
+    let unknown_refresh_cooldown = obj
+        .duration(ctx, "unknown_refresh_cooldown")
+        .unwrap_or(DEFAULT_UNKNOWN_REFRESH_COOLDOWN);
+    if ctx.diagnostics.len() != before {
+        return None;
+    }
+    let connection = connection?;
+    Some(McpProvider {
+        name: name?,
+        transport: connection.transport,
+        url: connection.url,
+        token: connection.token,
+        command: connection.command,
+        args: connection.args,
+        env: connection.env,
+        tool_prefix: naming.tool_prefix,
+        allowed_tools: naming.allowed_tools,
+        tool_namespace: naming.tool_namespace,
+        refresh_interval,
+        startup_policy,
+        unknown_refresh_cooldown,
+    })
+}
+
+/// How the runtime reaches an MCP provider.
+struct McpConnection {
+    transport: McpTransport,
+    url: Option<Url>,
+    token: Option<Secret>,
+    command: Option<String>,
+    args: Vec<String>,
+    env: BTreeMap<String, Secret>,
+}
+
+/// The transport and the fields it needs: a URL (and token) for HTTP, a command for stdio.
+/// Fields of the other transport are reported.
+fn parse_mcp_connection(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<McpConnection> {
+    let transport = match transport(ctx, obj, &["http", "streamable_http", "stdio"], "http") {
         Some("stdio") => Some(McpTransport::Stdio),
         Some("streamable_http") => Some(McpTransport::StreamableHttp),
         Some(_) => Some(McpTransport::Http),
@@ -708,8 +689,8 @@ fn parse_mcp_provider(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<
         .map(|(k, v)| (k, Secret::new(v)))
         .collect::<BTreeMap<_, _>>();
     let mut url = None;
-    match transport {
-        Some(McpTransport::Stdio) => {
+    match transport? {
+        McpTransport::Stdio => {
             if command.is_none() {
                 ctx.report(
                     obj.path_of("command"),
@@ -722,16 +703,33 @@ fn parse_mcp_provider(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<
                 }
             }
         }
-        Some(_) => {
-            url = required_base_url(ctx, &obj, "url");
+        McpTransport::Http | McpTransport::StreamableHttp => {
+            url = required_base_url(ctx, obj, "url");
             for key in ["command", "args", "env"] {
                 if obj.has(key) {
                     ctx.report(obj.path_of(key), "is only used by the stdio transport");
                 }
             }
         }
-        None => {}
     }
+    Some(McpConnection {
+        transport: transport?,
+        url,
+        token,
+        command,
+        args,
+        env,
+    })
+}
+
+/// How a provider's tools are named and which of them are exposed.
+struct McpToolNaming {
+    tool_prefix: Option<String>,
+    allowed_tools: Vec<String>,
+    tool_namespace: ToolNamespace,
+}
+
+fn parse_mcp_tool_naming(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> McpToolNaming {
     let tool_prefix = obj.string(ctx, "tool_prefix");
     if let Some(prefix) = &tool_prefix {
         if !prefix
@@ -764,135 +762,102 @@ fn parse_mcp_provider(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<
             ToolNamespace::Prefixed
         }
     };
-    let refresh_interval = obj.duration(ctx, "refresh_interval");
-    if refresh_interval.is_some_and(|d| d < Duration::from_secs(1)) {
-        ctx.report(obj.path_of("refresh_interval"), "must be at least 1s");
-    }
-    let startup_policy = match obj.string(ctx, "startup_policy").as_deref() {
-        None | Some("optional") | Some("best_effort") => StartupPolicy::Optional,
-        Some("required") => StartupPolicy::Required,
-        Some(other) => {
-            ctx.report(
-                obj.path_of("startup_policy"),
-                format!("unknown startup_policy {other:?} (expected optional or required)"),
-            );
-            StartupPolicy::Optional
-        }
-    };
-    let unknown_refresh_cooldown = obj
-        .duration(ctx, "unknown_refresh_cooldown")
-        .unwrap_or(DEFAULT_UNKNOWN_REFRESH_COOLDOWN);
-    if ctx.diagnostics.len() != before {
-        return None;
-    }
-    Some(McpProvider {
-        name: name?,
-        transport: transport?,
-        url,
-        token,
-        command,
-        args,
-        env,
+    McpToolNaming {
         tool_prefix,
         allowed_tools,
         tool_namespace,
-        refresh_interval,
-        startup_policy,
-        unknown_refresh_cooldown,
-    })
+    }
 }
-
-const COMMAND_KEYS: &[&str] = &[
-    "name",
-    "description",
-    "category",
-    "input_schema",
-    "mutating",
-    "risk_level",
-    "supported_target_types",
-];
 
 fn parse_command_provider(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<CommandProvider> {
     let transport_ok = transport(ctx, obj, &["http"], "http").is_some();
     let token = obj.secret(ctx, "token", "token_env");
     let base_url = required_base_url(ctx, obj, "base_url");
-    let mut commands: Vec<HostCommand> = Vec::new();
-    let mut seen_names = BTreeSet::new();
-    for (path, item) in obj.list(ctx, "commands") {
-        let Some(cmd) = Obj::new(ctx, path, item, COMMAND_KEYS) else {
-            continue;
-        };
-        let before = ctx.diagnostics.len();
-        let name = cmd.required_string(ctx, "name");
-        if let Some(name) = &name {
-            if check_name(ctx, &cmd.path_of("name"), name, 64) && !seen_names.insert(name.clone()) {
-                ctx.report(cmd.path_of("name"), format!("duplicate command {name:?}"));
-            }
-        }
-        let description = cmd.string(ctx, "description").unwrap_or_default();
-        let category = cmd.string(ctx, "category").unwrap_or_default();
-        let input_schema = match cmd.value("input_schema") {
-            None => serde_json::json!({"type": "object", "properties": {}}),
-            Some(schema @ Value::Object(map)) => {
-                if map
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| t != "object")
-                {
-                    ctx.report(
-                        cmd.path_of("input_schema.type"),
-                        "a command's input schema must describe an object",
-                    );
-                }
-                schema.clone()
-            }
-            Some(_) => {
-                ctx.report(cmd.path_of("input_schema"), "must be a JSON schema object");
-                Value::Null
-            }
-        };
-        let mutating = cmd.bool(ctx, "mutating").unwrap_or(false);
-        let risk_level =
-            cmd.string(ctx, "risk_level")
-                .and_then(|text| match RiskLevel::parse(&text) {
-                    Ok(level) => Some(level),
-                    Err(err) => {
-                        ctx.report(cmd.path_of("risk_level"), err.to_string());
-                        None
-                    }
-                });
-        match risk_level {
-            Some(RiskLevel::Read) if mutating => ctx.report(
-                cmd.path_of("risk_level"),
-                "a mutating command cannot have risk_level read",
-            ),
-            Some(level) if !mutating && level != RiskLevel::Read => ctx.report(
-                cmd.path_of("risk_level"),
-                format!("risk_level {level} requires mutating: true"),
-            ),
-            _ => {}
-        }
-        let supported_target_types = cmd.string_list(ctx, "supported_target_types");
-        if ctx.diagnostics.len() == before {
-            if let Some(name) = name {
-                commands.push(HostCommand {
-                    name,
-                    description,
-                    category,
-                    input_schema,
-                    mutating,
-                    risk_level,
-                    supported_target_types,
-                });
-            }
-        }
-    }
+    let commands = parse_unique_list(
+        ctx,
+        obj,
+        ("commands", "name"),
+        |name| format!("duplicate command {name:?}"),
+        parse_host_command,
+    );
     let base_url = base_url?;
     transport_ok.then_some(CommandProvider {
         base_url,
         token,
         commands,
     })
+}
+
+fn parse_host_command(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<HostCommand> {
+    let cmd = Obj::new(ctx, path, value, &keys::HOST_COMMAND)?;
+    let cmd = &cmd;
+    let before = ctx.diagnostics.len();
+    let name = cmd.required_string(ctx, "name");
+    if let Some(name) = &name {
+        check_name(ctx, &cmd.path_of("name"), name, 64);
+    }
+    let description = cmd.string(ctx, "description").unwrap_or_default();
+    let category = cmd.string(ctx, "category").unwrap_or_default();
+    let input_schema = match cmd.value("input_schema") {
+        None => serde_json::json!({"type": "object", "properties": {}}),
+        Some(schema @ Value::Object(map)) => {
+            if map
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t != "object")
+            {
+                ctx.report(
+                    cmd.path_of("input_schema.type"),
+                    "a command's input schema must describe an object",
+                );
+            }
+            schema.clone()
+        }
+        Some(_) => {
+            ctx.report(cmd.path_of("input_schema"), "must be a JSON schema object");
+            Value::Null
+        }
+    };
+    let mutating = cmd.bool(ctx, "mutating").unwrap_or(false);
+    let risk_level = parse_risk_level(ctx, cmd, mutating);
+    let supported_target_types = cmd.string_list(ctx, "supported_target_types");
+    if ctx.diagnostics.len() != before {
+        return None;
+    }
+    Some(HostCommand {
+        name: name?,
+        description,
+        category,
+        input_schema,
+        mutating,
+        risk_level,
+        supported_target_types,
+    })
+}
+
+/// `risk_level`, which must agree with `mutating` (read ⇔ not mutating).
+fn parse_risk_level(ctx: &mut Ctx<'_>, cmd: &Obj<'_>, mutating: bool) -> Option<RiskLevel> {
+    let level = cmd
+        .string(ctx, "risk_level")
+        .and_then(|text| match RiskLevel::parse(&text) {
+            Ok(level) => Some(level),
+            Err(err) => {
+                ctx.report(cmd.path_of("risk_level"), err.to_string());
+                None
+            }
+        });
+    match level {
+        Some(RiskLevel::Read) if mutating => ctx.report(
+            cmd.path_of("risk_level"),
+            "a mutating command cannot have risk_level read",
+        ),
+        Some(level) if !mutating && level != RiskLevel::Read => ctx.report(
+            cmd.path_of("risk_level"),
+            format!("risk_level {level} requires mutating: true"),
+        ),
+        _ => {}
+    }
+    level
 }
 
 fn parse_workspace_provider(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<WorkspaceProvider> {
@@ -976,11 +941,7 @@ fn parse_browser(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> BrowserSettings {
         }
     }
     let artifact_provider = obj
-        .object(
-            ctx,
-            "artifact_provider",
-            &["transport", "upload_endpoint", "token", "token_env"],
-        )
+        .object(ctx, "artifact_provider", &keys::ARTIFACT_PROVIDER)
         .and_then(|p| {
             let transport_ok = transport(ctx, &p, &["http"], "http").is_some();
             let token = p.secret(ctx, "token", "token_env");
@@ -1003,17 +964,23 @@ fn parse_browser(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> BrowserSettings {
     }
 }
 
+/// The host's model-credential refresh callback: https (http only to loopback), no query.
+fn parse_model_credential_callback(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<HttpEndpoint> {
+    let token = obj.secret(ctx, "token", "token_env");
+    let raw = obj.required_string(ctx, "url")?;
+    let rules = UrlRules {
+        allow_query: false,
+        https_unless_loopback: true,
+    };
+    check_url(ctx, &obj.path_of("url"), &raw, rules).map(|url| HttpEndpoint { url, token })
+}
+
 fn parse_model_endpoint(
     ctx: &mut Ctx<'_>,
     path: String,
     value: &Value,
 ) -> Option<ModelEndpointBinding> {
-    let obj = Obj::new(
-        ctx,
-        path,
-        value,
-        &["id", "base_url", "auth_mode", "allow_http"],
-    )?;
+    let obj = Obj::new(ctx, path, value, &keys::MODEL_ENDPOINT)?;
     let before = ctx.diagnostics.len();
     let id = obj.required_string(ctx, "id");
     if let Some(id) = &id {

@@ -1,4 +1,4 @@
-//! A walker over decoded JSON that reads typed fields, reports wrong types, missing and unknown keys with their paths, and never stops at the first problem.
+//! A walker over decoded JSON that reads typed fields, reports wrong types, missing, unknown and not yet supported keys with their paths, and never stops at the first problem.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -6,6 +6,8 @@ use std::time::Duration;
 use ar_core::secret::Secret;
 use serde_json::{Map, Value};
 
+use super::keys::{Section, SECTIONS};
+use crate::support::Support;
 use crate::Diagnostic;
 
 /// Shared state of one validation pass.
@@ -40,21 +42,38 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// One mapping of the configuration with the keys it may contain.
+/// Whether a value configures something: null, an empty list and an empty mapping do not.
+fn configures_something(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+        _ => true,
+    }
+}
+
+/// One mapping of the configuration with the keys its [`Section`] declares.
 pub(crate) struct Obj<'v> {
     pub path: String,
     map: &'v Map<String, Value>,
-    known: &'static [&'static str],
+    section: &'static Section,
 }
 
 impl<'v> Obj<'v> {
-    /// Wraps `value` when it is a mapping (else reports) and reports every key not in `known`.
+    /// Wraps `value` when it is a mapping (else reports), reports every key the section does
+    /// not declare, and refuses every key of a capability not supported yet that configures
+    /// something.
     pub fn new(
         ctx: &mut Ctx<'_>,
         path: String,
         value: &'v Value,
-        known: &'static [&'static str],
+        section: &'static Section,
     ) -> Option<Obj<'v>> {
+        debug_assert!(
+            SECTIONS.contains(&section),
+            "section {:?} is not listed in SECTIONS",
+            section.path
+        );
         let Value::Object(map) = value else {
             ctx.report(
                 path,
@@ -62,16 +81,23 @@ impl<'v> Obj<'v> {
             );
             return None;
         };
-        for key in map.keys() {
-            if !known.contains(&key.as_str()) {
-                let message = match suggest(key, known) {
-                    Some(close) => format!("unknown key (did you mean `{close}`?)"),
-                    None => format!("unknown key (expected one of: {})", known.join(", ")),
-                };
-                ctx.report(child(&path, key), message);
+        for (name, item) in map {
+            match section.key(name).map(|key| key.support) {
+                None => {
+                    let known = section.names();
+                    let message = match suggest(name, &known) {
+                        Some(close) => format!("unknown key (did you mean `{close}`?)"),
+                        None => format!("unknown key (expected one of: {})", known.join(", ")),
+                    };
+                    ctx.report(child(&path, name), message);
+                }
+                Some(Support::NotYet(capability)) if configures_something(item) => {
+                    ctx.diagnostics.push(capability.refusal(child(&path, name)));
+                }
+                Some(_) => {}
             }
         }
-        Some(Obj { path, map, known })
+        Some(Obj { path, map, section })
     }
 
     pub fn path_of(&self, key: &str) -> String {
@@ -80,7 +106,11 @@ impl<'v> Obj<'v> {
 
     /// The value of `key`, `None` when absent or null.
     pub fn value(&self, key: &str) -> Option<&'v Value> {
-        debug_assert!(self.known.contains(&key), "key {key} read but not declared");
+        debug_assert!(
+            self.section.key(key).is_some(),
+            "key {key} read but not declared in {:?}",
+            self.section.path
+        );
         self.map.get(key).filter(|v| !v.is_null())
     }
 
@@ -167,10 +197,10 @@ impl<'v> Obj<'v> {
         &self,
         ctx: &mut Ctx<'_>,
         key: &str,
-        known: &'static [&'static str],
+        section: &'static Section,
     ) -> Option<Obj<'v>> {
         let value = self.value(key)?;
-        Obj::new(ctx, self.path_of(key), value, known)
+        Obj::new(ctx, self.path_of(key), value, section)
     }
 
     /// A mapping of string to string (stdio `env`).

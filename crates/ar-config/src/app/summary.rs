@@ -6,17 +6,11 @@ use url::Url;
 
 use super::{AppSettings, ModelEndpointBinding};
 
-/// Component kinds as they appear in app health.
+/// Component kinds as they appear in app health: only components the runtime uses.
 pub mod kind {
     pub const TARGET_CONTEXT: &str = "target_context";
     pub const EVENT_CALLBACK: &str = "event_callback";
-    pub const MCP_PROVIDER: &str = "mcp_provider";
     pub const COMMAND_PROVIDER: &str = "command_provider";
-    pub const WORKSPACE_PROVIDER: &str = "workspace_provider";
-    pub const SKILL_PROVIDER: &str = "skill_provider";
-    pub const BROWSER: &str = "browser";
-    pub const ARTIFACT_PROVIDER: &str = "artifact_provider";
-    pub const MODEL_CREDENTIALS: &str = "model_credentials";
 }
 
 /// One configured host component. Never carries a token; URLs are shown without their query
@@ -54,7 +48,7 @@ fn component(
 }
 
 impl AppSettings {
-    /// Every configured host component of the app, in a stable order.
+    /// Every configured host component of the app the runtime calls, in a stable order.
     pub fn components(&self) -> Vec<ComponentSummary> {
         let mut out = Vec::new();
         if let Some(context) = &self.context {
@@ -75,15 +69,6 @@ impl AppSettings {
                 callback.token.is_some(),
             ));
         }
-        for provider in &self.mcp_providers {
-            out.push(component(
-                provider.name.clone(),
-                kind::MCP_PROVIDER,
-                provider.url.as_ref(),
-                Some(provider.transport.as_str()),
-                provider.token.is_some() || !provider.env.is_empty(),
-            ));
-        }
         if let Some(provider) = &self.command_provider {
             out.push(component(
                 "command_provider",
@@ -91,48 +76,6 @@ impl AppSettings {
                 Some(&provider.base_url),
                 Some("http"),
                 provider.token.is_some(),
-            ));
-        }
-        if let Some(provider) = &self.workspace_provider {
-            out.push(component(
-                "workspace_provider",
-                kind::WORKSPACE_PROVIDER,
-                Some(&provider.base_url),
-                Some(provider.transport.as_str()),
-                provider.token.is_some(),
-            ));
-        }
-        if let Some(provider) = &self.skill_provider {
-            out.push(component(
-                "skill_provider",
-                kind::SKILL_PROVIDER,
-                Some(&provider.base_url),
-                Some("http"),
-                provider.token.is_some(),
-            ));
-        }
-        if let Some(browser) = &self.browser {
-            if browser.enabled {
-                out.push(component("browser", kind::BROWSER, None, None, false));
-            }
-            if let Some(artifacts) = &browser.artifact_provider {
-                out.push(component(
-                    "browser_artifact_provider",
-                    kind::ARTIFACT_PROVIDER,
-                    Some(&artifacts.upload_endpoint),
-                    Some("http"),
-                    artifacts.token.is_some(),
-                ));
-            }
-        }
-        if let Some(callback) = &self.model_credential_callback {
-            // The refresh callback's URL is deliberately not exposed.
-            out.push(component(
-                "model_credentials",
-                kind::MODEL_CREDENTIALS,
-                None,
-                Some("http"),
-                callback.token.is_some(),
             ));
         }
         out

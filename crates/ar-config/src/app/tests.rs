@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::reader::{Ctx, Obj};
 use super::*;
 
 fn env() -> impl Fn(&str) -> Option<String> {
@@ -31,20 +32,7 @@ apps:
         token_env: CB_TOKEN
         event_types: [run.completed, run.failed]
       - url: http://127.0.0.1:9000/hook
-    mcp_providers:
-      - name: crm
-        url: https://mcp.example/api
-        token: inline-token
-        allowed_tools: [find_contact]
-        refresh_interval: 5m
-        startup_policy: required
-      - name: local
-        transport: stdio
-        command: /usr/bin/mcp-server
-        args: ["--flag"]
-        env: {API_KEY: abc}
-        tool_namespace: none
-        unknown_refresh_cooldown: 10s
+    mcp_providers: []
     command_provider:
       transport: http
       base_url: https://host.example/commands/
@@ -57,17 +45,11 @@ apps:
           risk_level: routine_mutation
         - name: list_tasks
           description: List tasks
-    workspace_provider: {transport: repository, base_url: "https://host.example/ws", root_dir: /var/lib/ar}
-    skill_provider: {base_url: "https://host.example/skills", package_base_url: "https://cdn.example", package_token: p}
-    browser:
-      enabled: true
-      allowed_domains: ["*.example.com", docs.rs]
-      artifact_provider: {upload_endpoint: "https://host.example/upload", token: t}
+    browser: null
     model_endpoints:
       - {id: local-llm, base_url: "http://127.0.0.1:11434/v1", auth_mode: none, allow_http: true}
       - {id: gateway.prod, base_url: "https://llm.example/openai/v1", auth_mode: api_key}
     require_run_model_credentials: true
-    model_credential_callback: {url: "http://localhost:7000/refresh", token_env: CB_TOKEN}
   - app_id: usermaven
 "#;
 
@@ -95,22 +77,6 @@ fn full_yaml_config_parses() {
         "cb-secret"
     );
 
-    let crm = &app.mcp_providers[0];
-    assert_eq!(crm.transport, McpTransport::Http);
-    assert_eq!(crm.refresh_interval, Some(Duration::from_secs(300)));
-    assert_eq!(crm.startup_policy, StartupPolicy::Required);
-    assert_eq!(
-        crm.unknown_refresh_cooldown,
-        DEFAULT_UNKNOWN_REFRESH_COOLDOWN
-    );
-    assert_eq!(crm.effective_prefix(), "crm");
-    let local = &app.mcp_providers[1];
-    assert_eq!(local.transport, McpTransport::Stdio);
-    assert_eq!(local.tool_namespace, ToolNamespace::None);
-    assert_eq!(local.effective_prefix(), "");
-    assert_eq!(local.env["API_KEY"].expose(), "abc");
-    assert_eq!(local.unknown_refresh_cooldown, Duration::from_secs(10));
-
     let commands = app.command_provider.as_ref().unwrap();
     assert_eq!(
         commands.execute_url(),
@@ -125,13 +91,6 @@ fn full_yaml_config_parses() {
         commands.commands[1].input_schema,
         serde_json::json!({"type": "object", "properties": {}})
     );
-
-    let workspace = app.workspace_provider.as_ref().unwrap();
-    assert_eq!(workspace.transport, WorkspaceTransport::Repository);
-    assert_eq!(
-        workspace.root_dir.as_deref(),
-        Some(std::path::Path::new("/var/lib/ar"))
-    );
     assert_eq!(app.model_endpoints[0].auth_mode, EndpointAuthMode::None);
     assert_eq!(
         app.model_endpoints[1].base_url,
@@ -140,7 +99,7 @@ fn full_yaml_config_parses() {
     assert!(app.require_run_model_credentials);
 
     let debug = format!("{config:?}");
-    for secret in ["ctx-secret", "cb-secret", "cmd-secret", "inline-token"] {
+    for secret in ["ctx-secret", "cb-secret", "cmd-secret"] {
         assert!(!debug.contains(secret), "{secret} leaked into Debug");
     }
 
@@ -164,25 +123,20 @@ fn components_summary_is_secret_free() {
             ("target_context", "target_context"),
             ("event_callback", "event_callback[0]"),
             ("event_callback", "event_callback[1]"),
-            ("mcp_provider", "crm"),
-            ("mcp_provider", "local"),
             ("command_provider", "command_provider"),
-            ("workspace_provider", "workspace_provider"),
-            ("skill_provider", "skill_provider"),
-            ("browser", "browser"),
-            ("artifact_provider", "browser_artifact_provider"),
-            ("model_credentials", "model_credentials"),
         ]
     );
-    // Query strings are not shown; the refresh callback's URL is never shown.
+    // Query strings are not shown.
     assert_eq!(
         components[0].url.as_deref(),
         Some("https://host.example/context")
     );
     assert!(components[0].auth_configured);
     assert!(!components[2].auth_configured);
-    assert_eq!(components[4].transport.as_deref(), Some("stdio"));
-    assert_eq!(components[10].url, None);
+    assert_eq!(
+        components[3].url.as_deref(),
+        Some("https://host.example/commands/")
+    );
     let report = app.doctor_report().render();
     assert!(report.contains("create_task, list_tasks"), "{report}");
     assert!(report.contains("local-llm"));
@@ -286,6 +240,7 @@ const BAD: &[BadCase] = &[
             {name: ns, url: "https://x.example", tool_namespace: none, tool_prefix: p_, refresh_interval: soon, startup_policy: eager},
             {url: "https://x.example", allowed_tools: [""]}]}]"#,
         &[
+            ("apps[0].mcp_providers", "this version does not support MCP servers and providers yet"),
             ("apps[0].mcp_providers[0].transport", "unsupported transport \"grpc\""),
             ("apps[0].mcp_providers[1].command", "required for the stdio transport"),
             ("apps[0].mcp_providers[1].url", "not used by the stdio transport"),
@@ -303,7 +258,10 @@ const BAD: &[BadCase] = &[
     (
         "duplicate mcp provider",
         r#"apps: [{app_id: a, mcp_providers: [{name: crm, url: "https://x.example"}, {name: crm, url: "https://y.example"}]}]"#,
-        &[("apps[0].mcp_providers[1].name", "duplicate MCP provider name")],
+        &[
+            ("apps[0].mcp_providers", "does not support MCP"),
+            ("apps[0].mcp_providers[1].name", "duplicate MCP provider name"),
+        ],
     ),
     (
         "command provider",
@@ -330,6 +288,9 @@ const BAD: &[BadCase] = &[
             skill_provider: {package_token: x},
             browser: {enabled: 'yes', allowed_domains: ["*", "bad domain", ".x.com"], artifact_provider: {transport: s3}}}]"#,
         &[
+            ("apps[0].workspace_provider", "does not support host workspace providers yet"),
+            ("apps[0].skill_provider", "does not support host skill providers yet"),
+            ("apps[0].browser", "does not support browser tools yet"),
             ("apps[0].workspace_provider.transport", "unsupported transport \"git\""),
             ("apps[0].workspace_provider.base_url", "is required"),
             ("apps[0].workspace_provider.root_dir", "absolute path"),
@@ -345,7 +306,10 @@ const BAD: &[BadCase] = &[
     (
         "http workspace with root_dir",
         r#"apps: [{app_id: a, workspace_provider: {base_url: "https://h.example", root_dir: /x}}]"#,
-        &[("apps[0].workspace_provider.root_dir", "only used by the repository transport")],
+        &[
+            ("apps[0].workspace_provider", "does not support host workspace providers"),
+            ("apps[0].workspace_provider.root_dir", "only used by the repository transport"),
+        ],
     ),
     (
         "model endpoints",
@@ -384,6 +348,7 @@ const BAD: &[BadCase] = &[
         "credential callback",
         r#"apps: [{app_id: a, model_credential_callback: {url: "http://host.example/refresh?x=1", token_env: NOPE, extra: 1}}]"#,
         &[
+            ("apps[0].model_credential_callback", "does not support refreshing run model credentials"),
             ("apps[0].model_credential_callback.url", "must use https"),
             ("apps[0].model_credential_callback.url", "query string"),
             ("apps[0].model_credential_callback.token_env", "NOPE is not set"),
@@ -434,4 +399,139 @@ fn diagnostics_never_echo_secrets() {
         !text.contains("tok-abc") && !text.contains("ctx-secret") && !text.contains("pw-xyz"),
         "{text}"
     );
+}
+
+/// Each section of a capability this version does not have: a valid value, and what the
+/// refusal names.
+const REFUSED: &[(&str, &str, &str)] = &[
+    (
+        "mcp_providers",
+        r#"[{name: crm, url: "https://mcp.example/api"}]"#,
+        "MCP servers and providers",
+    ),
+    (
+        "workspace_provider",
+        r#"{base_url: "https://host.example/ws"}"#,
+        "host workspace providers",
+    ),
+    (
+        "skill_provider",
+        r#"{base_url: "https://host.example/skills"}"#,
+        "host skill providers",
+    ),
+    ("browser", "{enabled: true}", "browser tools"),
+    (
+        "model_credential_callback",
+        r#"{url: "https://host.example/refresh"}"#,
+        "refreshing run model credentials",
+    ),
+];
+
+#[test]
+fn valid_sections_of_unsupported_capabilities_are_refused_by_name() {
+    for (key, value, capability) in REFUSED {
+        let text = format!("apps: [{{app_id: a, {key}: {value}}}]");
+        let diagnostics = parse(&text).expect_err(key);
+        assert_eq!(diagnostics.len(), 1, "{key}: {diagnostics:?}");
+        assert_eq!(diagnostics[0].path, format!("apps[0].{key}"));
+        assert!(
+            diagnostics[0]
+                .message
+                .contains(&format!("this version does not support {capability}")),
+            "{key}: {}",
+            diagnostics[0].message
+        );
+    }
+}
+
+#[test]
+fn empty_sections_of_unsupported_capabilities_configure_nothing() {
+    let config = parse(
+        "apps: [{app_id: a, mcp_providers: [], workspace_provider: null, skill_provider: null, browser: {}, model_credential_callback: null}]",
+    )
+    .unwrap();
+    assert!(config.app("a").unwrap().components().is_empty());
+}
+
+/// Runs one section parser on YAML text; panics on diagnostics.
+fn parse_section<T>(
+    text: &str,
+    parse: impl FnOnce(&mut Ctx<'_>, String, &Value) -> Option<T>,
+) -> T {
+    let value: Value = serde_yaml::from_str(text).unwrap();
+    let lookup = env();
+    let mut ctx = Ctx {
+        lookup: &lookup,
+        diagnostics: Vec::new(),
+    };
+    let parsed = parse(&mut ctx, "s".into(), &value);
+    assert!(ctx.diagnostics.is_empty(), "{:?}", ctx.diagnostics);
+    parsed.unwrap()
+}
+
+/// Adapts a parser of a mapping of `section` to [`parse_section`].
+fn mapping<T>(
+    section: &'static keys::Section,
+    parse: impl FnOnce(&mut Ctx<'_>, &Obj<'_>) -> Option<T>,
+) -> impl FnOnce(&mut Ctx<'_>, String, &Value) -> Option<T> {
+    move |ctx, path, value| {
+        let obj = Obj::new(ctx, path, value, section)?;
+        parse(ctx, &obj)
+    }
+}
+
+#[test]
+fn refused_sections_still_parse_what_their_capability_will_need() {
+    let crm = parse_section(
+        "{name: crm, url: https://mcp.example/api, token: inline-token, allowed_tools: [find_contact], refresh_interval: 5m, startup_policy: required}",
+        parse_mcp_provider,
+    );
+    assert_eq!(crm.transport, McpTransport::Http);
+    assert_eq!(crm.refresh_interval, Some(Duration::from_secs(300)));
+    assert_eq!(crm.startup_policy, StartupPolicy::Required);
+    assert_eq!(
+        crm.unknown_refresh_cooldown,
+        DEFAULT_UNKNOWN_REFRESH_COOLDOWN
+    );
+    assert_eq!(crm.effective_prefix(), "crm");
+    assert!(!format!("{crm:?}").contains("inline-token"));
+
+    let local = parse_section(
+        "{name: local, transport: stdio, command: /usr/bin/mcp-server, args: [--flag], env: {API_KEY: abc}, tool_namespace: none, unknown_refresh_cooldown: 10s}",
+        parse_mcp_provider,
+    );
+    assert_eq!(local.transport, McpTransport::Stdio);
+    assert_eq!(local.tool_namespace, ToolNamespace::None);
+    assert_eq!(local.effective_prefix(), "");
+    assert_eq!(local.env["API_KEY"].expose(), "abc");
+    assert_eq!(local.unknown_refresh_cooldown, Duration::from_secs(10));
+
+    let workspace = parse_section(
+        "{transport: repository, base_url: https://host.example/ws, root_dir: /var/lib/ar}",
+        mapping(&keys::WORKSPACE_PROVIDER, parse_workspace_provider),
+    );
+    assert_eq!(workspace.transport, WorkspaceTransport::Repository);
+    assert_eq!(
+        workspace.root_dir.as_deref(),
+        Some(std::path::Path::new("/var/lib/ar"))
+    );
+    let skills = parse_section(
+        "{base_url: https://host.example/skills, package_base_url: https://cdn.example, package_token: p}",
+        mapping(&keys::SKILL_PROVIDER, parse_skill_provider),
+    );
+    assert_eq!(skills.package_token.unwrap().expose(), "p");
+    let browser = parse_section(
+        "{enabled: true, allowed_domains: ['*.example.com', docs.rs], artifact_provider: {upload_endpoint: https://host.example/upload, token: t}}",
+        mapping(&keys::BROWSER, |ctx, obj| Some(parse_browser(ctx, obj))),
+    );
+    assert_eq!(browser.allowed_domains, vec!["*.example.com", "docs.rs"]);
+    assert!(browser.artifact_provider.is_some());
+    let callback = parse_section(
+        "{url: http://localhost:7000/refresh, token_env: CB_TOKEN}",
+        mapping(
+            &keys::MODEL_CREDENTIAL_CALLBACK,
+            parse_model_credential_callback,
+        ),
+    );
+    assert_eq!(callback.token.unwrap().expose(), "cb-secret");
 }

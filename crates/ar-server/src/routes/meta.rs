@@ -77,10 +77,12 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
             driver: facts.store_driver.clone(),
             in_memory: facts.store_in_memory,
         },
+        // Durable execution and run-scoped MCP are not supported by this version: their
+        // settings (TEMPORAL_*, AGENT_RUNTIME_MCP_*) are refused at startup.
         durable: ar_wire::DurableInfo {
-            enabled: facts.durable_enabled,
-            temporal_address: facts.temporal_address.clone(),
-            namespace: facts.temporal_namespace.clone(),
+            enabled: false,
+            temporal_address: String::new(),
+            namespace: String::new(),
         },
         skills: Vec::new(),
         apps,
@@ -89,7 +91,7 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
         run_mcp: ar_wire::RunMCPCapability {
             supported: false,
             transports: vec!["streamable_http".to_string()],
-            credential_encryption_configured: facts.mcp_credential_encryption_configured,
+            credential_encryption_configured: false,
         },
     };
     Ok(json(StatusCode::OK, &body))

@@ -211,6 +211,11 @@ async fn capabilities_and_app_health_describe_the_runtime() {
         .unwrap()
         .iter()
         .any(|t| t["name"] == "get_context"));
+    // Durable execution and run-scoped MCP are not supported by this version (their settings
+    // are refused), and capabilities say so.
+    assert_eq!(caps["durable"], json!({"enabled": false}), "{caps}");
+    assert_eq!(caps["run_mcp"]["supported"], false);
+    assert_eq!(caps["run_mcp"]["credential_encryption_configured"], false);
     let (status, health) = server.get(&format!("/v1/app-health?app_id={APP}")).await;
     assert_eq!(status, 200, "{health}");
     assert!(health["components"]
@@ -218,5 +223,98 @@ async fn capabilities_and_app_health_describe_the_runtime() {
         .unwrap()
         .iter()
         .any(|c| c["name"] == "store" && c["status"] == "ok"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn app_health_probes_exactly_the_components_the_runtime_calls() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("health.db").display().to_string());
+    // Every host component this version calls; the mock answers each probe (< 500 is ok).
+    let host = mock.root_url();
+    let config = json!({"apps": [{
+        "app_id": APP,
+        "context_endpoint": format!("{host}/context?tenant=1"),
+        "context_token": "ctx-token",
+        "event_callbacks": [{"url": format!("{host}/hooks")}],
+        "command_provider": {"base_url": format!("{host}/commands"), "commands": [{"name": "close_ticket"}]},
+        "mcp_providers": [],
+        "browser": null,
+    }]});
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), config.to_string());
+    let server = TestServer::start_with(env).await;
+    let (status, health) = server.get(&format!("/v1/app-health?app_id={APP}")).await;
+    assert_eq!(status, 200, "{health}");
+    let components: Vec<(String, String, String)> = health["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let text = |key: &str| c[key].as_str().unwrap_or_default().to_string();
+            (text("kind"), text("name"), text("status"))
+        })
+        .collect();
+    let expected = [
+        ("target_context", "target_context"),
+        ("event_callback", "event_callback[0]"),
+        ("command_provider", "command_provider"),
+        ("store", "store"),
+    ];
+    assert_eq!(
+        components,
+        expected
+            .iter()
+            .map(|(kind, name)| (kind.to_string(), name.to_string(), "ok".to_string()))
+            .collect::<Vec<_>>(),
+        "{health}"
+    );
+    // The context URL is shown without its query string, and its token never.
+    assert_eq!(health["components"][0]["url"], format!("{host}/context"));
+    assert_eq!(health["components"][0]["auth_configured"], true);
+    assert!(!health.to_string().contains("ctx-token"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_native_model_setting_is_the_default_providers_model() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::text("hello"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("model.db").display().to_string());
+    env.insert("OPENAI_API_KEY".into(), "sk-global-test".into());
+    env.insert("OPENAI_BASE_URL".into(), mock.base_url());
+    env.insert("AGENT_RUNTIME_NATIVE_PROVIDER".into(), "openai".into());
+    env.insert(
+        "AGENT_RUNTIME_NATIVE_MODEL".into(),
+        "gpt-native-test".into(),
+    );
+    let server = TestServer::start_with(env).await;
+    let (_, caps) = server.get("/v1/capabilities").await;
+    let openai = caps["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "openai")
+        .cloned()
+        .unwrap();
+    assert_eq!(openai["default_model"], "gpt-native-test", "{caps}");
+
+    // An agent and a run that name no model use it.
+    let agent = server.agent("defaults", json!({})).await;
+    let (status, run) = server
+        .post(
+            "/v1/runs",
+            json!({"app_id": APP, "agent_id": agent, "target": {"type": "ticket", "id": "T-1"},
+                   "instructions": "Say hello."}),
+        )
+        .await;
+    assert_eq!(status, 202, "{run}");
+    server
+        .wait_status(run["id"].as_str().unwrap(), &["completed"])
+        .await;
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["model"], "gpt-native-test");
     server.stop().await;
 }

@@ -1,0 +1,104 @@
+//! Which declared settings this version honours, and the refusal of those it does not yet.
+//!
+//! Every environment variable and app-configuration key states its [`Support`]. A setting this
+//! version would silently ignore is refused when it is set, with a [`Diagnostic`] naming the
+//! setting and the missing [`Capability`], so `serve` and `config validate` stop instead of
+//! starting without it. An unset setting is never a problem.
+
+use crate::Diagnostic;
+
+/// A capability the original service has and this version does not have yet. Each later issue
+/// turns one on by reading its settings and dropping them from the refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    /// Publishing events to NATS JetStream (issue 10).
+    NatsEvents,
+    /// The legacy global event callback that receives every app's events (issue 10).
+    GlobalEventCallback,
+    /// Durable execution on Temporal (issue 13).
+    Durable,
+    /// Run-scoped MCP servers, deployment MCP providers and the MCP bridge (issue 9).
+    Mcp,
+    /// Host workspace providers (issue 11).
+    Workspaces,
+    /// Host skill providers (issue 11).
+    Skills,
+    /// Browser tools and their artifact uploads.
+    Browser,
+    /// The `openai_chatgpt` provider on ChatGPT subscriptions (issue 12).
+    ChatGpt,
+    /// Refreshing run model credentials through the host's callback (issue 12).
+    ModelCredentialCallback,
+    /// A deterministic stand-in model when no model is configured.
+    DeterministicModel,
+}
+
+impl Capability {
+    /// What is missing, as a phrase ("this version does not support … yet").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Capability::NatsEvents => "publishing events to NATS JetStream",
+            Capability::GlobalEventCallback => {
+                "the global event callback sink (use the apps' event_callbacks)"
+            }
+            Capability::Durable => "durable execution (Temporal)",
+            Capability::Mcp => "MCP servers and providers",
+            Capability::Workspaces => "host workspace providers",
+            Capability::Skills => "host skill providers",
+            Capability::Browser => "browser tools",
+            Capability::ChatGpt => "the openai_chatgpt provider (ChatGPT subscriptions)",
+            Capability::ModelCredentialCallback => {
+                "refreshing run model credentials through a host callback"
+            }
+            Capability::DeterministicModel => "a deterministic stand-in model",
+        }
+    }
+
+    /// The refusal of a setting at `path` (a variable name or an app-config location).
+    pub fn refusal(self, path: impl Into<String>) -> Diagnostic {
+        Diagnostic::new(
+            path,
+            format!(
+                "this version does not support {} yet; remove this setting",
+                self.describe()
+            ),
+        )
+    }
+
+    /// The refusal of one value of a setting whose other values work.
+    pub fn value_refusal(self, path: impl Into<String>, value: &str) -> Diagnostic {
+        Diagnostic::new(
+            path,
+            format!(
+                "{value:?}: this version does not support {} yet",
+                self.describe()
+            ),
+        )
+    }
+}
+
+/// Whether this version honours a declared setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Read by working code (the test `settings_have_readers` records where).
+    Supported,
+    /// Supported, except for these values, which are refused (a CSV setting is checked item by
+    /// item; values compare case-insensitively).
+    ExceptValues(&'static [(&'static str, Capability)]),
+    /// Refused whenever set. An on/off variable whose default is off may still be set to off:
+    /// off is what this version does.
+    NotYet(Capability),
+}
+
+impl Support {
+    /// The capability a value of the setting asks for and this version lacks, if any.
+    pub fn refused_value(self, value: &str) -> Option<Capability> {
+        match self {
+            Support::ExceptValues(values) => values
+                .iter()
+                .find(|(refused, _)| refused.eq_ignore_ascii_case(value.trim()))
+                .map(|(_, capability)| *capability),
+            Support::Supported | Support::NotYet(_) => None,
+        }
+    }
+}

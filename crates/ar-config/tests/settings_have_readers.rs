@@ -1,0 +1,647 @@
+//! Every declared setting is read by production code or refused: no setting is accepted and ignored.
+//!
+//! The declarations say which settings this version supports ([`Support`] on every
+//! [`EnvVar`] of `env::ALL` and on every key of `app::keys::SECTIONS`). This test holds them to
+//! it from both sides:
+//! - a setting that is not supported yet is refused when set: the real validation
+//!   (`ServiceSettings::from_env`, which `serve` and `config validate` run) reports it by name,
+//!   saying which capability is missing;
+//! - a supported setting has a reader recorded below, and that reader is in the production
+//!   source of another crate (test modules and comments do not count). A new setting without a
+//!   reader or a refusal fails here; so does a reader that disappears.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use ar_config::app::keys::{Section, SECTIONS};
+use ar_config::env::{EnvVar, ALL};
+use ar_config::support::{Capability, Support};
+use ar_config::{Diagnostic, ServiceSettings};
+use serde_json::{json, Value};
+
+/// Where production code reads a supported setting: the file (below `crates/`) and fragments
+/// of code that must all occur in it (whitespace is ignored).
+struct Reader {
+    setting: &'static str,
+    file: &'static str,
+    code: &'static [&'static str],
+}
+
+const fn reader(
+    setting: &'static str,
+    file: &'static str,
+    code: &'static [&'static str],
+) -> Reader {
+    Reader {
+        setting,
+        file,
+        code,
+    }
+}
+
+const COMPOSE: &str = "ar-server/src/compose.rs";
+const STUDIO_EMBED: &str = "ar-server/src/studio_embed.rs";
+const MAIN: &str = "agent-runtime/src/main.rs";
+const HOST_TOOLS: &str = "ar-tools/src/host_tools.rs";
+const CONTEXT: &str = "ar-tools/src/context.rs";
+
+const POSTGRES: &[&str] =
+    &[r#"StoreSettings::Postgres { url } => ar_store::open("postgres", "", url.expose())"#];
+
+/// Readers of the supported environment variables. A variable may have several.
+const ENV_READERS: &[Reader] = &[
+    reader(
+        "AGENT_RUNTIME_ADDR",
+        "agent-runtime/src/commands/serve.rs",
+        &["TcpListener::bind(settings.addr)"],
+    ),
+    reader(
+        "AGENT_RUNTIME_SERVICE_TOKEN",
+        COMPOSE,
+        &["settings.service_token.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_ALLOW_ANONYMOUS",
+        COMPOSE,
+        &["if settings.allow_anonymous {"],
+    ),
+    reader(
+        "AGENT_RUNTIME_APP_CONFIG",
+        COMPOSE,
+        &["Arc::new(settings.app_config.clone())"],
+    ),
+    reader(
+        "AGENT_RUNTIME_INSTANCE_ID",
+        COMPOSE,
+        &["match (&settings.instance_id, &settings.store)"],
+    ),
+    reader(
+        "AGENT_RUNTIME_LEASE_TTL_SECONDS",
+        COMPOSE,
+        &["lease_ttl: settings.lease_ttl"],
+    ),
+    reader(
+        "AGENT_RUNTIME_SWEEP_INTERVAL_SECONDS",
+        COMPOSE,
+        &["sweep_interval: settings.sweep_interval"],
+    ),
+    reader(
+        "AGENT_RUNTIME_WORKER_THREADS",
+        MAIN,
+        &[
+            "ar_config::env::worker_threads(",
+            "builder.worker_threads(threads)",
+        ],
+    ),
+    reader("AGENT_RUNTIME_LOG", MAIN, &["ar_config::env::LOG.name"]),
+    reader(
+        "AGENT_RUNTIME_STORE_DRIVER",
+        COMPOSE,
+        &["open_store(&settings.store)"],
+    ),
+    reader(
+        "AGENT_RUNTIME_SQLITE_DSN",
+        COMPOSE,
+        &[r#"StoreSettings::Sqlite { dsn } => ar_store::open("sqlite", dsn, "")"#],
+    ),
+    reader("DATABASE_URL", COMPOSE, POSTGRES),
+    reader("PGHOST", COMPOSE, POSTGRES),
+    reader("PGPORT", COMPOSE, POSTGRES),
+    reader("PGDATABASE", COMPOSE, POSTGRES),
+    reader("PGUSER", COMPOSE, POSTGRES),
+    reader("PGPASSWORD", COMPOSE, POSTGRES),
+    reader("PGSSLMODE", COMPOSE, POSTGRES),
+    // Both also place the default SQLite file (ar-config) and the files kept beside it.
+    reader(
+        "XDG_DATA_HOME",
+        COMPOSE,
+        &["process_env(ar_config::env::XDG_DATA_HOME.name)"],
+    ),
+    reader("HOME", COMPOSE, &["process_env(ar_config::env::HOME.name)"]),
+    reader(
+        "OPENAI_API_KEY",
+        COMPOSE,
+        &["&models.openai", "api_key: provider.api_key.clone()"],
+    ),
+    reader(
+        "OPENAI_BASE_URL",
+        COMPOSE,
+        &["&models.openai", "base_url: provider.base_url.as_str()"],
+    ),
+    reader(
+        "ANTHROPIC_API_KEY",
+        COMPOSE,
+        &["&models.anthropic", "api_key: provider.api_key.clone()"],
+    ),
+    reader(
+        "ANTHROPIC_BASE_URL",
+        COMPOSE,
+        &["&models.anthropic", "base_url: provider.base_url.as_str()"],
+    ),
+    reader(
+        "OPENROUTER_API_KEY",
+        COMPOSE,
+        &["&models.openrouter", "api_key: provider.api_key.clone()"],
+    ),
+    reader(
+        "OPENROUTER_BASE_URL",
+        COMPOSE,
+        &["&models.openrouter", "base_url: provider.base_url.as_str()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATIVE_PROVIDER",
+        COMPOSE,
+        &["default_provider: settings.models.native_provider.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATIVE_MODEL",
+        COMPOSE,
+        &["models.native_model.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY",
+        COMPOSE,
+        &["match &settings.models.credential_encryption_key"],
+    ),
+    reader(
+        "AGENT_RUNTIME_EVENT_SINK",
+        COMPOSE,
+        &["event_sinks(&settings.events, &bus)", "if events.log {"],
+    ),
+    reader(
+        "AGENT_RUNTIME_STUDIO_URL",
+        STUDIO_EMBED,
+        &["external: settings.url"],
+    ),
+    reader(
+        "AGENT_RUNTIME_STUDIO_ADDR",
+        "ar-studio/src/serve.rs",
+        &[
+            r#"STUDIO_ADDR_ENV: &str = "AGENT_RUNTIME_STUDIO_ADDR""#,
+            "std::env::var(STUDIO_ADDR_ENV)",
+        ],
+    ),
+    reader(
+        "AGENT_RUNTIME_STUDIO_TOKEN",
+        STUDIO_EMBED,
+        &["external_token: settings.token.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_STUDIO_TOKEN",
+        "agent-runtime/src/commands/studio.rs",
+        &["process_env(STUDIO_TOKEN.name)"],
+    ),
+    reader(
+        "AGENT_RUNTIME_STUDIO_MAX_TOKENS_PER_EXPERIMENT",
+        STUDIO_EMBED,
+        &["settings.max_tokens_per_experiment"],
+    ),
+    reader(
+        "AGENT_RUNTIME_STUDIO_MAX_RUNS_PER_EXPERIMENT",
+        STUDIO_EMBED,
+        &["settings.max_runs_per_experiment"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NODE_ADDR",
+        "ar-dispatch/src/node.rs",
+        &[
+            r#"NODE_ADDR_ENV: &str = "AGENT_RUNTIME_NODE_ADDR""#,
+            "std::env::var(NODE_ADDR_ENV)",
+        ],
+    ),
+    reader(
+        "AGENT_RUNTIME_NODE_TOKEN",
+        "ar-dispatch/src/node.rs",
+        &[
+            r#"NODE_TOKEN_ENV: &str = "AGENT_RUNTIME_NODE_TOKEN""#,
+            "std::env::var(NODE_TOKEN_ENV)",
+        ],
+    ),
+];
+
+const CALLBACKS: &str = "for callback in &app.event_callbacks";
+const COMMANDS: &str = "if let Some(provider) = &app.command_provider";
+const ENDPOINTS: &str = ".model_endpoint_bindings()";
+
+/// Readers of the supported app-configuration keys, by `section.path` + `.` + key. Keys of
+/// sections below a refused key are covered by that refusal.
+const APP_KEY_READERS: &[Reader] = &[
+    reader("apps", CONTEXT, &["for (app_id, app) in &config.apps"]),
+    reader(
+        "apps[].app_id",
+        "ar-server/src/routes/meta.rs",
+        &["state.apps.apps.get(app_id)"],
+    ),
+    reader(
+        "apps[].event_protocol",
+        "ar-server/src/state.rs",
+        &[r#"app.event_protocol.as_str() == "v2""#],
+    ),
+    reader(
+        "apps[].context_endpoint",
+        CONTEXT,
+        &[
+            "if let Some(endpoint) = &app.context",
+            "endpoint.url.as_str()",
+        ],
+    ),
+    reader("apps[].context_token", CONTEXT, &["endpoint.token.clone()"]),
+    reader(
+        "apps[].context_token_env",
+        CONTEXT,
+        &["endpoint.token.clone()"],
+    ),
+    reader("apps[].event_callbacks", COMPOSE, &[CALLBACKS]),
+    reader(
+        "apps[].event_callbacks[].url",
+        COMPOSE,
+        &[CALLBACKS, "url: callback.url.to_string()"],
+    ),
+    reader(
+        "apps[].event_callbacks[].token",
+        COMPOSE,
+        &[CALLBACKS, "token: callback.token.clone()"],
+    ),
+    reader(
+        "apps[].event_callbacks[].token_env",
+        COMPOSE,
+        &[CALLBACKS, "token: callback.token.clone()"],
+    ),
+    reader(
+        "apps[].event_callbacks[].event_types",
+        COMPOSE,
+        &[CALLBACKS, "event_types: callback.event_types.clone()"],
+    ),
+    reader("apps[].command_provider", HOST_TOOLS, &[COMMANDS]),
+    // The parser accepts only `http`, the transport the command client speaks.
+    reader(
+        "apps[].command_provider.transport",
+        HOST_TOOLS,
+        &[COMMANDS, "execute_url: provider.execute_url()"],
+    ),
+    reader(
+        "apps[].command_provider.base_url",
+        HOST_TOOLS,
+        &[COMMANDS, "execute_url: provider.execute_url()"],
+    ),
+    reader(
+        "apps[].command_provider.token",
+        HOST_TOOLS,
+        &[COMMANDS, "token: provider.token.clone()"],
+    ),
+    reader(
+        "apps[].command_provider.token_env",
+        HOST_TOOLS,
+        &[COMMANDS, "token: provider.token.clone()"],
+    ),
+    reader(
+        "apps[].command_provider.commands",
+        HOST_TOOLS,
+        &[COMMANDS, "for command in &provider.commands"],
+    ),
+    // `HostCommand::to_tool_definition` turns every field of a command into the tool the model sees.
+    reader(
+        "apps[].command_provider.commands[].name",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader(
+        "apps[].command_provider.commands[].description",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader(
+        "apps[].command_provider.commands[].category",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader(
+        "apps[].command_provider.commands[].input_schema",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader(
+        "apps[].command_provider.commands[].mutating",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader(
+        "apps[].command_provider.commands[].risk_level",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader(
+        "apps[].command_provider.commands[].supported_target_types",
+        HOST_TOOLS,
+        &["command.to_tool_definition()"],
+    ),
+    reader("apps[].model_endpoints", COMPOSE, &[ENDPOINTS]),
+    reader(
+        "apps[].model_endpoints[].id",
+        COMPOSE,
+        &[ENDPOINTS, "id: endpoint.id"],
+    ),
+    reader(
+        "apps[].model_endpoints[].base_url",
+        COMPOSE,
+        &[ENDPOINTS, "base_url: endpoint.base_url"],
+    ),
+    reader(
+        "apps[].model_endpoints[].auth_mode",
+        COMPOSE,
+        &[ENDPOINTS, "auth_mode: endpoint.auth_mode"],
+    ),
+    // A gate, not a value: without it the parser refuses a plain-http base_url, so the only
+    // reader is the validation itself.
+    reader(
+        "apps[].model_endpoints[].allow_http",
+        "ar-config/src/app/rules.rs",
+        &[r#"if url.scheme() == "http" && !allow_http {"#],
+    ),
+    reader(
+        "apps[].require_run_model_credentials",
+        COMPOSE,
+        &["require_run_model_credentials: app.require_run_model_credentials"],
+    ),
+];
+
+/// Settings whose reader may be in ar-config itself, because validating them is all they do.
+const READ_BY_VALIDATION: &[&str] = &["apps[].model_endpoints[].allow_http"];
+
+/// The production text of `crates/<file>` without whitespace: line comments and a trailing
+/// `#[cfg(test)] mod tests` are cut, so a reader in a test or a comment does not count.
+fn production_source(file: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("reading {}: {err}", path.display()));
+    let mut kept = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim();
+        if trimmed == "#[cfg(test)]"
+            && lines
+                .peek()
+                .is_some_and(|next| next.trim().starts_with("mod tests"))
+        {
+            break;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    squeeze(&kept)
+}
+
+fn squeeze(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// Checks every reader of `table`; returns what is wrong, one line per problem.
+fn check_readers(table: &[Reader], supported: &BTreeSet<String>) -> Vec<String> {
+    let mut sources: BTreeMap<&str, String> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for entry in table {
+        if !supported.contains(entry.setting) {
+            problems.push(format!(
+                "{}: a reader is recorded, but the setting is not declared as supported",
+                entry.setting
+            ));
+        }
+        if entry.file.starts_with("ar-config/") && !READ_BY_VALIDATION.contains(&entry.setting) {
+            problems.push(format!(
+                "{}: the reader must be outside ar-config (its declaration and parsing)",
+                entry.setting
+            ));
+        }
+        let source = sources
+            .entry(entry.file)
+            .or_insert_with(|| production_source(entry.file));
+        for code in entry.code {
+            if !source.contains(&squeeze(code)) {
+                problems.push(format!(
+                    "{}: `{code}` is not in the production code of crates/{}",
+                    entry.setting, entry.file
+                ));
+            }
+        }
+    }
+    for setting in supported {
+        if !table.iter().any(|entry| entry.setting == setting.as_str()) {
+            problems.push(format!(
+                "{setting}: supported, but no reader is recorded: record where production code reads it, or declare it not supported yet"
+            ));
+        }
+    }
+    problems
+}
+
+fn validate_env(pairs: &[(&str, &str)]) -> Vec<Diagnostic> {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    match ServiceSettings::from_env(|name| map.get(name).cloned()) {
+        Ok(_) => Vec::new(),
+        Err(diagnostics) => diagnostics,
+    }
+}
+
+/// `None` when `diagnostics` refuse `path` for `capability`, else what is wrong.
+fn refusal_problem(
+    diagnostics: &[Diagnostic],
+    path: &str,
+    capability: Capability,
+    value: Option<&str>,
+) -> Option<String> {
+    let refused = diagnostics.iter().any(|d| {
+        d.path == path
+            && d.message.contains(&format!(
+                "this version does not support {}",
+                capability.describe()
+            ))
+            && value.is_none_or(|v| d.message.contains(v))
+    });
+    (!refused).then(|| {
+        format!(
+            "{path}{}: set, but not refused for {capability:?}; got {diagnostics:?}",
+            value.map(|v| format!("={v}")).unwrap_or_default()
+        )
+    })
+}
+
+fn supported_env_vars() -> BTreeSet<String> {
+    ALL.iter()
+        .filter(|var| !matches!(var.support, Support::NotYet(_)))
+        .map(|var| var.name.to_string())
+        .collect()
+}
+
+#[test]
+fn every_environment_variable_not_supported_yet_is_refused_when_set() {
+    let mut problems = Vec::new();
+    for var in ALL {
+        match var.support {
+            Support::NotYet(capability) => {
+                let diagnostics = validate_env(&[(var.name, "true")]);
+                problems.extend(refusal_problem(&diagnostics, var.name, capability, None));
+            }
+            Support::ExceptValues(values) => {
+                for (value, capability) in values {
+                    let diagnostics = validate_env(&[(var.name, value)]);
+                    problems.extend(refusal_problem(
+                        &diagnostics,
+                        var.name,
+                        *capability,
+                        Some(value),
+                    ));
+                }
+            }
+            Support::Supported => {}
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_supported_environment_variable_has_a_reader() {
+    let problems = check_readers(ENV_READERS, &supported_env_vars());
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_declared_variable_is_in_the_list_and_declared_once() {
+    let names: BTreeSet<&str> = ALL.iter().map(|var: &EnvVar| var.name).collect();
+    assert_eq!(names.len(), ALL.len(), "a variable is declared twice");
+    for reader in ENV_READERS {
+        assert!(
+            names.contains(reader.setting),
+            "{} is read but not declared",
+            reader.setting
+        );
+    }
+}
+
+/// The full name of `key` in `section` (`apps[].event_callbacks[].url`).
+fn key_path(section: &Section, key: &str) -> String {
+    if section.path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{}.{key}", section.path)
+    }
+}
+
+fn section_at(path: &str) -> &'static Section {
+    SECTIONS
+        .iter()
+        .copied()
+        .find(|section| section.path == path)
+        .unwrap_or_else(|| panic!("no section {path:?}"))
+}
+
+/// The support of each key leading to `section` (outermost first); panics when a section
+/// cannot be reached from the root.
+fn ancestors(section: &Section) -> Vec<Support> {
+    let segments: Vec<&str> = section.path.split('.').filter(|s| !s.is_empty()).collect();
+    (0..segments.len())
+        .map(|i| {
+            let parent = section_at(&segments[..i].join("."));
+            let name = segments[i].trim_end_matches("[]");
+            parent
+                .key(name)
+                .unwrap_or_else(|| panic!("{:?} is not a key of {:?}", name, parent.path))
+                .support
+        })
+        .collect()
+}
+
+/// A configuration setting `path` (a key path) to `leaf`: the mappings and one-item lists
+/// that lead to it, built inside out, and an `app_id` on the app.
+fn config_setting(path: &str, leaf: Value) -> Value {
+    let mut value = leaf;
+    for segment in path.split('.').rev() {
+        value = match segment.strip_suffix("[]") {
+            Some(list) => json!({ list: [value] }),
+            None => json!({ segment: value }),
+        };
+    }
+    if let Some(app) = value
+        .get_mut("apps")
+        .and_then(|apps| apps.get_mut(0))
+        .and_then(Value::as_object_mut)
+    {
+        app.entry("app_id").or_insert(json!("a"));
+    }
+    value
+}
+
+fn validate_app_config(config: &Value) -> Vec<Diagnostic> {
+    let text = config.to_string();
+    validate_env(&[("AGENT_RUNTIME_APP_CONFIG", text.as_str())])
+}
+
+/// `apps[].browser` → `apps[0].browser`: where the parser reports a key of the first item.
+fn reported_path(path: &str) -> String {
+    path.replace("[]", "[0]")
+}
+
+#[test]
+fn every_app_key_not_supported_yet_is_refused_when_set() {
+    let mut problems = Vec::new();
+    let mut refused = 0;
+    for section in SECTIONS {
+        for key in section.keys {
+            let Support::NotYet(capability) = key.support else {
+                continue;
+            };
+            refused += 1;
+            let path = key_path(section, key.name);
+            let diagnostics = validate_app_config(&config_setting(&path, json!("x")));
+            problems.extend(refusal_problem(
+                &diagnostics,
+                &reported_path(&path),
+                capability,
+                None,
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    assert!(refused >= 5, "the refused app keys are declared");
+}
+
+#[test]
+fn every_supported_app_key_has_a_reader() {
+    let mut supported = BTreeSet::new();
+    for section in SECTIONS {
+        let below_a_refusal = ancestors(section)
+            .iter()
+            .any(|support| matches!(support, Support::NotYet(_)));
+        for key in section.keys {
+            if !below_a_refusal && !matches!(key.support, Support::NotYet(_)) {
+                supported.insert(key_path(section, key.name));
+            }
+        }
+    }
+    let problems = check_readers(APP_KEY_READERS, &supported);
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_key_paths_built_here_are_the_parsers() {
+    // A supported key set to a value of the wrong type is reported at the path this test uses,
+    // so `config_setting` and `reported_path` place keys where the parser looks.
+    let diagnostics = validate_app_config(&config_setting(
+        "apps[].event_callbacks[].token_env",
+        json!(1),
+    ));
+    assert!(
+        diagnostics
+            .iter()
+            .any(|d| d.path == "apps[0].event_callbacks[0].token_env"
+                && d.message.contains("expected a string")),
+        "{diagnostics:?}"
+    );
+}
