@@ -27,22 +27,6 @@ pub enum EventType {
     Exited,
 }
 
-impl EventType {
-    /// The wire name.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            EventType::Started => "started",
-            EventType::Stdout => "stdout",
-            EventType::Stderr => "stderr",
-            EventType::Message => "message",
-            EventType::Tool => "tool",
-            EventType::Subagent => "subagent",
-            EventType::Error => "error",
-            EventType::Exited => "exited",
-        }
-    }
-}
-
 /// Token usage reported by the provider.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -283,11 +267,6 @@ impl RunEvent {
             EventType::Subagent,
             serde_json::json!({"description": description, "agent": agent}).to_string(),
         )
-    }
-
-    /// True for the events that end a remote stream (`exited`, `error`).
-    pub fn is_terminal(&self) -> bool {
-        matches!(self.kind, EventType::Exited | EventType::Error)
     }
 }
 

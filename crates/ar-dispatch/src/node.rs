@@ -186,11 +186,6 @@ async fn auth(State(state): State<Arc<NodeState>>, req: Request, next: Next) -> 
     }
 }
 
-/// The node's router (for embedding; [`serve_node`] uses it).
-pub fn node_router(config: NodeConfig) -> Router {
-    node_router_with_state(new_state(config))
-}
-
 fn new_state(config: NodeConfig) -> Arc<NodeState> {
     let token_digest = config.token.as_ref().map(|t| digest(t.as_bytes()));
     Arc::new(NodeState {
@@ -200,7 +195,7 @@ fn new_state(config: NodeConfig) -> Arc<NodeState> {
     })
 }
 
-fn node_router_with_state(state: Arc<NodeState>) -> Router {
+fn node_router(state: Arc<NodeState>) -> Router {
     Router::new()
         .route(
             "/api/exec",
@@ -225,7 +220,7 @@ pub async fn serve_node(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let state = new_state(config);
-    let router = node_router_with_state(state.clone());
+    let router = node_router(state.clone());
     let on_shutdown = async move {
         shutdown.await;
         state.cancel_all();

@@ -41,21 +41,6 @@ pub enum DispatchError {
         /// Detail.
         message: String,
     },
-    /// The gateway's per-flow spend cap would be exceeded.
-    #[error("budget exceeded for flow {flow:?}: spent {spent} of {cap}, this run costs {cost}")]
-    BudgetExceeded {
-        /// The flow.
-        flow: String,
-        /// Already spent.
-        spent: u64,
-        /// The cap.
-        cap: u64,
-        /// This run's cost.
-        cost: u64,
-    },
-    /// A run with this id is already active here.
-    #[error("run {0:?} is already active")]
-    DuplicateRun(String),
     /// The process could not be started.
     #[error(transparent)]
     Process(#[from] ar_process::ProcessError),
@@ -77,8 +62,6 @@ impl DispatchError {
             DispatchError::UnknownAgent(_) => "unknown_agent",
             DispatchError::UnknownMachine(_) => "unknown_machine",
             DispatchError::Policy { code, .. } => code,
-            DispatchError::BudgetExceeded { .. } => "budget_exceeded",
-            DispatchError::DuplicateRun(_) => "duplicate_run",
             DispatchError::Process(_) => "spawn_failed",
             DispatchError::Remote { .. } => "remote_failed",
         }
@@ -335,11 +318,6 @@ impl RunSink {
             }
         }
     }
-
-    /// True when the status is already terminal.
-    pub fn is_finished(&self) -> bool {
-        self.status.borrow().terminal()
-    }
 }
 
 /// A `RunControl` for runs that only need a cancellation token and no input.
@@ -363,7 +341,7 @@ impl RunControl for TokenControl {
 
 /// Validates a caller-chosen run id (used in paths and URLs): 1-128 chars of `A-Za-z0-9._:-`,
 /// not `.` or `..`.
-pub fn validate_run_id(id: &str) -> Result<(), SpecError> {
+fn validate_run_id(id: &str) -> Result<(), SpecError> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && id != "."

@@ -281,55 +281,6 @@ async fn opencode_run_answers() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_app_server_run_accepts_signal() {
-    if !require_cli("codex") {
-        return;
-    }
-    let mock = MockProvider::start().await;
-    mock.respond_with(|conv| {
-        let body = conv.body.to_string();
-        if body.contains("more please") {
-            Some(Reply::text("got more").usage(Usage::new(20, 3)))
-        } else {
-            Some(
-                Reply::text("first answer")
-                    .usage(Usage::new(10, 3))
-                    .delay(std::time::Duration::from_millis(1500)),
-            )
-        }
-    });
-    let tmp = tempfile::tempdir().unwrap();
-    let extra = vec![
-        "-c".to_string(),
-        "model_provider=\"mock\"".into(),
-        "-c".into(),
-        format!("model_providers.mock.base_url=\"{}\"", mock.base_url()),
-        "-c".into(),
-        "model_providers.mock.wire_api=\"responses\"".into(),
-        "-c".into(),
-        "model_providers.mock.name=\"mock\"".into(),
-    ];
-    let rt = ar_dispatch::CodexAppServerRuntime::new(LocalConfig::new(tmp.path()), "codex", extra);
-    let run = rt
-        .dispatch(codex_spec(
-            "hello",
-            &tmp.path().join("home"),
-            &tmp.path().join("work"),
-        ))
-        .await
-        .unwrap();
-    let mut ev = run.events().unwrap();
-    assert_eq!(ev.next().await.unwrap().kind, EventType::Started);
-    run.signal("more please").await.unwrap();
-    let events = ev.collect().await;
-    let st = run.wait().await;
-    assert_eq!(st.state, State::Succeeded, "{st:?} {events:?}");
-    let msgs = data_of(&events, EventType::Message);
-    assert!(msgs.contains(&"first answer".to_string()), "{events:?}");
-    assert!(msgs.contains(&"got more".to_string()), "{events:?}");
-}
-
 fn claude_env(mock: &MockProvider, home: &Path) -> Vec<String> {
     let mut env = isolated_env(home);
     env.extend([
