@@ -5,7 +5,9 @@
 //!   `codex`, `claude`, `opencode` and `command`; add `command:NAME` agents with
 //!   [`LocalRuntime::with_named_command`]; point CLIs at a model endpoint with the providers'
 //!   `extra_args` ([`CodexProvider`], [`ClaudeProvider`], [`OpenCodeProvider`], registered with
-//!   [`LocalRuntime::with_provider`]) and the spec's `Env`.
+//!   [`LocalRuntime::with_provider`]) and the spec's `Env`. Each agent's stdout is read by one
+//!   [`stream`] parser into typed [`AgentEvent`]s; [`LocalRuntime::start`] hands them over
+//!   ([`AgentOutput`]), `dispatch` their wire summary.
 //! - Dispatch: [`Runtime::dispatch`]`(`[`RunSpec`]`) -> `[`Run`]; then [`Run::events`] (a stream
 //!   ending after `exited`), [`Run::wait`], [`Run::cancel`], [`Run::signal`], [`Run::status`].
 //!   Dropping a running `Run` cancels it.
@@ -27,11 +29,12 @@ pub mod providers;
 pub mod remote;
 pub mod run;
 pub mod spec;
+pub mod stream;
 pub mod subscription;
 
 pub use composite::{AuthorityMux, ClusterRouter};
 pub use event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
-pub use local::{LocalConfig, LocalRuntime};
+pub use local::{AgentOutput, LocalConfig, LocalRuntime};
 pub use node::{serve_node, NodeConfig, NodeError};
 pub use providers::{
     ClaudeProvider, CodexProvider, CommandProvider, NamedCommandProvider, OpenCodeProvider,
@@ -40,4 +43,5 @@ pub use providers::{
 pub use remote::RemoteRuntime;
 pub use run::{DispatchError, Run, RunControl, RunError, RunEvents, RunSink, Runtime};
 pub use spec::{AuthorityMode, RunSpec, SpecError, TextOnlyPolicy};
+pub use stream::{AgentEvent, StreamParser};
 pub use subscription::{CodexExecutable, SubscriptionConfig, SubscriptionRuntime};
