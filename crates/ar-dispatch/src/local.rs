@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use ar_process::{EnvPolicy, ExitInfo, GroupKiller, ProcessError, ProcessSpec, StdinMode};
 use async_trait::async_trait;
@@ -30,31 +29,20 @@ use crate::stream::{AgentEvent, StreamParser, WireProjection};
 pub struct LocalConfig {
     /// Where per-run directories (`<root>/<run id>`) are made for specs without a `Workdir`.
     pub workspace_root: PathBuf,
-    /// Names inherited from this process's environment (the allow-list).
-    pub env_allow: Vec<String>,
-    /// Variables every child gets (before the spec's own `Env`).
-    pub base_env: Vec<(String, String)>,
-    /// Wall-clock limit per run; past it the process group is killed and the run fails with
-    /// `error_code` `deadline_exceeded`. `None` = no limit.
-    pub deadline: Option<Duration>,
 }
 
 impl LocalConfig {
-    /// Standard allow-list ([`ar_process::STANDARD_ENV_ALLOW`]) and the given workspace root.
+    /// Runs under `workspace_root`.
     pub fn new(workspace_root: impl Into<PathBuf>) -> Self {
         Self {
             workspace_root: workspace_root.into(),
-            env_allow: ar_process::STANDARD_ENV_ALLOW
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            base_env: Vec::new(),
-            deadline: None,
         }
     }
 }
 
-/// Runs agents as local processes. Agents are looked up by `RunSpec::agent`.
+/// Runs agents as local processes. Agents are looked up by `RunSpec::agent`. A child inherits
+/// only the standard allow-list of this process's environment
+/// ([`ar_process::STANDARD_ENV_ALLOW`]), then gets its provider's variables and the spec's `Env`.
 pub struct LocalRuntime {
     name: String,
     config: LocalConfig,
@@ -174,7 +162,7 @@ impl LocalRuntime {
             to_events,
             turns_ended: 0,
         };
-        tokio::spawn(supervisor.run(self.config.deadline));
+        tokio::spawn(supervisor.run());
         Ok(Run::new(parts, control))
     }
 
@@ -193,7 +181,7 @@ impl LocalRuntime {
             .ok_or_else(|| DispatchError::UnknownAgent(spec.agent.clone()))
     }
 
-    /// The process of a run: the allow-listed and base environment, then the provider's,
+    /// The process of a run: the allow-listed environment, then the provider's variables,
     /// then the spec's own.
     fn process_spec(
         &self,
@@ -201,10 +189,7 @@ impl LocalRuntime {
         workdir: PathBuf,
         spec_env: Vec<(String, String)>,
     ) -> ProcessSpec {
-        let mut env = EnvPolicy {
-            inherit: self.config.env_allow.clone(),
-            set: self.config.base_env.clone(),
-        };
+        let mut env = EnvPolicy::standard();
         env.set.extend(cmd.env.iter().cloned());
         env.set.extend(spec_env);
         ProcessSpec {
@@ -236,8 +221,6 @@ pub enum AgentOutput {
     },
     /// One stderr line.
     Stderr(String),
-    /// The run's deadline passed and its process group was killed.
-    DeadlineExceeded(String),
     /// The process ended; always last.
     Exited { code: i32, canceled: bool },
 }
@@ -253,9 +236,6 @@ fn wire_events(
         AgentOutput::Started => vec![RunEvent::new(run_id, EventType::Started, agent)],
         AgentOutput::Line { text, events } => projection.line(run_id, text, events),
         AgentOutput::Stderr(text) => vec![RunEvent::new(run_id, EventType::Stderr, text)],
-        AgentOutput::DeadlineExceeded(message) => {
-            vec![RunEvent::error(run_id, message, "deadline_exceeded")]
-        }
         AgentOutput::Exited {
             code,
             canceled: true,
@@ -364,7 +344,6 @@ struct Supervisor<E, F> {
 struct Ending {
     exit: Option<Result<ExitInfo, ProcessError>>,
     canceled: bool,
-    timed_out: bool,
 }
 
 impl<E, F> Supervisor<E, F>
@@ -372,18 +351,13 @@ where
     E: Send + 'static,
     F: FnMut(&str, AgentOutput) -> Vec<E> + Send + 'static,
 {
-    async fn run(mut self, deadline: Option<Duration>) {
+    async fn run(mut self) {
         self.emit(AgentOutput::Started).await;
-        let ending = self.pump(deadline).await;
+        let ending = self.pump().await;
         // The stdin pipe is closed once the run is over.
         self.control.stdin.lock().await.take();
         let canceled = ending.canceled || self.sink.cancel_token().is_cancelled();
-        let passed = deadline.filter(|_| ending.timed_out);
-        let status = final_status(ending.exit, canceled, passed, &self.process.stderr_tail());
-        if ending.timed_out && !canceled {
-            self.emit(AgentOutput::DeadlineExceeded(status.err.clone()))
-                .await;
-        }
+        let status = final_status(ending.exit, canceled, &self.process.stderr_tail());
         let exited = AgentOutput::Exited {
             code: status.exit_code,
             canceled: status.state == State::Canceled,
@@ -392,27 +366,19 @@ where
         self.sink.finish(status, last).await;
     }
 
-    /// Reads stdout and stderr and waits for the exit, killing the group on cancel or when
-    /// the deadline passes.
-    async fn pump(&mut self, deadline: Option<Duration>) -> Ending {
+    /// Reads stdout and stderr and waits for the exit, killing the group on cancel.
+    async fn pump(&mut self) -> Ending {
         let token = self.sink.cancel_token().clone();
         let mut stdout = self.process.take_stdout();
         let mut stderr = self.process.take_stderr_lines();
         let mut ending = Ending {
             exit: None,
             canceled: false,
-            timed_out: false,
         };
-        let timer = tokio::time::sleep(deadline.unwrap_or(Duration::ZERO));
-        tokio::pin!(timer);
         while stdout.is_some() || stderr.is_some() || ending.exit.is_none() {
             tokio::select! {
                 _ = token.cancelled(), if !ending.canceled => {
                     ending.canceled = true;
-                    self.control.killer.kill();
-                }
-                _ = &mut timer, if deadline.is_some() && !ending.timed_out && ending.exit.is_none() => {
-                    ending.timed_out = true;
                     self.control.killer.kill();
                 }
                 line = async {
@@ -470,12 +436,11 @@ where
     }
 }
 
-/// The final status of a run: cancelled, past its deadline (`passed`), succeeded, or failed
-/// with the last lines of its stderr.
+/// The final status of a run: cancelled, succeeded, or failed with the last lines of its
+/// stderr.
 fn final_status(
     exit: Option<Result<ExitInfo, ProcessError>>,
     canceled: bool,
-    passed: Option<Duration>,
     tail: &ar_process::StderrTail,
 ) -> Status {
     let info = match exit {
@@ -486,14 +451,6 @@ fn final_status(
     let code = info.code_or_minus_one();
     if canceled {
         return Status::ended(State::Canceled, code, "canceled");
-    }
-    if let Some(limit) = passed {
-        let secs = limit.as_secs_f64();
-        return Status::ended(
-            State::Failed,
-            code,
-            format!("deadline_exceeded: killed after {secs} s"),
-        );
     }
     if info.success() {
         return Status::ended(State::Succeeded, code, "");

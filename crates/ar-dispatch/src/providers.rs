@@ -118,19 +118,15 @@ impl Provider for CodexProvider {
     }
 }
 
-/// `claude -p --output-format stream-json --verbose`.
-///
-/// With `stream_input` (the default) the prompt goes to stdin as a stream-json user message
-/// (`--input-format stream-json`), so `signal` can add user turns while the run is alive;
-/// without it the prompt is an argument and stdin is null.
+/// `claude -p --output-format stream-json --verbose --input-format stream-json`: the prompt
+/// goes to stdin as a stream-json user message, so `signal` can add user turns while the run
+/// is alive.
 #[derive(Debug, Clone)]
 pub struct ClaudeProvider {
     /// The claude program.
     pub program: String,
     /// Extra arguments (e.g. `--allowedTools Bash`).
     pub extra_args: Vec<String>,
-    /// Send the prompt and signals as stream-json user turns on stdin.
-    pub stream_input: bool,
 }
 
 impl Default for ClaudeProvider {
@@ -138,7 +134,6 @@ impl Default for ClaudeProvider {
         Self {
             program: "claude".into(),
             extra_args: Vec::new(),
-            stream_input: true,
         }
     }
 }
@@ -159,32 +154,30 @@ impl Provider for ClaudeProvider {
         "claude"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if self.stream_input {
-            args.push("--input-format".into());
-            args.push("stream-json".into());
-        }
+        let mut args: Vec<String> = [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         args.extend(model_args("--model", spec));
         args.extend(self.extra_args.iter().cloned());
-        if self.stream_input {
-            return Ok(ProviderCommand {
-                program: self.program.clone(),
-                args,
-                stdin_open: true,
-                initial_input: Some(claude_user_turn(&spec.prompt)),
-                env: Vec::new(),
-                turns: Some(TurnProtocol {
-                    encode: claude_user_turn,
-                    is_turn_end: claude_turn_end,
-                }),
-            });
-        }
-        args.push("--".into());
-        args.push(spec.prompt.clone());
-        Ok(ProviderCommand::one_shot(&self.program, args))
+        Ok(ProviderCommand {
+            program: self.program.clone(),
+            args,
+            stdin_open: true,
+            initial_input: Some(claude_user_turn(&spec.prompt)),
+            env: Vec::new(),
+            turns: Some(TurnProtocol {
+                encode: claude_user_turn,
+                is_turn_end: claude_turn_end,
+            }),
+        })
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::<ClaudeParser>::default()

@@ -226,7 +226,6 @@ fn claude_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> L
         provider: Arc::new(ClaudeProvider {
             program,
             extra_args,
-            stream_input: true,
         }),
         env,
         model: route.map(|route| route.model.clone()).unwrap_or_default(),
@@ -436,9 +435,7 @@ impl TurnReader {
                     self.queue.push_back(CliEvent::Diagnostic { text });
                 }
             }
-            Some(AgentOutput::Stderr(text) | AgentOutput::DeadlineExceeded(text)) => {
-                self.queue.push_back(CliEvent::Diagnostic { text })
-            }
+            Some(AgentOutput::Stderr(text)) => self.queue.push_back(CliEvent::Diagnostic { text }),
             Some(AgentOutput::Exited { .. }) | None => self.exit().await,
         }
     }

@@ -189,7 +189,6 @@ async fn claude_stream_is_classified() {
     let provider = ClaudeProvider {
         program: "claude".into(),
         extra_args: vec!["--allowedTools".into(), "Bash,Task,Agent".into()],
-        stream_input: true,
     };
     let rt = LocalRuntime::empty(LocalConfig::new(tmp.path())).with_provider(Arc::new(provider));
     let mut env = isolated_env(&home);
