@@ -294,7 +294,17 @@ async fn exec(State(state): State<Arc<NodeState>>, body: Bytes) -> Response {
         state: state.clone(),
         run,
     };
-    let keepalive = state.config.keepalive;
+    ndjson_response(&run_id, events, guard, state.config.keepalive)
+}
+
+/// The run's events as NDJSON, a blank line whenever the run stays silent for `keepalive`;
+/// the guard goes (cancelling a running run) when the client does.
+fn ndjson_response(
+    run_id: &str,
+    events: RunEvents,
+    guard: RunGuard,
+    keepalive: Duration,
+) -> Response {
     let stream = futures::stream::unfold(
         (events, guard),
         move |(mut events, guard): (RunEvents, RunGuard)| async move {
@@ -319,7 +329,7 @@ async fn exec(State(state): State<Arc<NodeState>>, body: Bytes) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Ok(v) = HeaderValue::from_str(&run_id) {
+    if let Ok(v) = HeaderValue::from_str(run_id) {
         headers.insert("x-run-id", v);
     }
     (StatusCode::OK, headers, Body::from_stream(stream)).into_response()
