@@ -66,12 +66,21 @@ pub trait Provider: Send + Sync {
     fn parser(&self) -> Box<dyn StreamParser>;
 }
 
-fn model_args(flag: &str, spec: &RunSpec) -> Vec<String> {
-    if spec.model.is_empty() {
-        Vec::new()
-    } else {
-        vec![flag.to_string(), spec.model.clone()]
+/// An agent CLI's arguments: its fixed ones, the spec's model (after `model_flag`, when set),
+/// then the provider's extra ones.
+fn cli_args(fixed: &[&str], model_flag: &str, spec: &RunSpec, extra: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
+    if !spec.model.is_empty() {
+        args.extend([model_flag.to_string(), spec.model.clone()]);
     }
+    args.extend(extra.iter().cloned());
+    args
+}
+
+/// A TOML basic string, for codex `-c key=value` overrides (a JSON string literal is a valid
+/// TOML basic string for the characters JSON escapes).
+pub fn toml_string(value: &str) -> String {
+    Value::String(value.to_string()).to_string()
 }
 
 /// `codex exec --json` (sandbox workspace-write, outside git allowed).
@@ -97,18 +106,14 @@ impl Provider for CodexProvider {
         "codex"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = [
+        let fixed = [
             "exec",
             "--json",
             "--sandbox",
             "workspace-write",
             "--skip-git-repo-check",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(model_args("--model", spec));
-        args.extend(self.extra_args.iter().cloned());
+        ];
+        let mut args = cli_args(&fixed, "--model", spec, &self.extra_args);
         args.push("--".into());
         args.push(spec.prompt.clone());
         Ok(ProviderCommand::one_shot(&self.program, args))
@@ -154,19 +159,15 @@ impl Provider for ClaudeProvider {
         "claude"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = [
+        let fixed = [
             "-p",
             "--output-format",
             "stream-json",
             "--verbose",
             "--input-format",
             "stream-json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(model_args("--model", spec));
-        args.extend(self.extra_args.iter().cloned());
+        ];
+        let args = cli_args(&fixed, "--model", spec, &self.extra_args);
         Ok(ProviderCommand {
             program: self.program.clone(),
             args,
@@ -207,12 +208,7 @@ impl Provider for OpenCodeProvider {
         "opencode"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = ["run", "--format", "json"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        args.extend(model_args("-m", spec));
-        args.extend(self.extra_args.iter().cloned());
+        let mut args = cli_args(&["run", "--format", "json"], "-m", spec, &self.extra_args);
         args.push("--".into());
         args.push(spec.prompt.clone());
         Ok(ProviderCommand::one_shot(&self.program, args))

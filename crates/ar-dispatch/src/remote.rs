@@ -40,16 +40,21 @@ impl RemoteRuntime {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| DispatchError::Remote {
-                status: None,
-                message: e.to_string(),
-            })?;
+            .map_err(unreachable)?;
         Ok(Self {
             name: format!("remote:{}", name.into()),
             base,
             token: token.into(),
             client,
         })
+    }
+}
+
+/// The node could not be reached (no HTTP answer).
+fn unreachable(error: reqwest::Error) -> DispatchError {
+    DispatchError::Remote {
+        status: None,
+        message: error.to_string(),
     }
 }
 
@@ -116,10 +121,7 @@ impl Runtime for RemoteRuntime {
             .body(spec.to_json())
             .send()
             .await
-            .map_err(|e| DispatchError::Remote {
-                status: None,
-                message: e.to_string(),
-            })?;
+            .map_err(unreachable)?;
         let status = resp.status();
         if !status.is_success() {
             let body = resp.text().await.unwrap_or_default();

@@ -474,15 +474,23 @@ fn input_summary(input: &Value) -> String {
     short(&input.to_string(), 200)
 }
 
+/// `text` cut to at most `max` bytes, marked with `…` when cut.
 fn short(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
+    let prefix = char_prefix(text, max);
+    if prefix.len() == text.len() {
+        text.to_string()
+    } else {
+        format!("{prefix}…")
     }
-    let mut end = max;
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub(crate) fn char_prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &text[..end])
+    &text[..end]
 }
 
 #[cfg(test)]

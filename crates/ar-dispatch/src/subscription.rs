@@ -22,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::consts::*;
 use crate::event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
+use crate::providers::toml_string;
 use crate::run::{run_id_for, DispatchError, Run, RunSink, Runtime, TokenControl};
 use crate::spec::RunSpec;
+use crate::stream::char_prefix;
 
 /// Features switched off with `--disable` on every subscription run.
 pub const DISABLED_FEATURES: &[&str] = &[
@@ -173,11 +175,6 @@ impl SubscriptionConfig {
 pub struct SubscriptionRuntime {
     config: Arc<SubscriptionConfig>,
     adapter_revision: String,
-}
-
-fn toml_string(s: &str) -> String {
-    // A JSON string literal is a valid TOML basic string for the characters JSON escapes.
-    serde_json::Value::String(s.to_string()).to_string()
 }
 
 /// The pinned `-c` overrides (before deployment overrides).
@@ -578,11 +575,7 @@ impl TurnMachine {
 }
 
 fn clip(s: &str) -> String {
-    let mut end = s.len().min(300);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
+    char_prefix(s, 300).to_string()
 }
 
 enum Outcome {

@@ -33,12 +33,13 @@ use ar_core::agent_cli::{
 };
 use ar_core::model::ModelRoute;
 use ar_core::{RuntimeKind, Usage};
+use ar_dispatch::providers::toml_string;
 use ar_dispatch::{
     AgentEvent, AgentOutput, ClaudeProvider, CodexProvider, LocalConfig, LocalRuntime,
     OpenCodeProvider, Provider, ProviderUsage, Run, RunError, RunEvents, RunSpec, State,
 };
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Environment variable carrying the model key to codex and opencode.
 pub const MODEL_KEY_ENV: &str = "AR_MODEL_API_KEY";
@@ -151,11 +152,6 @@ fn route_key(route: &ModelRoute) -> Option<&str> {
         .as_ref()
         .map(|key| key.expose())
         .filter(|key| !key.is_empty())
-}
-
-/// A TOML basic string (JSON string escaping is valid TOML for these values).
-fn toml_string(value: &str) -> String {
-    Value::String(value.to_string()).to_string()
 }
 
 /// codex: the route as a custom model provider `ar` (`-c` overrides), the key in

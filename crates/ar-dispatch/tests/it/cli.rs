@@ -191,14 +191,7 @@ async fn claude_stream_is_classified() {
         extra_args: vec!["--allowedTools".into(), "Bash,Task,Agent".into()],
     };
     let rt = LocalRuntime::empty(LocalConfig::new(tmp.path())).with_provider(Arc::new(provider));
-    let mut env = isolated_env(&home);
-    env.extend([
-        format!("ANTHROPIC_BASE_URL={}", mock.root_url()),
-        "ANTHROPIC_API_KEY=sk-ant-mock".to_string(),
-        "DISABLE_TELEMETRY=1".to_string(),
-        "DISABLE_AUTOUPDATER=1".to_string(),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".to_string(),
-    ]);
+    let env = claude_env(&mock, &home);
     let spec = RunSpec {
         agent: "claude".into(),
         model: "claude-sonnet-4-5".into(),
