@@ -147,6 +147,97 @@ fn exec_refuses_bad_input_without_output() {
     );
 }
 
+/// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
+fn require_cli(program: &str) -> bool {
+    if ar_process::find_program(program, None).is_some() {
+        return true;
+    }
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("the {program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
+    }
+    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
+    false
+}
+
+/// `exec --agent claude` reads the real CLI's stream with the parser the service uses: the
+/// model's tool call is one `tool` event, its text a `message`, the tool result and the usage
+/// line (no wire form) raw `stdout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_shows_a_real_claude_run() {
+    use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
+    if !require_cli("claude") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.push(
+        Reply::tool_call(
+            "Bash",
+            r#"{"command":"echo hi > c.txt","description":"write"}"#,
+        )
+        .usage(Usage::new(10, 3)),
+    );
+    mock.set_fallback(Some(Reply::text("All done").usage(Usage::new(10, 3))));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    let env = [
+        format!("HOME={}", home.display()),
+        format!("XDG_CONFIG_HOME={}/.config", home.display()),
+        format!("ANTHROPIC_BASE_URL={}", mock.root_url()),
+        "ANTHROPIC_API_KEY=sk-ant-mock".to_string(),
+        "DISABLE_TELEMETRY=1".to_string(),
+        "DISABLE_AUTOUPDATER=1".to_string(),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".to_string(),
+    ];
+    std::fs::create_dir_all(&home).expect("home");
+    let mut args = vec![
+        "--json".to_string(),
+        "--agent".into(),
+        "claude".into(),
+        "--model".into(),
+        "claude-sonnet-4-5".into(),
+        "--workdir".into(),
+        work.display().to_string(),
+    ];
+    for pair in &env {
+        args.extend(["--env".to_string(), pair.clone()]);
+    }
+    args.push("write a file".into());
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        exec(&args, &[])
+    })
+    .await
+    .expect("exec ran");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", text(&out.stderr));
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let of = |kind: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| e["data"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        of("tool"),
+        [r#"{"name":"Bash","summary":"echo hi > c.txt"}"#],
+        "{stdout}"
+    );
+    assert!(of("message").contains(&"All done".to_string()), "{stdout}");
+    assert!(
+        of("stdout").iter().any(|line| line.contains("tool_result")),
+        "{stdout}"
+    );
+    assert_eq!(
+        events.last().map(|e| e["type"].clone()),
+        Some("exited".into())
+    );
+}
+
 /// A node process, killed when dropped.
 struct Node {
     child: Child,

@@ -155,6 +155,38 @@ pub async fn run_bench(config: BenchConfig) -> Result<BenchReport, DispatchError
         })
     })?;
     let rt = Arc::new(LocalRuntime::standard(LocalConfig::new(&config.workspace)));
+    let (direct, dispatched) = measure_overhead(&rt, &config).await?;
+    let direct_p50 = percentile(&direct, 0.5);
+    let dispatch_p50 = percentile(&dispatched, 0.5);
+    let rss_before = proc_status_kib("VmRSS:");
+    let streamed = stream_concurrently(&rt, &config).await?;
+    let expected = (config.concurrent_runs * config.lines_per_run) as u64;
+    Ok(BenchReport {
+        overhead_iterations: config.overhead_iterations,
+        direct_p50,
+        direct_p99: percentile(&direct, 0.99),
+        dispatch_p50,
+        dispatch_p99: percentile(&dispatched, 0.99),
+        added_p50: dispatch_p50.saturating_sub(direct_p50),
+        concurrent_runs: config.concurrent_runs,
+        lines_per_run: config.lines_per_run,
+        lines_received: streamed.received,
+        lines_lost: expected.saturating_sub(streamed.received),
+        runs_failed: streamed.failed,
+        concurrent_elapsed: streamed.elapsed,
+        lines_per_sec: streamed.received as f64 / streamed.elapsed.as_secs_f64().max(1e-9),
+        rss_before_kib: rss_before,
+        rss_peak_kib: proc_status_kib("VmHWM:"),
+        event_buffer: EVENT_BUFFER,
+    })
+}
+
+/// Sorted durations of `/bin/true` spawned directly and dispatched as a `command` run
+/// (dispatch → every event read → wait), after a warm-up of both.
+async fn measure_overhead(
+    rt: &LocalRuntime,
+    config: &BenchConfig,
+) -> Result<(Vec<Duration>, Vec<Duration>), DispatchError> {
     let workdir = config.workspace.join("overhead");
     let true_spec = RunSpec {
         agent: "command".into(),
@@ -162,8 +194,6 @@ pub async fn run_bench(config: BenchConfig) -> Result<BenchReport, DispatchError
         workdir: workdir.to_string_lossy().to_string(),
         ..Default::default()
     };
-
-    // Warm up both paths.
     for _ in 0..5 {
         ar_process::run_plain("/bin/true", &[]).await?;
         rt.dispatch(true_spec.clone()).await?.wait().await;
@@ -185,10 +215,21 @@ pub async fn run_bench(config: BenchConfig) -> Result<BenchReport, DispatchError
     }
     direct.sort();
     dispatched.sort();
-    let direct_p50 = percentile(&direct, 0.5);
-    let dispatch_p50 = percentile(&dispatched, 0.5);
+    Ok((direct, dispatched))
+}
 
-    let rss_before = proc_status_kib("VmRSS:");
+/// What the concurrent phase saw.
+struct Streamed {
+    received: u64,
+    failed: usize,
+    elapsed: Duration,
+}
+
+/// Runs the chatty `yes | head` runs at once and counts the lines that arrive.
+async fn stream_concurrently(
+    rt: &Arc<LocalRuntime>,
+    config: &BenchConfig,
+) -> Result<Streamed, DispatchError> {
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(config.concurrent_runs);
     for i in 0..config.concurrent_runs {
@@ -217,38 +258,21 @@ pub async fn run_bench(config: BenchConfig) -> Result<BenchReport, DispatchError
             Ok::<(u64, bool), DispatchError>((count, status.state == State::Succeeded))
         }));
     }
-    let mut received = 0u64;
-    let mut failed = 0usize;
+    let mut streamed = Streamed {
+        received: 0,
+        failed: 0,
+        elapsed: Duration::ZERO,
+    };
     for t in tasks {
         match t.await {
             Ok(Ok((n, ok))) => {
-                received += n;
-                if !ok {
-                    failed += 1;
-                }
+                streamed.received += n;
+                streamed.failed += usize::from(!ok);
             }
             Ok(Err(e)) => return Err(e),
-            Err(_) => failed += 1,
+            Err(_) => streamed.failed += 1,
         }
     }
-    let elapsed = start.elapsed();
-    let expected = (config.concurrent_runs * config.lines_per_run) as u64;
-    Ok(BenchReport {
-        overhead_iterations: config.overhead_iterations,
-        direct_p50,
-        direct_p99: percentile(&direct, 0.99),
-        dispatch_p50,
-        dispatch_p99: percentile(&dispatched, 0.99),
-        added_p50: dispatch_p50.saturating_sub(direct_p50),
-        concurrent_runs: config.concurrent_runs,
-        lines_per_run: config.lines_per_run,
-        lines_received: received,
-        lines_lost: expected.saturating_sub(received),
-        runs_failed: failed,
-        concurrent_elapsed: elapsed,
-        lines_per_sec: received as f64 / elapsed.as_secs_f64().max(1e-9),
-        rss_before_kib: rss_before,
-        rss_peak_kib: proc_status_kib("VmHWM:"),
-        event_buffer: EVENT_BUFFER,
-    })
+    streamed.elapsed = start.elapsed();
+    Ok(streamed)
 }

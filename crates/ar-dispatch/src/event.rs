@@ -27,22 +27,6 @@ pub enum EventType {
     Exited,
 }
 
-impl EventType {
-    /// The wire name.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            EventType::Started => "started",
-            EventType::Stdout => "stdout",
-            EventType::Stderr => "stderr",
-            EventType::Message => "message",
-            EventType::Tool => "tool",
-            EventType::Subagent => "subagent",
-            EventType::Error => "error",
-            EventType::Exited => "exited",
-        }
-    }
-}
-
 /// Token usage reported by the provider.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -118,6 +102,27 @@ impl ResponseMetadata {
                 self.resolved_model
             ));
         }
+        self.validate_selected()?;
+        self.validate_observed()?;
+        if self.terminal_status != TERMINAL_STATUS_COMPLETED {
+            return err(format!(
+                "terminal_status must be {TERMINAL_STATUS_COMPLETED:?}, got {:?}",
+                self.terminal_status
+            ));
+        }
+        if self.usage_source != USAGE_SOURCE_CODEX_EXEC_JSONL {
+            return err(format!(
+                "usage_source must be {USAGE_SOURCE_CODEX_EXEC_JSONL:?}, got {:?}",
+                self.usage_source
+            ));
+        }
+        self.usage.validate()
+    }
+
+    /// The selected adapter is the subscription adapter, pinned by SHA-256 revisions and a
+    /// codex version.
+    fn validate_selected(&self) -> Result<(), ResponseMetadataError> {
+        let err = |m: String| Err(ResponseMetadataError(m));
         if self.selected_adapter_id != ADAPTER_CODEX_SUBSCRIPTION {
             return err(format!(
                 "selected_adapter_id must be {ADAPTER_CODEX_SUBSCRIPTION:?}"
@@ -141,6 +146,11 @@ impl ResponseMetadata {
         if self.selected_codex_version.trim().is_empty() {
             return err("selected_codex_version is empty".into());
         }
+        Ok(())
+    }
+
+    /// Every observed identity equals the selected one.
+    fn validate_observed(&self) -> Result<(), ResponseMetadataError> {
         let pairs = [
             (
                 "adapter_id",
@@ -170,35 +180,30 @@ impl ResponseMetadata {
         ];
         for (name, sel, obs) in pairs {
             if sel != obs {
-                return err(format!(
+                return Err(ResponseMetadataError(format!(
                     "observed_{name} {obs:?} differs from selected_{name} {sel:?}"
-                ));
+                )));
             }
         }
-        if self.terminal_status != TERMINAL_STATUS_COMPLETED {
-            return err(format!(
-                "terminal_status must be {TERMINAL_STATUS_COMPLETED:?}, got {:?}",
-                self.terminal_status
-            ));
+        Ok(())
+    }
+}
+
+impl ProviderUsage {
+    /// No negative counts, output above 0, cached ≤ input, reasoning ≤ output.
+    fn validate(&self) -> Result<(), ResponseMetadataError> {
+        let err = |m: &str| Err(ResponseMetadataError(m.to_string()));
+        if self.input_tokens < 0 || self.cached_input_tokens < 0 || self.reasoning_tokens < 0 {
+            return err("token counts must not be negative");
         }
-        if self.usage_source != USAGE_SOURCE_CODEX_EXEC_JSONL {
-            return err(format!(
-                "usage_source must be {USAGE_SOURCE_CODEX_EXEC_JSONL:?}, got {:?}",
-                self.usage_source
-            ));
+        if self.output_tokens <= 0 {
+            return err("output_tokens must be above 0");
         }
-        let u = &self.usage;
-        if u.input_tokens < 0 || u.cached_input_tokens < 0 || u.reasoning_tokens < 0 {
-            return err("token counts must not be negative".into());
+        if self.cached_input_tokens > self.input_tokens {
+            return err("cached_input_tokens exceeds input_tokens");
         }
-        if u.output_tokens <= 0 {
-            return err("output_tokens must be above 0".into());
-        }
-        if u.cached_input_tokens > u.input_tokens {
-            return err("cached_input_tokens exceeds input_tokens".into());
-        }
-        if u.reasoning_tokens > u.output_tokens {
-            return err("reasoning_tokens exceeds output_tokens".into());
+        if self.reasoning_tokens > self.output_tokens {
+            return err("reasoning_tokens exceeds output_tokens");
         }
         Ok(())
     }
@@ -283,11 +288,6 @@ impl RunEvent {
             EventType::Subagent,
             serde_json::json!({"description": description, "agent": agent}).to_string(),
         )
-    }
-
-    /// True for the events that end a remote stream (`exited`, `error`).
-    pub fn is_terminal(&self) -> bool {
-        matches!(self.kind, EventType::Exited | EventType::Error)
     }
 }
 

@@ -5,40 +5,36 @@
 //!   `codex`, `claude`, `opencode` and `command`; add `command:NAME` agents with
 //!   [`LocalRuntime::with_named_command`]; point CLIs at a model endpoint with the providers'
 //!   `extra_args` ([`CodexProvider`], [`ClaudeProvider`], [`OpenCodeProvider`], registered with
-//!   [`LocalRuntime::with_provider`]) and the spec's `Env`.
+//!   [`LocalRuntime::with_provider`]) and the spec's `Env`. Each agent's stdout is read by one
+//!   [`stream`] parser into typed [`AgentEvent`]s; [`LocalRuntime::start`] hands them over
+//!   ([`AgentOutput`]), `dispatch` their wire summary.
 //! - Dispatch: [`Runtime::dispatch`]`(`[`RunSpec`]`) -> `[`Run`]; then [`Run::events`] (a stream
 //!   ending after `exited`), [`Run::wait`], [`Run::cancel`], [`Run::signal`], [`Run::status`].
 //!   Dropping a running `Run` cancels it.
-//! - Codex with `signal`: [`CodexAppServerRuntime`] drives `codex app-server` (JSON-RPC) and
-//!   steers the running turn with the signalled input.
 //! - Subscription lane: [`SubscriptionRuntime`] over a [`CodexExecutable`]; keep it apart from
 //!   the legacy lane with [`AuthorityMux`].
 //! - Many machines: [`ClusterRouter`] over a local runtime and [`RemoteRuntime`] peers; a
 //!   machine serves its runtime with [`serve_node`]`(`[`NodeConfig`]`, listener, shutdown)`
 //!   ([`NodeConfig::local`] builds the standard node from `--command NAME=PROGRAM` flags).
-//! - [`Gateway`] adds spend caps, a tracer hook and failover; [`FakeRuntime`] replays canned events.
 //! - [`bench::run_bench`] measures dispatch overhead and streaming under load.
 
-pub mod appserver;
 pub mod bench;
 pub mod composite;
 pub mod consts;
 pub mod contracts;
 pub mod event;
-pub mod fake;
 pub mod local;
 pub mod node;
 pub mod providers;
 pub mod remote;
 pub mod run;
 pub mod spec;
+pub mod stream;
 pub mod subscription;
 
-pub use appserver::CodexAppServerRuntime;
-pub use composite::{AuthorityMux, ClusterRouter, Gateway, Tracer};
+pub use composite::{AuthorityMux, ClusterRouter};
 pub use event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
-pub use fake::{FakeRuntime, FakeScript, FakeStep};
-pub use local::{LocalConfig, LocalRuntime};
+pub use local::{AgentOutput, LocalConfig, LocalRuntime};
 pub use node::{serve_node, NodeConfig, NodeError};
 pub use providers::{
     ClaudeProvider, CodexProvider, CommandProvider, NamedCommandProvider, OpenCodeProvider,
@@ -47,4 +43,5 @@ pub use providers::{
 pub use remote::RemoteRuntime;
 pub use run::{DispatchError, Run, RunControl, RunError, RunEvents, RunSink, Runtime};
 pub use spec::{AuthorityMode, RunSpec, SpecError, TextOnlyPolicy};
+pub use stream::{AgentEvent, StreamParser};
 pub use subscription::{CodexExecutable, SubscriptionConfig, SubscriptionRuntime};

@@ -1,55 +1,48 @@
-//! `LocalRuntime`: runs agent CLIs as local processes (one process group per run) through ar-process.
+//! `LocalRuntime`: runs agent CLIs as local processes (one process group per run) through
+//! ar-process, reading each one's stdout with its provider's [`crate::stream`] parser.
+//!
+//! A run's output is first [`AgentOutput`] (typed); [`Runtime::dispatch`] hands it over as
+//! the wire [`RunEvent`]s, [`LocalRuntime::start`] as it is.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use ar_process::{EnvPolicy, GroupKiller, ProcessSpec, StdinMode};
+use ar_process::{EnvPolicy, ExitInfo, GroupKiller, ProcessError, ProcessSpec, StdinMode};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{EventType, RunEvent, State, Status};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use crate::providers::{
     ClaudeProvider, CodexProvider, CommandProvider, NamedCommandProvider, OpenCodeProvider,
-    Provider, TurnProtocol,
+    Provider, ProviderCommand, TurnProtocol,
 };
 use crate::run::{run_id_for, DispatchError, Run, RunControl, RunError, RunSink, Runtime};
 use crate::spec::{RunSpec, SpecError};
+use crate::stream::{AgentEvent, StreamParser, WireProjection};
 
 /// Configuration of a [`LocalRuntime`].
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
     /// Where per-run directories (`<root>/<run id>`) are made for specs without a `Workdir`.
     pub workspace_root: PathBuf,
-    /// Names inherited from this process's environment (the allow-list).
-    pub env_allow: Vec<String>,
-    /// Variables every child gets (before the spec's own `Env`).
-    pub base_env: Vec<(String, String)>,
-    /// Wall-clock limit per run; past it the process group is killed and the run fails with
-    /// `error_code` `deadline_exceeded`. `None` = no limit.
-    pub deadline: Option<std::time::Duration>,
 }
 
 impl LocalConfig {
-    /// Standard allow-list ([`ar_process::STANDARD_ENV_ALLOW`]) and the given workspace root.
+    /// Runs under `workspace_root`.
     pub fn new(workspace_root: impl Into<PathBuf>) -> Self {
         Self {
             workspace_root: workspace_root.into(),
-            env_allow: ar_process::STANDARD_ENV_ALLOW
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            base_env: Vec::new(),
-            deadline: None,
         }
     }
 }
 
-/// Runs agents as local processes. Agents are looked up by `RunSpec::agent`.
+/// Runs agents as local processes. Agents are looked up by `RunSpec::agent`. A child inherits
+/// only the standard allow-list of this process's environment
+/// ([`ar_process::STANDARD_ENV_ALLOW`]), then gets its provider's variables and the spec's `Env`.
 pub struct LocalRuntime {
     name: String,
     config: LocalConfig,
@@ -130,6 +123,128 @@ impl LocalRuntime {
         }
         Ok(p)
     }
+
+    /// Starts the agent of `spec` like [`Runtime::dispatch`], but hands over its typed output
+    /// instead of the wire events (the service reads its agent-CLI turns this way).
+    pub async fn start(&self, spec: RunSpec) -> Result<Run<AgentOutput>, DispatchError> {
+        self.launch(spec, |_, output| vec![output])
+    }
+
+    /// Spawns the agent of `spec` and supervises it in the background; `to_events` turns
+    /// each piece of its output into the run's events.
+    fn launch<E, F>(&self, spec: RunSpec, to_events: F) -> Result<Run<E>, DispatchError>
+    where
+        E: Send + 'static,
+        F: FnMut(&str, AgentOutput) -> Vec<E> + Send + 'static,
+    {
+        let provider = self.provider_for(&spec)?;
+        let run_id = run_id_for(&spec)?;
+        let workdir = self.workdir_for(&spec, &run_id)?;
+        let spec_env = spec.env_pairs()?;
+        let cmd = provider.command(&spec)?;
+        let mut process = ar_process::spawn(&self.process_spec(&cmd, workdir, spec_env))?;
+        let token = CancellationToken::new();
+        let (sink, parts) = RunSink::channel(run_id, token.clone());
+        let control = Arc::new(LocalControl {
+            token,
+            killer: process.killer(),
+            stdin: Arc::new(tokio::sync::Mutex::new(process.take_stdin())),
+            agent: spec.agent.clone(),
+            turns: cmd.turns,
+            turns_sent: AtomicUsize::new(usize::from(cmd.turns.is_some())),
+        });
+        control.write_first_line(cmd.initial_input, cmd.stdin_open);
+        let supervisor = Supervisor {
+            process,
+            sink,
+            parser: provider.parser(),
+            control: control.clone(),
+            to_events,
+            turns_ended: 0,
+        };
+        tokio::spawn(supervisor.run());
+        Ok(Run::new(parts, control))
+    }
+
+    /// The provider of the spec's agent, for the legacy authority only.
+    fn provider_for(&self, spec: &RunSpec) -> Result<Arc<dyn Provider>, DispatchError> {
+        spec.validate_authority()?;
+        if !spec.authority.is_empty() {
+            return Err(DispatchError::Policy {
+                code: crate::consts::ERROR_CHAT_POLICY_UNAVAILABLE,
+                message: "the local process runtime only serves the legacy authority".into(),
+            });
+        }
+        self.providers
+            .get(&spec.agent)
+            .cloned()
+            .ok_or_else(|| DispatchError::UnknownAgent(spec.agent.clone()))
+    }
+
+    /// The process of a run: the allow-listed environment, then the provider's variables,
+    /// then the spec's own.
+    fn process_spec(
+        &self,
+        cmd: &ProviderCommand,
+        workdir: PathBuf,
+        spec_env: Vec<(String, String)>,
+    ) -> ProcessSpec {
+        let mut env = EnvPolicy::standard();
+        env.set.extend(cmd.env.iter().cloned());
+        env.set.extend(spec_env);
+        ProcessSpec {
+            program: cmd.program.clone(),
+            args: cmd.args.clone(),
+            workdir,
+            create_workdir: true,
+            workdir_mode: 0o755,
+            env,
+            stdin: if cmd.stdin_open || cmd.initial_input.is_some() {
+                StdinMode::Piped
+            } else {
+                StdinMode::Null
+            },
+        }
+    }
+}
+
+/// What the local runtime reads from an agent process, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentOutput {
+    /// The process started.
+    Started,
+    /// One stdout line and what the agent's parser read in it (nothing, for a line it does
+    /// not know).
+    Line {
+        text: String,
+        events: Vec<AgentEvent>,
+    },
+    /// One stderr line.
+    Stderr(String),
+    /// The process ended; always last.
+    Exited { code: i32, canceled: bool },
+}
+
+/// The wire events of one piece of a run's output.
+fn wire_events(
+    projection: &mut WireProjection,
+    run_id: &str,
+    agent: &str,
+    output: AgentOutput,
+) -> Vec<RunEvent> {
+    match output {
+        AgentOutput::Started => vec![RunEvent::new(run_id, EventType::Started, agent)],
+        AgentOutput::Line { text, events } => projection.line(run_id, text, events),
+        AgentOutput::Stderr(text) => vec![RunEvent::new(run_id, EventType::Stderr, text)],
+        AgentOutput::Exited {
+            code,
+            canceled: true,
+        } => vec![RunEvent::exited_canceled(run_id, code)],
+        AgentOutput::Exited {
+            code,
+            canceled: false,
+        } => vec![RunEvent::exited(run_id, code)],
+    }
 }
 
 struct LocalControl {
@@ -140,6 +255,29 @@ struct LocalControl {
     turns: Option<TurnProtocol>,
     /// Turns sent so far (changed only while holding the stdin lock).
     turns_sent: AtomicUsize,
+}
+
+impl LocalControl {
+    /// Writes the first stdin line in the background (a large prompt must not block dispatch
+    /// on a child that reads slowly), holding the stdin lock from here on so any signal is
+    /// written after it; then closes stdin unless the agent reads more.
+    fn write_first_line(&self, first: Option<String>, keep_open: bool) {
+        let Ok(mut guard) = self.stdin.clone().try_lock_owned() else {
+            return;
+        };
+        tokio::spawn(async move {
+            if let (Some(first), Some(pipe)) = (first, guard.as_mut()) {
+                let mut line = first.into_bytes();
+                line.push(b'\n');
+                // A child that exits before reading its first line is reported by its exit status.
+                let _ = pipe.write_all(&line).await;
+                let _ = pipe.flush().await;
+            }
+            if !keep_open {
+                guard.take();
+            }
+        });
+    }
 }
 
 #[async_trait]
@@ -183,220 +321,147 @@ impl Runtime for LocalRuntime {
     }
 
     async fn dispatch(&self, spec: RunSpec) -> Result<Run, DispatchError> {
-        spec.validate_authority()?;
-        if !spec.authority.is_empty() {
-            return Err(DispatchError::Policy {
-                code: crate::consts::ERROR_CHAT_POLICY_UNAVAILABLE,
-                message: "the local process runtime only serves the legacy authority".into(),
-            });
-        }
-        let provider = self
-            .providers
-            .get(&spec.agent)
-            .cloned()
-            .ok_or_else(|| DispatchError::UnknownAgent(spec.agent.clone()))?;
-        let run_id = run_id_for(&spec)?;
-        let workdir = self.workdir_for(&spec, &run_id)?;
-        let env_pairs = spec.env_pairs()?;
-        let cmd = provider.command(&spec)?;
-
-        let mut env = EnvPolicy {
-            inherit: self.config.env_allow.clone(),
-            set: self.config.base_env.clone(),
-        };
-        env.set.extend(cmd.env.iter().cloned());
-        env.set.extend(env_pairs);
-        let pspec = ProcessSpec {
-            program: cmd.program.clone(),
-            args: cmd.args.clone(),
-            workdir,
-            create_workdir: true,
-            workdir_mode: 0o755,
-            env,
-            stdin: if cmd.stdin_open || cmd.initial_input.is_some() {
-                StdinMode::Piped
-            } else {
-                StdinMode::Null
-            },
-        };
-        let mut process = ar_process::spawn(&pspec)?;
-        let stdin = process.take_stdin();
-        let token = CancellationToken::new();
-        let (sink, parts) = RunSink::channel(run_id.clone(), token.clone());
-        let control = Arc::new(LocalControl {
-            token: token.clone(),
-            killer: process.killer(),
-            stdin: Arc::new(tokio::sync::Mutex::new(stdin)),
-            agent: spec.agent.clone(),
-            turns: cmd.turns,
-            turns_sent: AtomicUsize::new(usize::from(cmd.turns.is_some())),
-        });
-        // The first line is written in the background (a large prompt must not block
-        // dispatch on a child that reads slowly), holding the stdin lock from here on so
-        // any signal is written after it.
-        if let Ok(mut guard) = control.stdin.clone().try_lock_owned() {
-            let first = cmd.initial_input.clone();
-            let keep_open = cmd.stdin_open;
-            tokio::spawn(async move {
-                if let (Some(first), Some(pipe)) = (first, guard.as_mut()) {
-                    let mut line = first.into_bytes();
-                    line.push(b'\n');
-                    // A child that exits before reading its first line is reported by its exit status.
-                    let _ = pipe.write_all(&line).await;
-                    let _ = pipe.flush().await;
-                }
-                if !keep_open {
-                    guard.take();
-                }
-            });
-        }
-        tokio::spawn(drive(
-            process,
-            sink,
-            provider,
-            spec.agent.clone(),
-            control.clone(),
-            self.config.deadline,
-        ));
-        Ok(Run::new(parts, control))
+        let agent = spec.agent.clone();
+        let mut projection = WireProjection::default();
+        self.launch(spec, move |run_id, output| {
+            wire_events(&mut projection, run_id, &agent, output)
+        })
     }
 }
 
-async fn drive(
-    mut process: ar_process::Process,
-    sink: RunSink,
-    provider: Arc<dyn Provider>,
-    agent: String,
+/// Supervises one local run: reads the process's output until it has exited and both pipes
+/// are drained, then sets the final status.
+struct Supervisor<E, F> {
+    process: ar_process::Process,
+    sink: RunSink<E>,
+    parser: Box<dyn StreamParser>,
     control: Arc<LocalControl>,
-    deadline: Option<std::time::Duration>,
-) {
-    let run_id = sink.id().to_string();
-    let token = sink.cancel_token().clone();
-    sink.emit(RunEvent::new(&run_id, EventType::Started, agent))
-        .await;
-    let mut stdout = process.take_stdout();
-    let mut stderr = process.take_stderr_lines();
-    let tail = process.stderr_tail();
-    let mut exit: Option<Result<ar_process::ExitInfo, ar_process::ProcessError>> = None;
-    let mut canceled = false;
-    let mut timed_out = false;
-    let mut turns_ended = 0usize;
-    let timer = tokio::time::sleep(deadline.unwrap_or(std::time::Duration::ZERO));
-    tokio::pin!(timer);
-    loop {
-        let stdout_open = stdout.is_some();
-        let stderr_open = stderr.is_some();
-        if !stdout_open && !stderr_open && exit.is_some() {
-            break;
-        }
-        tokio::select! {
-            _ = token.cancelled(), if !canceled => {
-                canceled = true;
-                control.killer.kill();
-            }
-            _ = &mut timer, if deadline.is_some() && !timed_out && exit.is_none() => {
-                timed_out = true;
-                control.killer.kill();
-            }
-            line = async {
-                match stdout.as_mut() {
-                    Some(r) => r.next_line().await,
-                    None => Ok(None),
+    to_events: F,
+    turns_ended: usize,
+}
+
+/// How the supervised process ended.
+struct Ending {
+    exit: Option<Result<ExitInfo, ProcessError>>,
+    canceled: bool,
+}
+
+impl<E, F> Supervisor<E, F>
+where
+    E: Send + 'static,
+    F: FnMut(&str, AgentOutput) -> Vec<E> + Send + 'static,
+{
+    async fn run(mut self) {
+        self.emit(AgentOutput::Started).await;
+        let ending = self.pump().await;
+        // The stdin pipe is closed once the run is over.
+        self.control.stdin.lock().await.take();
+        let canceled = ending.canceled || self.sink.cancel_token().is_cancelled();
+        let status = final_status(ending.exit, canceled, &self.process.stderr_tail());
+        let exited = AgentOutput::Exited {
+            code: status.exit_code,
+            canceled: status.state == State::Canceled,
+        };
+        let last = (self.to_events)(self.sink.id(), exited);
+        self.sink.finish(status, last).await;
+    }
+
+    /// Reads stdout and stderr and waits for the exit, killing the group on cancel.
+    async fn pump(&mut self) -> Ending {
+        let token = self.sink.cancel_token().clone();
+        let mut stdout = self.process.take_stdout();
+        let mut stderr = self.process.take_stderr_lines();
+        let mut ending = Ending {
+            exit: None,
+            canceled: false,
+        };
+        while stdout.is_some() || stderr.is_some() || ending.exit.is_none() {
+            tokio::select! {
+                _ = token.cancelled(), if !ending.canceled => {
+                    ending.canceled = true;
+                    self.control.killer.kill();
                 }
-            }, if stdout_open => {
-                match line {
-                    Ok(Some(l)) => {
-                        if let Some(t) = control.turns {
-                            if (t.is_turn_end)(&l.text) {
-                                turns_ended += 1;
-                                // Every turn sent has ended: close stdin so the agent exits.
-                                // A signal holding the lock is a turn on its way: keep stdin
-                                // open (and never wait here, the agent may be blocked on us).
-                                if let Ok(mut g) = control.stdin.try_lock() {
-                                    if turns_ended >= control.turns_sent.load(Ordering::SeqCst) {
-                                        g.take();
-                                    }
-                                }
-                            }
-                        }
-                        for c in provider.classify(&l.text) {
-                            sink.emit(RunEvent::new(&run_id, c.kind, c.data)).await;
-                        }
+                line = async {
+                    match stdout.as_mut() {
+                        Some(r) => r.next_line().await,
+                        None => Ok(None),
                     }
+                }, if stdout.is_some() => match line {
+                    Ok(Some(line)) => self.stdout_line(line.text).await,
                     _ => stdout = None,
-                }
-            }
-            line = async {
-                match stderr.as_mut() {
-                    Some(r) => r.recv().await,
-                    None => None,
-                }
-            }, if stderr_open => {
-                match line {
-                    Some(l) => sink.emit(RunEvent::new(&run_id, EventType::Stderr, l.text)).await,
+                },
+                line = async {
+                    match stderr.as_mut() {
+                        Some(r) => r.recv().await,
+                        None => None,
+                    }
+                }, if stderr.is_some() => match line {
+                    Some(line) => self.emit(AgentOutput::Stderr(line.text)).await,
                     None => stderr = None,
-                }
+                },
+                exit = self.process.wait(), if ending.exit.is_none() => ending.exit = Some(exit),
             }
-            res = process.wait(), if exit.is_none() => {
-                exit = Some(res);
+        }
+        ending
+    }
+
+    async fn stdout_line(&mut self, text: String) {
+        self.count_turn_end(&text);
+        let events = self.parser.parse(&text);
+        self.emit(AgentOutput::Line { text, events }).await;
+    }
+
+    /// Once every turn sent has ended, closes stdin so the agent exits. A signal holding the
+    /// lock is a turn on its way: stdin stays open (and this never waits, the agent may be
+    /// blocked on us).
+    fn count_turn_end(&mut self, line: &str) {
+        let Some(turns) = self.control.turns else {
+            return;
+        };
+        if !(turns.is_turn_end)(line) {
+            return;
+        }
+        self.turns_ended += 1;
+        if let Ok(mut stdin) = self.control.stdin.try_lock() {
+            if self.turns_ended >= self.control.turns_sent.load(Ordering::SeqCst) {
+                stdin.take();
             }
         }
     }
-    // The stdin pipe is closed once the run is over.
-    control.stdin.lock().await.take();
-    let canceled = canceled || token.is_cancelled();
-    let (status, code) = match exit {
-        Some(Ok(info)) => {
-            let code = info.code_or_minus_one();
-            let status = if canceled {
-                Status::ended(State::Canceled, code, "canceled")
-            } else if timed_out {
-                let secs = deadline.map(|d| d.as_secs_f64()).unwrap_or(0.0);
-                Status::ended(
-                    State::Failed,
-                    code,
-                    format!("deadline_exceeded: killed after {secs} s"),
-                )
-            } else if info.success() {
-                Status::ended(State::Succeeded, code, "")
-            } else {
-                let t = tail.snapshot();
-                let last: String = t
-                    .lines()
-                    .rev()
-                    .take(5)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let err = if last.is_empty() {
-                    info.to_string()
-                } else {
-                    format!("{info}: {last}")
-                };
-                Status::ended(State::Failed, code, err)
-            };
-            (status, code)
+
+    async fn emit(&mut self, output: AgentOutput) {
+        for event in (self.to_events)(self.sink.id(), output) {
+            self.sink.emit(event).await;
         }
-        Some(Err(e)) => (Status::ended(State::Failed, -1, e.to_string()), -1),
-        None => (
-            Status::ended(State::Failed, -1, "process was not waited for"),
-            -1,
-        ),
+    }
+}
+
+/// The final status of a run: cancelled, succeeded, or failed with the last lines of its
+/// stderr.
+fn final_status(
+    exit: Option<Result<ExitInfo, ProcessError>>,
+    canceled: bool,
+    tail: &ar_process::StderrTail,
+) -> Status {
+    let info = match exit {
+        Some(Ok(info)) => info,
+        Some(Err(e)) => return Status::ended(State::Failed, -1, e.to_string()),
+        None => return Status::ended(State::Failed, -1, "process was not waited for"),
     };
-    if timed_out && !canceled {
-        sink.emit(RunEvent::error(
-            &run_id,
-            status.err.clone(),
-            "deadline_exceeded",
-        ))
-        .await;
+    let code = info.code_or_minus_one();
+    if canceled {
+        return Status::ended(State::Canceled, code, "canceled");
     }
-    let exited = if status.state == State::Canceled {
-        RunEvent::exited_canceled(&run_id, code)
+    if info.success() {
+        return Status::ended(State::Succeeded, code, "");
+    }
+    let tail = tail.snapshot();
+    let lines: Vec<&str> = tail.lines().collect();
+    let last = lines[lines.len().saturating_sub(5)..].join("\n");
+    let err = if last.is_empty() {
+        info.to_string()
     } else {
-        RunEvent::exited(&run_id, code)
+        format!("{info}: {last}")
     };
-    sink.finish(status, vec![exited]).await;
+    Status::ended(State::Failed, code, err)
 }

@@ -186,11 +186,6 @@ async fn auth(State(state): State<Arc<NodeState>>, req: Request, next: Next) -> 
     }
 }
 
-/// The node's router (for embedding; [`serve_node`] uses it).
-pub fn node_router(config: NodeConfig) -> Router {
-    node_router_with_state(new_state(config))
-}
-
 fn new_state(config: NodeConfig) -> Arc<NodeState> {
     let token_digest = config.token.as_ref().map(|t| digest(t.as_bytes()));
     Arc::new(NodeState {
@@ -200,7 +195,7 @@ fn new_state(config: NodeConfig) -> Arc<NodeState> {
     })
 }
 
-fn node_router_with_state(state: Arc<NodeState>) -> Router {
+fn node_router(state: Arc<NodeState>) -> Router {
     Router::new()
         .route(
             "/api/exec",
@@ -225,7 +220,7 @@ pub async fn serve_node(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let state = new_state(config);
-    let router = node_router_with_state(state.clone());
+    let router = node_router(state.clone());
     let on_shutdown = async move {
         shutdown.await;
         state.cancel_all();
@@ -299,7 +294,17 @@ async fn exec(State(state): State<Arc<NodeState>>, body: Bytes) -> Response {
         state: state.clone(),
         run,
     };
-    let keepalive = state.config.keepalive;
+    ndjson_response(&run_id, events, guard, state.config.keepalive)
+}
+
+/// The run's events as NDJSON, a blank line whenever the run stays silent for `keepalive`;
+/// the guard goes (cancelling a running run) when the client does.
+fn ndjson_response(
+    run_id: &str,
+    events: RunEvents,
+    guard: RunGuard,
+    keepalive: Duration,
+) -> Response {
     let stream = futures::stream::unfold(
         (events, guard),
         move |(mut events, guard): (RunEvents, RunGuard)| async move {
@@ -324,7 +329,7 @@ async fn exec(State(state): State<Arc<NodeState>>, body: Bytes) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Ok(v) = HeaderValue::from_str(&run_id) {
+    if let Ok(v) = HeaderValue::from_str(run_id) {
         headers.insert("x-run-id", v);
     }
     (StatusCode::OK, headers, Body::from_stream(stream)).into_response()

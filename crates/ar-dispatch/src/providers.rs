@@ -1,10 +1,11 @@
-//! Agent providers of the local process runtime: argv builders and stdout line classifiers for codex, claude, opencode and plain commands.
+//! Agent providers of the local process runtime: how to start codex, claude, opencode and plain
+//! commands, and which [`crate::stream`] parser reads each one's stdout.
 
 use serde_json::Value;
 
-use crate::event::EventType;
 use crate::run::DispatchError;
 use crate::spec::RunSpec;
+use crate::stream::{ClaudeParser, CodexParser, LineParser, OpenCodeParser, StreamParser};
 
 /// A stdin protocol for agents that take several user turns over stdin (claude stream-json).
 /// The run keeps stdin open while turns are outstanding: the prompt and every `signal` are
@@ -55,74 +56,31 @@ impl ProviderCommand {
     }
 }
 
-/// One classified piece of a stdout line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Classified {
-    /// Event type.
-    pub kind: EventType,
-    /// Event data.
-    pub data: String,
-}
-
-impl Classified {
-    fn new(kind: EventType, data: impl Into<String>) -> Self {
-        Self {
-            kind,
-            data: data.into(),
-        }
-    }
-    fn tool(name: &str, summary: &str) -> Self {
-        Self::new(
-            EventType::Tool,
-            serde_json::json!({"name": name, "summary": summary}).to_string(),
-        )
-    }
-    fn subagent(description: &str, agent: &str) -> Self {
-        Self::new(
-            EventType::Subagent,
-            serde_json::json!({"description": description, "agent": agent}).to_string(),
-        )
-    }
-}
-
 /// An agent CLI: how to start it and how to read its stdout.
 pub trait Provider: Send + Sync {
     /// The agent name it serves (`codex`, `claude`, `opencode`, `command`, `command:NAME`).
     fn agent(&self) -> &str;
     /// The process to start. Errors here mean nothing is started.
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError>;
-    /// Turns one stdout line into events (an unrecognised line becomes `stdout`).
-    fn classify(&self, line: &str) -> Vec<Classified>;
+    /// A fresh reader of one run's stdout.
+    fn parser(&self) -> Box<dyn StreamParser>;
 }
 
-fn model_args(flag: &str, spec: &RunSpec) -> Vec<String> {
-    if spec.model.is_empty() {
-        Vec::new()
-    } else {
-        vec![flag.to_string(), spec.model.clone()]
+/// An agent CLI's arguments: its fixed ones, the spec's model (after `model_flag`, when set),
+/// then the provider's extra ones.
+fn cli_args(fixed: &[&str], model_flag: &str, spec: &RunSpec, extra: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
+    if !spec.model.is_empty() {
+        args.extend([model_flag.to_string(), spec.model.clone()]);
     }
+    args.extend(extra.iter().cloned());
+    args
 }
 
-fn short(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
-    let mut cur = v;
-    for p in path {
-        match cur.get(*p) {
-            Some(n) => cur = n,
-            None => return "",
-        }
-    }
-    cur.as_str().unwrap_or("")
+/// A TOML basic string, for codex `-c key=value` overrides (a JSON string literal is a valid
+/// TOML basic string for the characters JSON escapes).
+pub fn toml_string(value: &str) -> String {
+    Value::String(value.to_string()).to_string()
 }
 
 /// `codex exec --json` (sandbox workspace-write, outside git allowed).
@@ -148,100 +106,32 @@ impl Provider for CodexProvider {
         "codex"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = [
+        let fixed = [
             "exec",
             "--json",
             "--sandbox",
             "workspace-write",
             "--skip-git-repo-check",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(model_args("--model", spec));
-        args.extend(self.extra_args.iter().cloned());
+        ];
+        let mut args = cli_args(&fixed, "--model", spec, &self.extra_args);
         args.push("--".into());
         args.push(spec.prompt.clone());
         Ok(ProviderCommand::one_shot(&self.program, args))
     }
-    fn classify(&self, line: &str) -> Vec<Classified> {
-        classify_codex(line)
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(CodexParser)
     }
 }
 
-/// Classifies one `codex exec --json` line.
-pub fn classify_codex(line: &str) -> Vec<Classified> {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return vec![Classified::new(EventType::Stdout, line)];
-    };
-    let kind = str_at(&v, &["type"]);
-    match kind {
-        "item.completed" => {
-            let item = v.get("item").cloned().unwrap_or(Value::Null);
-            match str_at(&item, &["type"]) {
-                "agent_message" => vec![Classified::new(
-                    EventType::Message,
-                    str_at(&item, &["text"]),
-                )],
-                "command_execution" => {
-                    vec![Classified::tool("shell", str_at(&item, &["command"]))]
-                }
-                "file_change" => {
-                    let paths: Vec<&str> = item
-                        .get("changes")
-                        .and_then(Value::as_array)
-                        .map(|a| a.iter().map(|c| str_at(c, &["path"])).collect())
-                        .unwrap_or_default();
-                    vec![Classified::tool("apply_patch", &paths.join(", "))]
-                }
-                "mcp_tool_call" => {
-                    let name = format!(
-                        "{}.{}",
-                        str_at(&item, &["server"]),
-                        str_at(&item, &["tool"])
-                    );
-                    vec![Classified::tool(
-                        &name,
-                        &short(&item["arguments"].to_string(), 200),
-                    )]
-                }
-                "web_search" => vec![Classified::tool("web_search", str_at(&item, &["query"]))],
-                "collab_tool_call" => vec![Classified::subagent(
-                    str_at(&item, &["prompt"]),
-                    str_at(&item, &["tool"]),
-                )],
-                // Error items are warnings codex carries on after (e.g. missing model metadata).
-                "error" => vec![Classified::new(
-                    EventType::Stderr,
-                    str_at(&item, &["message"]),
-                )],
-                _ => vec![Classified::new(EventType::Stdout, line)],
-            }
-        }
-        "turn.failed" => vec![Classified::new(
-            EventType::Error,
-            str_at(&v, &["error", "message"]),
-        )],
-        // Top-level errors are retry notices ("Reconnecting... 1/5"); a real failure ends
-        // with `turn.failed` and a non-zero exit.
-        "error" => vec![Classified::new(EventType::Stderr, str_at(&v, &["message"]))],
-        _ => vec![Classified::new(EventType::Stdout, line)],
-    }
-}
-
-/// `claude -p --output-format stream-json --verbose`.
-///
-/// With `stream_input` (the default) the prompt goes to stdin as a stream-json user message
-/// (`--input-format stream-json`), so `signal` can add user turns while the run is alive;
-/// without it the prompt is an argument and stdin is null.
+/// `claude -p --output-format stream-json --verbose --input-format stream-json`: the prompt
+/// goes to stdin as a stream-json user message, so `signal` can add user turns while the run
+/// is alive.
 #[derive(Debug, Clone)]
 pub struct ClaudeProvider {
     /// The claude program.
     pub program: String,
     /// Extra arguments (e.g. `--allowedTools Bash`).
     pub extra_args: Vec<String>,
-    /// Send the prompt and signals as stream-json user turns on stdin.
-    pub stream_input: bool,
 }
 
 impl Default for ClaudeProvider {
@@ -249,7 +139,6 @@ impl Default for ClaudeProvider {
         Self {
             program: "claude".into(),
             extra_args: Vec::new(),
-            stream_input: true,
         }
     }
 }
@@ -270,106 +159,29 @@ impl Provider for ClaudeProvider {
         "claude"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if self.stream_input {
-            args.push("--input-format".into());
-            args.push("stream-json".into());
-        }
-        args.extend(model_args("--model", spec));
-        args.extend(self.extra_args.iter().cloned());
-        if self.stream_input {
-            return Ok(ProviderCommand {
-                program: self.program.clone(),
-                args,
-                stdin_open: true,
-                initial_input: Some(claude_user_turn(&spec.prompt)),
-                env: Vec::new(),
-                turns: Some(TurnProtocol {
-                    encode: claude_user_turn,
-                    is_turn_end: claude_turn_end,
-                }),
-            });
-        }
-        args.push("--".into());
-        args.push(spec.prompt.clone());
-        Ok(ProviderCommand::one_shot(&self.program, args))
+        let fixed = [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+        ];
+        let args = cli_args(&fixed, "--model", spec, &self.extra_args);
+        Ok(ProviderCommand {
+            program: self.program.clone(),
+            args,
+            stdin_open: true,
+            initial_input: Some(claude_user_turn(&spec.prompt)),
+            env: Vec::new(),
+            turns: Some(TurnProtocol {
+                encode: claude_user_turn,
+                is_turn_end: claude_turn_end,
+            }),
+        })
     }
-    fn classify(&self, line: &str) -> Vec<Classified> {
-        classify_claude(line)
-    }
-}
-
-fn summarize_tool_input(name: &str, input: &Value) -> String {
-    let pick = [
-        "command",
-        "file_path",
-        "path",
-        "pattern",
-        "url",
-        "query",
-        "description",
-    ];
-    for key in pick {
-        if let Some(s) = input.get(key).and_then(Value::as_str) {
-            return short(s, 200);
-        }
-    }
-    let _ = name;
-    short(&input.to_string(), 200)
-}
-
-/// Classifies one claude stream-json line: text → `message`, `Task`/`Agent` tool use →
-/// `subagent`, other tool use → `tool`, an error result → `error`.
-pub fn classify_claude(line: &str) -> Vec<Classified> {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return vec![Classified::new(EventType::Stdout, line)];
-    };
-    match str_at(&v, &["type"]) {
-        "assistant" => {
-            let mut out = Vec::new();
-            let content = v
-                .get("message")
-                .and_then(|m| m.get("content"))
-                .and_then(Value::as_array);
-            for block in content.into_iter().flatten() {
-                match str_at(block, &["type"]) {
-                    "text" => {
-                        let text = str_at(block, &["text"]);
-                        if !text.is_empty() {
-                            out.push(Classified::new(EventType::Message, text));
-                        }
-                    }
-                    "tool_use" => {
-                        let name = str_at(block, &["name"]);
-                        let input = block.get("input").cloned().unwrap_or(Value::Null);
-                        if name == "Task" || name == "Agent" {
-                            out.push(Classified::subagent(
-                                str_at(&input, &["description"]),
-                                str_at(&input, &["subagent_type"]),
-                            ));
-                        } else {
-                            out.push(Classified::tool(name, &summarize_tool_input(name, &input)));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            if out.is_empty() {
-                out.push(Classified::new(EventType::Stdout, line));
-            }
-            out
-        }
-        "result" if v.get("is_error").and_then(Value::as_bool) == Some(true) => {
-            let msg = match str_at(&v, &["result"]) {
-                "" => str_at(&v, &["subtype"]).to_string(),
-                m => m.to_string(),
-            };
-            vec![Classified::new(EventType::Error, msg)]
-        }
-        _ => vec![Classified::new(EventType::Stdout, line)],
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::<ClaudeParser>::default()
     }
 }
 
@@ -396,74 +208,13 @@ impl Provider for OpenCodeProvider {
         "opencode"
     }
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        let mut args: Vec<String> = ["run", "--format", "json"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        args.extend(model_args("-m", spec));
-        args.extend(self.extra_args.iter().cloned());
+        let mut args = cli_args(&["run", "--format", "json"], "-m", spec, &self.extra_args);
         args.push("--".into());
         args.push(spec.prompt.clone());
         Ok(ProviderCommand::one_shot(&self.program, args))
     }
-    fn classify(&self, line: &str) -> Vec<Classified> {
-        classify_opencode(line)
-    }
-}
-
-/// Classifies one `opencode run --format json` line.
-pub fn classify_opencode(line: &str) -> Vec<Classified> {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return vec![Classified::new(EventType::Stdout, line)];
-    };
-    match str_at(&v, &["type"]) {
-        "text" => {
-            let text = str_at(&v, &["part", "text"]);
-            if text.is_empty() {
-                vec![Classified::new(EventType::Stdout, line)]
-            } else {
-                vec![Classified::new(EventType::Message, text)]
-            }
-        }
-        "tool_use" => {
-            let part = v.get("part").cloned().unwrap_or(Value::Null);
-            let name = str_at(&part, &["tool"]);
-            let title = str_at(&part, &["state", "title"]);
-            let summary = if title.is_empty() {
-                summarize_tool_input(
-                    name,
-                    part.get("state")
-                        .and_then(|s| s.get("input"))
-                        .unwrap_or(&Value::Null),
-                )
-            } else {
-                title.to_string()
-            };
-            if name == "task" {
-                let input = part
-                    .get("state")
-                    .and_then(|s| s.get("input"))
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                vec![Classified::subagent(
-                    str_at(&input, &["description"]),
-                    str_at(&input, &["subagent_type"]),
-                )]
-            } else {
-                vec![Classified::tool(name, &summary)]
-            }
-        }
-        "error" => {
-            let msg = match str_at(&v, &["error", "data", "message"]) {
-                "" => match str_at(&v, &["error", "message"]) {
-                    "" => v.get("error").map(|e| e.to_string()).unwrap_or_default(),
-                    m => m.to_string(),
-                },
-                m => m.to_string(),
-            };
-            vec![Classified::new(EventType::Error, msg)]
-        }
-        _ => vec![Classified::new(EventType::Stdout, line)],
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(OpenCodeParser)
     }
 }
 
@@ -494,8 +245,8 @@ impl Provider for CommandProvider {
             turns: None,
         })
     }
-    fn classify(&self, line: &str) -> Vec<Classified> {
-        vec![Classified::new(EventType::Message, line)]
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(LineParser)
     }
 }
 
@@ -558,8 +309,8 @@ impl Provider for NamedCommandProvider {
             turns: None,
         })
     }
-    fn classify(&self, line: &str) -> Vec<Classified> {
-        vec![Classified::new(EventType::Message, line)]
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(LineParser)
     }
 }
 
@@ -658,29 +409,5 @@ mod tests {
             parse_argv(r#"["/bin/echo","x y"]"#).unwrap(),
             vec!["/bin/echo", "x y"]
         );
-    }
-
-    #[test]
-    fn claude_task_is_subagent() {
-        let line = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"},{"type":"tool_use","name":"Task","input":{"description":"look","subagent_type":"explorer"}},{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}}"#;
-        let c = classify_claude(line);
-        assert_eq!(c[0], Classified::new(EventType::Message, "hi"));
-        assert_eq!(c[1].kind, EventType::Subagent);
-        assert_eq!(c[1].data, r#"{"agent":"explorer","description":"look"}"#);
-        assert_eq!(c[2].data, r#"{"name":"Bash","summary":"ls"}"#);
-    }
-
-    #[test]
-    fn codex_lines() {
-        let c = classify_codex(
-            r#"{"type":"item.completed","item":{"id":"i","type":"command_execution","command":"bash -lc ls","status":"completed"}}"#,
-        );
-        assert_eq!(c[0].kind, EventType::Tool);
-        let c = classify_codex(
-            r#"{"type":"item.completed","item":{"type":"agent_message","text":"done"}}"#,
-        );
-        assert_eq!(c[0], Classified::new(EventType::Message, "done"));
-        let c = classify_codex("not json");
-        assert_eq!(c[0].kind, EventType::Stdout);
     }
 }

@@ -40,16 +40,21 @@ impl RemoteRuntime {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| DispatchError::Remote {
-                status: None,
-                message: e.to_string(),
-            })?;
+            .map_err(unreachable)?;
         Ok(Self {
             name: format!("remote:{}", name.into()),
             base,
             token: token.into(),
             client,
         })
+    }
+}
+
+/// The node could not be reached (no HTTP answer).
+fn unreachable(error: reqwest::Error) -> DispatchError {
+    DispatchError::Remote {
+        status: None,
+        message: error.to_string(),
     }
 }
 
@@ -116,10 +121,7 @@ impl Runtime for RemoteRuntime {
             .body(spec.to_json())
             .send()
             .await
-            .map_err(|e| DispatchError::Remote {
-                status: None,
-                message: e.to_string(),
-            })?;
+            .map_err(unreachable)?;
         let status = resp.status();
         if !status.is_success() {
             let body = resp.text().await.unwrap_or_default();
@@ -141,19 +143,36 @@ impl Runtime for RemoteRuntime {
     }
 }
 
+/// What a node's event stream delivered before it ended.
+#[derive(Default)]
+struct Relayed {
+    /// The `exited` event, held back for `finish` (after the status is set).
+    exited: Option<RunEvent>,
+    /// The data of the last `error` event.
+    last_error: Option<String>,
+    /// Why the stream could not be read to its end.
+    broken: Option<String>,
+}
+
 async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken) {
-    let run_id = sink.id().to_string();
+    let relayed = forward(resp, &sink).await;
+    let canceled = token.is_cancelled();
+    let (status, last) = conclude(sink.id(), relayed, canceled);
+    sink.finish(status, last).await;
+}
+
+/// Re-emits the node's NDJSON events (keep-alive blank lines skipped) until `exited`, a
+/// broken line or the end of the body.
+async fn forward(resp: reqwest::Response, sink: &RunSink) -> Relayed {
     let mut body = resp.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
-    let mut exited: Option<RunEvent> = None;
-    let mut last_error: Option<String> = None;
-    let mut broken: Option<String> = None;
-    'read: while let Some(chunk) = body.next().await {
+    let mut relayed = Relayed::default();
+    while let Some(chunk) = body.next().await {
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => {
-                broken = Some(format!("reading node stream: {e}"));
-                break;
+                relayed.broken = Some(format!("reading node stream: {e}"));
+                return relayed;
             }
         };
         buf.extend_from_slice(&chunk);
@@ -164,32 +183,47 @@ async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken)
                 continue;
             }
             match serde_json::from_slice::<RunEvent>(line) {
+                Ok(ev) if ev.kind == EventType::Exited => {
+                    relayed.exited = Some(ev);
+                    return relayed;
+                }
                 Ok(ev) => {
-                    match ev.kind {
-                        EventType::Exited => exited = Some(ev.clone()),
-                        EventType::Error => last_error = Some(ev.data.clone()),
-                        _ => {}
-                    }
-                    if ev.kind == EventType::Exited {
-                        // Keep the exited event for `finish`, after the status is set.
-                        break 'read;
+                    if ev.kind == EventType::Error {
+                        relayed.last_error = Some(ev.data.clone());
                     }
                     sink.emit(ev).await;
                 }
                 Err(e) => {
-                    broken = Some(format!("bad event line from node: {e}"));
-                    break 'read;
+                    relayed.broken = Some(format!("bad event line from node: {e}"));
+                    return relayed;
                 }
             }
         }
         if buf.len() > MAX_REMOTE_LINE {
-            broken = Some("node sent an over-long line".into());
-            break;
+            relayed.broken = Some("node sent an over-long line".into());
+            return relayed;
         }
     }
-    let canceled = token.is_cancelled();
-    match exited {
-        Some(ev) => {
+    relayed
+}
+
+/// The remote run's final status and last events: from the node's `exited` event, else a
+/// failure (with a synthetic `error` event when the stream broke or just stopped).
+fn conclude(run_id: &str, relayed: Relayed, canceled: bool) -> (Status, Vec<RunEvent>) {
+    let ended = |msg: String| {
+        let state = if canceled {
+            State::Canceled
+        } else {
+            State::Failed
+        };
+        Status::ended(state, -1, msg)
+    };
+    match relayed {
+        Relayed {
+            exited: Some(ev),
+            last_error,
+            ..
+        } => {
             let code = ev.code;
             let canceled = canceled || ev.error_code == crate::consts::EXIT_CODE_CANCELED;
             let status = if canceled {
@@ -203,30 +237,17 @@ async fn relay(resp: reqwest::Response, sink: RunSink, token: CancellationToken)
                     last_error.unwrap_or_else(|| format!("exit status {code}")),
                 )
             };
-            sink.finish(status, vec![ev]).await;
+            (status, vec![ev])
         }
-        None if last_error.is_some() && broken.is_none() => {
-            // The node ended the stream with an `error` event (terminal on the wire).
-            let msg = last_error.unwrap_or_default();
-            let state = if canceled {
-                State::Canceled
-            } else {
-                State::Failed
-            };
-            sink.finish(Status::ended(state, -1, msg), Vec::new()).await;
-        }
-        None => {
+        // The node ended the stream with an `error` event (terminal on the wire).
+        Relayed {
+            last_error: Some(msg),
+            broken: None,
+            ..
+        } => (ended(msg), Vec::new()),
+        Relayed { broken, .. } => {
             let msg = broken.unwrap_or_else(|| "node stream ended without a terminal event".into());
-            let state = if canceled {
-                State::Canceled
-            } else {
-                State::Failed
-            };
-            sink.finish(
-                Status::ended(state, -1, msg.clone()),
-                vec![RunEvent::error(&run_id, msg, "")],
-            )
-            .await;
+            (ended(msg.clone()), vec![RunEvent::error(run_id, msg, "")])
         }
     }
 }

@@ -41,21 +41,6 @@ pub enum DispatchError {
         /// Detail.
         message: String,
     },
-    /// The gateway's per-flow spend cap would be exceeded.
-    #[error("budget exceeded for flow {flow:?}: spent {spent} of {cap}, this run costs {cost}")]
-    BudgetExceeded {
-        /// The flow.
-        flow: String,
-        /// Already spent.
-        spent: u64,
-        /// The cap.
-        cap: u64,
-        /// This run's cost.
-        cost: u64,
-    },
-    /// A run with this id is already active here.
-    #[error("run {0:?} is already active")]
-    DuplicateRun(String),
     /// The process could not be started.
     #[error(transparent)]
     Process(#[from] ar_process::ProcessError),
@@ -77,8 +62,6 @@ impl DispatchError {
             DispatchError::UnknownAgent(_) => "unknown_agent",
             DispatchError::UnknownMachine(_) => "unknown_machine",
             DispatchError::Policy { code, .. } => code,
-            DispatchError::BudgetExceeded { .. } => "budget_exceeded",
-            DispatchError::DuplicateRun(_) => "duplicate_run",
             DispatchError::Process(_) => "spawn_failed",
             DispatchError::Remote { .. } => "remote_failed",
         }
@@ -134,15 +117,16 @@ pub trait RunControl: Send + Sync {
     async fn signal(&self, input: &str) -> Result<(), RunError>;
 }
 
-/// A handle to one dispatched run.
-pub struct Run {
+/// A handle to one dispatched run whose events are `E` (the wire [`RunEvent`]s of
+/// [`Runtime::dispatch`], or the local runtime's typed output).
+pub struct Run<E = RunEvent> {
     id: String,
-    events: Mutex<Option<mpsc::Receiver<RunEvent>>>,
+    events: Mutex<Option<mpsc::Receiver<E>>>,
     status: watch::Receiver<Status>,
     control: Arc<dyn RunControl>,
 }
 
-impl std::fmt::Debug for Run {
+impl<E> std::fmt::Debug for Run<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Run")
             .field("id", &self.id)
@@ -151,9 +135,9 @@ impl std::fmt::Debug for Run {
     }
 }
 
-impl Run {
+impl<E> Run<E> {
     /// Assembles a handle from the parts made by [`RunSink::channel`].
-    pub fn new(parts: RunParts, control: Arc<dyn RunControl>) -> Self {
+    pub fn new(parts: RunParts<E>, control: Arc<dyn RunControl>) -> Self {
         Self {
             id: parts.id,
             events: Mutex::new(Some(parts.events)),
@@ -174,7 +158,7 @@ impl Run {
 
     /// The event stream; `Some` once (the first caller owns it), `None` after.
     /// It ends after the run's last event.
-    pub fn events(&self) -> Option<RunEvents> {
+    pub fn events(&self) -> Option<RunEvents<E>> {
         let mut g = match self.events.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -230,7 +214,7 @@ impl Run {
     }
 }
 
-impl Drop for Run {
+impl<E> Drop for Run<E> {
     fn drop(&mut self) {
         if !self.status.borrow().terminal() {
             self.control.cancel();
@@ -240,18 +224,18 @@ impl Drop for Run {
 
 /// The event stream of a run. Also a `futures::Stream`.
 #[derive(Debug)]
-pub struct RunEvents {
-    rx: mpsc::Receiver<RunEvent>,
+pub struct RunEvents<E = RunEvent> {
+    rx: mpsc::Receiver<E>,
 }
 
-impl RunEvents {
+impl<E> RunEvents<E> {
     /// The next event, `None` after the last.
-    pub async fn next(&mut self) -> Option<RunEvent> {
+    pub async fn next(&mut self) -> Option<E> {
         self.rx.recv().await
     }
 
     /// Reads every remaining event.
-    pub async fn collect(mut self) -> Vec<RunEvent> {
+    pub async fn collect(mut self) -> Vec<E> {
         let mut out = Vec::new();
         while let Some(e) = self.rx.recv().await {
             out.push(e);
@@ -260,34 +244,34 @@ impl RunEvents {
     }
 }
 
-impl futures::Stream for RunEvents {
-    type Item = RunEvent;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<RunEvent>> {
+impl<E> futures::Stream for RunEvents<E> {
+    type Item = E;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<E>> {
         self.rx.poll_recv(cx)
     }
 }
 
 /// The reader half made by [`RunSink::channel`], turned into a [`Run`] with [`Run::new`].
 #[derive(Debug)]
-pub struct RunParts {
+pub struct RunParts<E = RunEvent> {
     id: String,
-    events: mpsc::Receiver<RunEvent>,
+    events: mpsc::Receiver<E>,
     status: watch::Receiver<Status>,
 }
 
 /// The producer side of a run: emits events and sets the final status.
 #[derive(Debug, Clone)]
-pub struct RunSink {
+pub struct RunSink<E = RunEvent> {
     id: String,
-    tx: mpsc::Sender<RunEvent>,
+    tx: mpsc::Sender<E>,
     status: Arc<watch::Sender<Status>>,
     cancel: CancellationToken,
 }
 
-impl RunSink {
+impl<E> RunSink<E> {
     /// A new sink and the reader parts for a run id. `cancel` is the run's cancellation token:
     /// while it is cancelled, `emit` stops waiting for a slow reader.
-    pub fn channel(id: impl Into<String>, cancel: CancellationToken) -> (RunSink, RunParts) {
+    pub fn channel(id: impl Into<String>, cancel: CancellationToken) -> (Self, RunParts<E>) {
         let id = id.into();
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let (stx, srx) = watch::channel(Status::running());
@@ -318,7 +302,7 @@ impl RunSink {
 
     /// Emits an event, waiting for room (backpressure). Returns without delivering when the
     /// reader is gone or the run was cancelled while waiting.
-    pub async fn emit(&self, event: RunEvent) {
+    pub async fn emit(&self, event: E) {
         tokio::select! {
             _ = self.tx.send(event) => {}
             _ = self.cancel.cancelled() => {}
@@ -327,18 +311,13 @@ impl RunSink {
 
     /// Sets the final status, then delivers the final events (normally one `exited`).
     /// The status becomes visible before the stream ends.
-    pub async fn finish(self, status: Status, final_events: Vec<RunEvent>) {
+    pub async fn finish(self, status: Status, final_events: Vec<E>) {
         self.status.send_replace(status);
         for e in final_events {
             if self.tx.send(e).await.is_err() {
                 break;
             }
         }
-    }
-
-    /// True when the status is already terminal.
-    pub fn is_finished(&self) -> bool {
-        self.status.borrow().terminal()
     }
 }
 
@@ -363,7 +342,7 @@ impl RunControl for TokenControl {
 
 /// Validates a caller-chosen run id (used in paths and URLs): 1-128 chars of `A-Za-z0-9._:-`,
 /// not `.` or `..`.
-pub fn validate_run_id(id: &str) -> Result<(), SpecError> {
+fn validate_run_id(id: &str) -> Result<(), SpecError> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && id != "."

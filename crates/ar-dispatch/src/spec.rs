@@ -388,6 +388,30 @@ pub fn is_sha256_hex(s: &str) -> bool {
 }
 
 fn validate_policy(p: &TextOnlyPolicy) -> Result<(), String> {
+    validate_pinned_fields(p)?;
+    if p.request_timeout_millis != REQUEST_TIMEOUT_MILLIS {
+        return Err(format!(
+            "request_timeout_millis must be {REQUEST_TIMEOUT_MILLIS}, got {}",
+            p.request_timeout_millis
+        ));
+    }
+    validate_revisions(p)?;
+    if p.selected_codex_version.trim().is_empty()
+        || p.selected_codex_version.trim() != p.selected_codex_version
+    {
+        return Err("selected_codex_version must be set and trimmed".into());
+    }
+    if !KNOWN_ACCOUNT_PLANS.contains(&p.account_plan.as_str()) {
+        return Err(format!(
+            "account_plan {:?} is not a known plan",
+            p.account_plan
+        ));
+    }
+    Ok(())
+}
+
+/// The policy's fixed enums hold their one allowed value, and the model is set.
+fn validate_pinned_fields(p: &TextOnlyPolicy) -> Result<(), String> {
     let fixed: [(&str, &str, &str); 14] = [
         ("policy_id", &p.policy_id, POLICY_CODEX_SUBSCRIPTION_CHAT_V1),
         (
@@ -437,12 +461,11 @@ fn validate_policy(p: &TextOnlyPolicy) -> Result<(), String> {
             return Err(format!("{name} must be {want:?}, got {got:?}"));
         }
     }
-    if p.request_timeout_millis != REQUEST_TIMEOUT_MILLIS {
-        return Err(format!(
-            "request_timeout_millis must be {REQUEST_TIMEOUT_MILLIS}, got {}",
-            p.request_timeout_millis
-        ));
-    }
+    Ok(())
+}
+
+/// Every revision of the policy is a lowercase SHA-256.
+fn validate_revisions(p: &TextOnlyPolicy) -> Result<(), String> {
     let revisions = [
         ("policy_revision", &p.policy_revision),
         (
@@ -464,17 +487,6 @@ fn validate_policy(p: &TextOnlyPolicy) -> Result<(), String> {
         if !is_sha256_hex(v) {
             return Err(format!("{name} must be a lowercase SHA-256 hex string"));
         }
-    }
-    if p.selected_codex_version.trim().is_empty()
-        || p.selected_codex_version.trim() != p.selected_codex_version
-    {
-        return Err("selected_codex_version must be set and trimmed".into());
-    }
-    if !KNOWN_ACCOUNT_PLANS.contains(&p.account_plan.as_str()) {
-        return Err(format!(
-            "account_plan {:?} is not a known plan",
-            p.account_plan
-        ));
     }
     Ok(())
 }

@@ -22,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::consts::*;
 use crate::event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
+use crate::providers::toml_string;
 use crate::run::{run_id_for, DispatchError, Run, RunSink, Runtime, TokenControl};
 use crate::spec::RunSpec;
+use crate::stream::char_prefix;
 
 /// Features switched off with `--disable` on every subscription run.
 pub const DISABLED_FEATURES: &[&str] = &[
@@ -173,11 +175,6 @@ impl SubscriptionConfig {
 pub struct SubscriptionRuntime {
     config: Arc<SubscriptionConfig>,
     adapter_revision: String,
-}
-
-fn toml_string(s: &str) -> String {
-    // A JSON string literal is a valid TOML basic string for the characters JSON escapes.
-    serde_json::Value::String(s.to_string()).to_string()
 }
 
 /// The pinned `-c` overrides (before deployment overrides).
@@ -388,7 +385,13 @@ impl Runtime for SubscriptionRuntime {
             agent: AGENT_CODEX_SUBSCRIPTION.to_string(),
         });
         let deadline = self.config.deadline;
-        tokio::spawn(drive(process, sink, policy, observed, deadline, dir));
+        tokio::spawn(drive(
+            process,
+            sink,
+            Pins { policy, observed },
+            deadline,
+            dir,
+        ));
         Ok(Run::new(parts, control))
     }
 }
@@ -469,77 +472,10 @@ impl TurnMachine {
             return Verdict::Failed(format!("{kind} after turn.completed"));
         }
         match kind {
-            "thread.started" => {
-                if self.thread_id.is_some() {
-                    return Verdict::Failed("duplicate thread.started".into());
-                }
-                match v.get("thread_id").and_then(Value::as_str) {
-                    Some(t) if !t.trim().is_empty() => {
-                        self.thread_id = Some(t.to_string());
-                        Verdict::Continue
-                    }
-                    _ => Verdict::Failed("thread.started without thread_id".into()),
-                }
-            }
-            "turn.started" => {
-                if self.thread_id.is_none() {
-                    return Verdict::Failed("turn.started before thread.started".into());
-                }
-                if self.turn_started {
-                    return Verdict::Failed("duplicate turn.started".into());
-                }
-                self.turn_started = true;
-                Verdict::Continue
-            }
-            "item.started" | "item.updated" | "item.completed" => {
-                if !self.turn_started {
-                    return Verdict::Failed(format!("{kind} outside a turn"));
-                }
-                let item = v.get("item").cloned().unwrap_or(Value::Null);
-                let item_type = item.get("type").and_then(Value::as_str).unwrap_or("");
-                match item_type {
-                    "reasoning" => Verdict::Continue,
-                    "agent_message" => {
-                        if kind != "item.completed" {
-                            return Verdict::Continue;
-                        }
-                        if self.message.is_some() {
-                            return Verdict::Failed("duplicate agent_message".into());
-                        }
-                        let text = item.get("text").and_then(Value::as_str).unwrap_or("");
-                        if text.trim().is_empty() {
-                            return Verdict::Failed("blank agent_message".into());
-                        }
-                        self.message = Some(text.to_string());
-                        Verdict::Continue
-                    }
-                    "error" => {
-                        let msg = item.get("message").and_then(Value::as_str).unwrap_or("");
-                        let pinned = msg.starts_with(CODE_MODE_FAIL_CLOSED_PREFIX)
-                            && msg.contains("fail closed");
-                        if pinned && !self.code_mode_error_seen {
-                            self.code_mode_error_seen = kind == "item.completed";
-                            Verdict::Continue
-                        } else {
-                            Verdict::Failed(format!("error item: {}", clip(msg)))
-                        }
-                    }
-                    "" => Verdict::Failed(format!("{kind} without item type")),
-                    active => Verdict::Violation(format!("active item {active:?} ({kind})")),
-                }
-            }
-            "turn.completed" => {
-                if !self.turn_started {
-                    return Verdict::Failed("turn.completed outside a turn".into());
-                }
-                match usage_from(&v) {
-                    Some(u) => {
-                        self.usage = Some(u);
-                        Verdict::Continue
-                    }
-                    None => Verdict::Failed("turn.completed without valid usage".into()),
-                }
-            }
+            "thread.started" => self.thread_started(&v),
+            "turn.started" => self.turn_started(),
+            "item.started" | "item.updated" | "item.completed" => self.item(kind, &v),
+            "turn.completed" => self.turn_completed(&v),
             "turn.failed" => Verdict::Failed(format!(
                 "turn.failed: {}",
                 clip(
@@ -556,6 +492,82 @@ impl TurnMachine {
         }
     }
 
+    fn thread_started(&mut self, v: &Value) -> Verdict {
+        if self.thread_id.is_some() {
+            return Verdict::Failed("duplicate thread.started".into());
+        }
+        match v.get("thread_id").and_then(Value::as_str) {
+            Some(t) if !t.trim().is_empty() => {
+                self.thread_id = Some(t.to_string());
+                Verdict::Continue
+            }
+            _ => Verdict::Failed("thread.started without thread_id".into()),
+        }
+    }
+
+    fn turn_started(&mut self) -> Verdict {
+        if self.thread_id.is_none() {
+            return Verdict::Failed("turn.started before thread.started".into());
+        }
+        if self.turn_started {
+            return Verdict::Failed("duplicate turn.started".into());
+        }
+        self.turn_started = true;
+        Verdict::Continue
+    }
+
+    /// An item event: reasoning is tolerated, one agent message is the answer, one pinned
+    /// code-mode error is tolerated, anything else active is a violation.
+    fn item(&mut self, kind: &str, v: &Value) -> Verdict {
+        if !self.turn_started {
+            return Verdict::Failed(format!("{kind} outside a turn"));
+        }
+        let item = v.get("item").unwrap_or(&Value::Null);
+        match item.get("type").and_then(Value::as_str).unwrap_or("") {
+            "reasoning" => Verdict::Continue,
+            "agent_message" if kind != "item.completed" => Verdict::Continue,
+            "agent_message" => self.agent_message(item),
+            "error" => {
+                let msg = item.get("message").and_then(Value::as_str).unwrap_or("");
+                let pinned =
+                    msg.starts_with(CODE_MODE_FAIL_CLOSED_PREFIX) && msg.contains("fail closed");
+                if pinned && !self.code_mode_error_seen {
+                    self.code_mode_error_seen = kind == "item.completed";
+                    Verdict::Continue
+                } else {
+                    Verdict::Failed(format!("error item: {}", clip(msg)))
+                }
+            }
+            "" => Verdict::Failed(format!("{kind} without item type")),
+            active => Verdict::Violation(format!("active item {active:?} ({kind})")),
+        }
+    }
+
+    fn agent_message(&mut self, item: &Value) -> Verdict {
+        if self.message.is_some() {
+            return Verdict::Failed("duplicate agent_message".into());
+        }
+        let text = item.get("text").and_then(Value::as_str).unwrap_or("");
+        if text.trim().is_empty() {
+            return Verdict::Failed("blank agent_message".into());
+        }
+        self.message = Some(text.to_string());
+        Verdict::Continue
+    }
+
+    fn turn_completed(&mut self, v: &Value) -> Verdict {
+        if !self.turn_started {
+            return Verdict::Failed("turn.completed outside a turn".into());
+        }
+        match usage_from(v) {
+            Some(u) => {
+                self.usage = Some(u);
+                Verdict::Continue
+            }
+            None => Verdict::Failed("turn.completed without valid usage".into()),
+        }
+    }
+
     /// The completed turn: thread id, message and usage, when all were seen.
     pub fn result(&self) -> Option<(String, String, ProviderUsage)> {
         Some((self.thread_id.clone()?, self.message.clone()?, self.usage?))
@@ -563,11 +575,7 @@ impl TurnMachine {
 }
 
 fn clip(s: &str) -> String {
-    let mut end = s.len().min(300);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
+    char_prefix(s, 300).to_string()
 }
 
 enum Outcome {
@@ -578,11 +586,16 @@ enum Outcome {
     Deadline,
 }
 
+/// What the run was pinned to and what actually ran, for the response metadata.
+struct Pins {
+    policy: crate::spec::TextOnlyPolicy,
+    observed: Observed,
+}
+
 async fn drive(
     mut process: ar_process::Process,
     sink: RunSink,
-    policy: crate::spec::TextOnlyPolicy,
-    observed: Observed,
+    pins: Pins,
     deadline: Duration,
     dir: PathBuf,
 ) {
@@ -596,26 +609,9 @@ async fn drive(
     ))
     .await;
     let mut machine = TurnMachine::default();
-    let mut stdout = process.take_stdout();
     let timer = tokio::time::sleep(deadline);
     tokio::pin!(timer);
-    let mut outcome = Outcome::Ok;
-    // Read stdout to the end (or until something is wrong), then reap.
-    while let Some(reader) = stdout.as_mut() {
-        tokio::select! {
-            _ = token.cancelled() => { outcome = Outcome::Canceled; break; }
-            _ = &mut timer => { outcome = Outcome::Deadline; break; }
-            line = reader.next_line() => match line {
-                Ok(Some(l)) => match machine.feed(&l.text) {
-                    Verdict::Continue => {}
-                    Verdict::Violation(m) => { outcome = Outcome::Violation(m); break; }
-                    Verdict::Failed(m) => { outcome = Outcome::Failed(m); break; }
-                },
-                Ok(None) => stdout = None,
-                Err(e) => { outcome = Outcome::Failed(format!("reading stdout: {e}")); break; }
-            }
-        }
-    }
+    let mut outcome = read_turn(&mut process, &mut machine, &token, timer.as_mut()).await;
     if !matches!(outcome, Outcome::Ok) {
         killer.kill();
     }
@@ -640,62 +636,109 @@ async fn drive(
             outcome = Outcome::Failed(format!("codex exited with status {code}: {last}"));
         }
     }
-    let (status, events) = match outcome {
+    let (status, events) = conclude(&run_id, outcome, &machine, &pins, code, deadline);
+    sink.finish(status, events).await;
+}
+
+/// Reads stdout to the end, or until something is wrong: a violation, a protocol failure,
+/// the deadline or a cancel.
+async fn read_turn(
+    process: &mut ar_process::Process,
+    machine: &mut TurnMachine,
+    token: &CancellationToken,
+    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> Outcome {
+    let Some(mut stdout) = process.take_stdout() else {
+        return Outcome::Ok;
+    };
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return Outcome::Canceled,
+            _ = &mut timer => return Outcome::Deadline,
+            line = stdout.next_line() => match line {
+                Ok(Some(l)) => match machine.feed(&l.text) {
+                    Verdict::Continue => {}
+                    Verdict::Violation(m) => return Outcome::Violation(m),
+                    Verdict::Failed(m) => return Outcome::Failed(m),
+                },
+                Ok(None) => return Outcome::Ok,
+                Err(e) => return Outcome::Failed(format!("reading stdout: {e}")),
+            }
+        }
+    }
+}
+
+/// The final status and events of a run that ended with `outcome`.
+fn conclude(
+    run_id: &str,
+    outcome: Outcome,
+    machine: &TurnMachine,
+    pins: &Pins,
+    code: i32,
+    deadline: Duration,
+) -> (Status, Vec<RunEvent>) {
+    match outcome {
         Outcome::Ok => match machine.result() {
             Some((thread_id, text, usage)) => {
-                let meta = ResponseMetadata {
-                    provider_thread_id: thread_id,
-                    requested_model: policy.model.clone(),
-                    resolved_model: UNKNOWN_PROVIDER_IDENTITY.into(),
-                    selected_adapter_id: policy.selected_adapter_id.clone(),
-                    selected_adapter_revision: policy.selected_adapter_revision.clone(),
-                    selected_codex_version: policy.selected_codex_version.clone(),
-                    selected_codex_executable_revision: policy
-                        .selected_codex_executable_revision
-                        .clone(),
-                    selected_codex_schema_revision: policy.selected_codex_schema_revision.clone(),
-                    observed_adapter_id: ADAPTER_CODEX_SUBSCRIPTION.into(),
-                    observed_adapter_revision: observed.adapter_revision.clone(),
-                    observed_codex_version: observed.version.clone(),
-                    observed_codex_executable_revision: observed.executable_revision.clone(),
-                    observed_codex_schema_revision: observed.schema_revision.clone(),
-                    terminal_status: TERMINAL_STATUS_COMPLETED.into(),
-                    usage_source: USAGE_SOURCE_CODEX_EXEC_JSONL.into(),
-                    usage,
-                };
+                let meta = pins.response(thread_id, usage);
                 match meta.validate() {
                     Ok(()) => {
-                        let mut msg = RunEvent::new(&run_id, EventType::Message, text);
+                        let mut msg = RunEvent::new(run_id, EventType::Message, text);
                         msg.response = Some(meta);
                         (
                             Status::ended(State::Succeeded, code, ""),
-                            vec![msg, RunEvent::exited(&run_id, code)],
+                            vec![msg, RunEvent::exited(run_id, code)],
                         )
                     }
-                    Err(e) => failed(&run_id, code, ERROR_PROVIDER_FAILED, e.to_string()),
+                    Err(e) => failed(run_id, code, ERROR_PROVIDER_FAILED, e.to_string()),
                 }
             }
             None => failed(
-                &run_id,
+                run_id,
                 code,
                 ERROR_PROVIDER_RESULT_UNKNOWN,
                 "stream ended before a complete turn".into(),
             ),
         },
-        Outcome::Violation(m) => failed(&run_id, code, ERROR_CHAT_AUTHORITY_VIOLATION, m),
-        Outcome::Failed(m) => failed(&run_id, code, ERROR_PROVIDER_FAILED, m),
+        Outcome::Violation(m) => failed(run_id, code, ERROR_CHAT_AUTHORITY_VIOLATION, m),
+        Outcome::Failed(m) => failed(run_id, code, ERROR_PROVIDER_FAILED, m),
         Outcome::Deadline => failed(
-            &run_id,
+            run_id,
             code,
             ERROR_PROVIDER_RESULT_UNKNOWN,
             format!("deadline of {} ms passed", deadline.as_millis()),
         ),
         Outcome::Canceled => (
             Status::ended(State::Canceled, code, "canceled"),
-            vec![RunEvent::exited_canceled(&run_id, code)],
+            vec![RunEvent::exited_canceled(run_id, code)],
         ),
-    };
-    sink.finish(status, events).await;
+    }
+}
+
+impl Pins {
+    /// The evidence of a completed turn: the selected identities from the policy, the
+    /// observed ones from the resolved adapter.
+    fn response(&self, thread_id: String, usage: ProviderUsage) -> ResponseMetadata {
+        let (policy, observed) = (&self.policy, &self.observed);
+        ResponseMetadata {
+            provider_thread_id: thread_id,
+            requested_model: policy.model.clone(),
+            resolved_model: UNKNOWN_PROVIDER_IDENTITY.into(),
+            selected_adapter_id: policy.selected_adapter_id.clone(),
+            selected_adapter_revision: policy.selected_adapter_revision.clone(),
+            selected_codex_version: policy.selected_codex_version.clone(),
+            selected_codex_executable_revision: policy.selected_codex_executable_revision.clone(),
+            selected_codex_schema_revision: policy.selected_codex_schema_revision.clone(),
+            observed_adapter_id: ADAPTER_CODEX_SUBSCRIPTION.into(),
+            observed_adapter_revision: observed.adapter_revision.clone(),
+            observed_codex_version: observed.version.clone(),
+            observed_codex_executable_revision: observed.executable_revision.clone(),
+            observed_codex_schema_revision: observed.schema_revision.clone(),
+            terminal_status: TERMINAL_STATUS_COMPLETED.into(),
+            usage_source: USAGE_SOURCE_CODEX_EXEC_JSONL.into(),
+            usage,
+        }
+    }
 }
 
 fn failed(run_id: &str, code: i32, error_code: &str, message: String) -> (Status, Vec<RunEvent>) {

@@ -1,7 +1,8 @@
 //! The agent-CLI adapter: implements the engine's [`AgentCli`] port with ar-dispatch's local
-//! process runtime, handing each turn the run's model route and turning the CLI's own JSON
-//! stream (codex `exec --json`, Claude Code `stream-json`, opencode `--format json`) into
-//! domain [`CliEvent`]s with tool inputs, outputs and usage.
+//! process runtime, handing each turn the run's model route. The CLI's own JSON stream (codex
+//! `exec --json`, Claude Code `stream-json`, opencode `--format json`) is read by ar-dispatch's
+//! parser of that CLI (the one `agent-runtime exec` uses); this adapter turns its typed events
+//! into domain [`CliEvent`]s with tool inputs, outputs and usage.
 //!
 //! Model route per CLI:
 //! - codex: a custom model provider `ar` (`-c model_provider="ar"`, its `base_url`,
@@ -30,14 +31,15 @@ use std::sync::Arc;
 use ar_core::agent_cli::{
     AgentCli, AgentCliError, CliControl, CliEvent, CliOutcome, CliTurn, CliTurnRequest,
 };
+use ar_core::model::ModelRoute;
 use ar_core::{RuntimeKind, Usage};
-use ar_dispatch::providers::{Classified, ProviderCommand};
+use ar_dispatch::providers::toml_string;
 use ar_dispatch::{
-    ClaudeProvider, CodexProvider, DispatchError, EventType, LocalConfig, LocalRuntime,
-    OpenCodeProvider, Provider, Run, RunError, RunEvent, RunEvents, RunSpec, Runtime, State,
+    AgentEvent, AgentOutput, ClaudeProvider, CodexProvider, LocalConfig, LocalRuntime,
+    OpenCodeProvider, Provider, ProviderUsage, Run, RunError, RunEvents, RunSpec, State,
 };
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Environment variable carrying the model key to codex and opencode.
 pub const MODEL_KEY_ENV: &str = "AR_MODEL_API_KEY";
@@ -97,30 +99,179 @@ impl DispatchAgentCli {
     pub fn config(&self) -> &AgentCliConfig {
         &self.config
     }
+
+    /// The turn's workdir, created: the request's (absolute) or `<root>/<run id>`.
+    fn workdir(&self, request: &CliTurnRequest) -> Result<PathBuf, AgentCliError> {
+        let workdir = match &request.workdir {
+            Some(dir) if Path::new(dir).is_absolute() => PathBuf::from(dir),
+            Some(dir) => {
+                return Err(AgentCliError::Invalid(format!(
+                    "workdir {dir:?} must be absolute"
+                )))
+            }
+            None => self.config.root.join(&request.run_id),
+        };
+        create_dir(&workdir)?;
+        Ok(workdir)
+    }
+
+    /// How the request's CLI starts, with its model route.
+    fn launch(
+        &self,
+        request: &CliTurnRequest,
+        program: String,
+        workdir: &Path,
+    ) -> Result<Launch, AgentCliError> {
+        let route = request.route.as_ref();
+        let bypass = self.config.bypass_permissions;
+        match request.kind {
+            RuntimeKind::Codex => Ok(codex_launch(program, route, bypass)),
+            RuntimeKind::ClaudeCode => Ok(claude_launch(program, route, bypass)),
+            RuntimeKind::OpenCode => opencode_launch(program, route, workdir),
+            other => Err(AgentCliError::Unavailable(other)),
+        }
+    }
 }
 
-/// Wraps a dispatch provider so every stdout line reaches the adapter unclassified: the
-/// adapter reads the CLIs' JSON itself (dispatch's classifiers keep only summaries).
-struct RawLines<P>(P);
+fn create_dir(dir: &Path) -> Result<(), AgentCliError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|error| AgentCliError::Start(format!("creating {}: {error}", dir.display())))
+}
 
-impl<P: Provider> Provider for RawLines<P> {
-    fn agent(&self) -> &str {
-        self.0.agent()
+/// How one turn's CLI starts: its provider (arguments), environment and model name.
+struct Launch {
+    provider: Arc<dyn Provider>,
+    env: Vec<(String, String)>,
+    model: String,
+}
+
+/// The route's key, when it has one.
+fn route_key(route: &ModelRoute) -> Option<&str> {
+    route
+        .api_key
+        .as_ref()
+        .map(|key| key.expose())
+        .filter(|key| !key.is_empty())
+}
+
+/// codex: the route as a custom model provider `ar` (`-c` overrides), the key in
+/// [`MODEL_KEY_ENV`].
+fn codex_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> Launch {
+    let mut extra_args = Vec::new();
+    let mut env = Vec::new();
+    if bypass {
+        extra_args.push("--dangerously-bypass-approvals-and-sandbox".to_string());
     }
-    fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError> {
-        self.0.command(spec)
+    if let Some(route) = route {
+        let mut overrides = vec![
+            "model_provider=\"ar\"".to_string(),
+            "model_providers.ar.name=\"ar\"".to_string(),
+            format!(
+                "model_providers.ar.base_url={}",
+                toml_string(route.base_url.trim_end_matches('/'))
+            ),
+            "model_providers.ar.wire_api=\"responses\"".to_string(),
+        ];
+        if let Some(key) = route_key(route) {
+            overrides.push(format!(
+                "model_providers.ar.env_key={}",
+                toml_string(MODEL_KEY_ENV)
+            ));
+            env.push((MODEL_KEY_ENV.to_string(), key.to_string()));
+        }
+        for item in overrides {
+            extra_args.extend(["-c".to_string(), item]);
+        }
     }
-    fn classify(&self, line: &str) -> Vec<Classified> {
-        vec![Classified {
-            kind: EventType::Stdout,
-            data: line.to_string(),
-        }]
+    Launch {
+        provider: Arc::new(CodexProvider {
+            program,
+            extra_args,
+        }),
+        env,
+        model: route.map(|route| route.model.clone()).unwrap_or_default(),
     }
 }
 
-/// A TOML basic string (JSON string escaping is valid TOML for these values).
-fn toml_string(value: &str) -> String {
-    Value::String(value.to_string()).to_string()
+/// Claude Code: partial messages (text deltas), no telemetry or updates, the route as
+/// `ANTHROPIC_BASE_URL` (without a trailing `/v1`) and `ANTHROPIC_API_KEY`.
+fn claude_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> Launch {
+    // Text deltas arrive as `stream_event` lines before each complete message.
+    let mut extra_args = vec!["--include-partial-messages".to_string()];
+    let mut env = Vec::new();
+    if bypass {
+        extra_args.push("--dangerously-skip-permissions".into());
+        env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+    }
+    for name in [
+        "DISABLE_TELEMETRY",
+        "DISABLE_AUTOUPDATER",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    ] {
+        env.push((name.to_string(), "1".to_string()));
+    }
+    if let Some(route) = route {
+        let base = route.base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        env.push(("ANTHROPIC_BASE_URL".to_string(), base.to_string()));
+        if let Some(key) = route_key(route) {
+            env.push(("ANTHROPIC_API_KEY".to_string(), key.to_string()));
+        }
+    }
+    Launch {
+        provider: Arc::new(ClaudeProvider {
+            program,
+            extra_args,
+        }),
+        env,
+        model: route.map(|route| route.model.clone()).unwrap_or_default(),
+    }
+}
+
+/// opencode: its project directory in `PWD`, the route as provider `ar` in the workdir's
+/// `opencode.json` (the key read from [`MODEL_KEY_ENV`]), model `ar/<model>`.
+fn opencode_launch(
+    program: String,
+    route: Option<&ModelRoute>,
+    workdir: &Path,
+) -> Result<Launch, AgentCliError> {
+    let mut env = vec![("PWD".to_string(), workdir.display().to_string())];
+    let mut model = String::new();
+    if let Some(route) = route {
+        let mut options = json!({"baseURL": route.base_url.trim_end_matches('/')});
+        if let Some(key) = route_key(route) {
+            options["apiKey"] = json!(format!("{{env:{MODEL_KEY_ENV}}}"));
+            env.push((MODEL_KEY_ENV.to_string(), key.to_string()));
+        } else {
+            options["apiKey"] = json!("none");
+        }
+        let config = json!({
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "ar": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Agent Runtime",
+                    "options": options,
+                    "models": { route.model.clone(): { "name": route.model } }
+                }
+            }
+        });
+        let path = workdir.join("opencode.json");
+        std::fs::write(&path, config.to_string()).map_err(|error| {
+            AgentCliError::Start(format!("writing {}: {error}", path.display()))
+        })?;
+        if !route.model.is_empty() {
+            model = format!("ar/{}", route.model);
+        }
+    }
+    Ok(Launch {
+        provider: Arc::new(OpenCodeProvider {
+            program,
+            extra_args: Vec::new(),
+        }),
+        env,
+        model,
+    })
 }
 
 fn private_home_env(home: &Path) -> Result<Vec<(String, String)>, AgentCliError> {
@@ -134,9 +285,7 @@ fn private_home_env(home: &Path) -> Result<Vec<(String, String)>, AgentCliError>
     ];
     let mut env = Vec::new();
     for (name, dir) in dirs {
-        std::fs::create_dir_all(&dir).map_err(|error| {
-            AgentCliError::Start(format!("creating {}: {error}", dir.display()))
-        })?;
+        create_dir(&dir)?;
         env.push((name.to_string(), dir.display().to_string()));
     }
     Ok(env)
@@ -172,136 +321,23 @@ impl AgentCli for DispatchAgentCli {
             .cloned()
             .ok_or(AgentCliError::Unavailable(request.kind))?;
         check_run_id(&request.run_id)?;
-        let workdir = match &request.workdir {
-            Some(dir) if Path::new(dir).is_absolute() => PathBuf::from(dir),
-            Some(dir) => {
-                return Err(AgentCliError::Invalid(format!(
-                    "workdir {dir:?} must be absolute"
-                )))
-            }
-            None => self.config.root.join(&request.run_id),
-        };
-        std::fs::create_dir_all(&workdir).map_err(|error| {
-            AgentCliError::Start(format!("creating {}: {error}", workdir.display()))
-        })?;
-        let mut env: Vec<(String, String)> = Vec::new();
+        let workdir = self.workdir(&request)?;
         let home = request
             .route
             .is_some()
             .then(|| self.config.root.join(".homes").join(&request.run_id));
-        if let Some(home) = &home {
-            env.extend(private_home_env(home)?);
-        }
-        let mut extra: Vec<String> = Vec::new();
-        let model = request
-            .route
-            .as_ref()
-            .map(|route| route.model.clone())
-            .unwrap_or_default();
-        let provider: Arc<dyn Provider> = match request.kind {
-            RuntimeKind::Codex => {
-                if self.config.bypass_permissions {
-                    extra.push("--dangerously-bypass-approvals-and-sandbox".into());
-                }
-                if let Some(route) = &request.route {
-                    let mut overrides = vec![
-                        "model_provider=\"ar\"".to_string(),
-                        "model_providers.ar.name=\"ar\"".to_string(),
-                        format!(
-                            "model_providers.ar.base_url={}",
-                            toml_string(route.base_url.trim_end_matches('/'))
-                        ),
-                        "model_providers.ar.wire_api=\"responses\"".to_string(),
-                    ];
-                    if let Some(key) = route.api_key.as_ref().filter(|key| !key.is_empty()) {
-                        overrides.push(format!(
-                            "model_providers.ar.env_key={}",
-                            toml_string(MODEL_KEY_ENV)
-                        ));
-                        env.push((MODEL_KEY_ENV.to_string(), key.expose().to_string()));
-                    }
-                    for item in overrides {
-                        extra.push("-c".into());
-                        extra.push(item);
-                    }
-                }
-                Arc::new(RawLines(CodexProvider {
-                    program,
-                    extra_args: extra,
-                }))
-            }
-            RuntimeKind::ClaudeCode => {
-                // Text deltas arrive as `stream_event` lines before each complete message.
-                extra.push("--include-partial-messages".into());
-                if self.config.bypass_permissions {
-                    extra.push("--dangerously-skip-permissions".into());
-                    env.push(("IS_SANDBOX".into(), "1".into()));
-                }
-                for name in [
-                    "DISABLE_TELEMETRY",
-                    "DISABLE_AUTOUPDATER",
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-                ] {
-                    env.push((name.to_string(), "1".to_string()));
-                }
-                if let Some(route) = &request.route {
-                    let base = route.base_url.trim_end_matches('/');
-                    let base = base.strip_suffix("/v1").unwrap_or(base);
-                    env.push(("ANTHROPIC_BASE_URL".into(), base.to_string()));
-                    if let Some(key) = route.api_key.as_ref().filter(|key| !key.is_empty()) {
-                        env.push(("ANTHROPIC_API_KEY".into(), key.expose().to_string()));
-                    }
-                }
-                Arc::new(RawLines(ClaudeProvider {
-                    program,
-                    extra_args: extra,
-                    stream_input: true,
-                }))
-            }
-            RuntimeKind::OpenCode => {
-                // opencode takes its project directory from PWD.
-                env.push(("PWD".into(), workdir.display().to_string()));
-                if let Some(route) = &request.route {
-                    let mut options = json!({"baseURL": route.base_url.trim_end_matches('/')});
-                    if let Some(key) = route.api_key.as_ref().filter(|key| !key.is_empty()) {
-                        options["apiKey"] = json!(format!("{{env:{MODEL_KEY_ENV}}}"));
-                        env.push((MODEL_KEY_ENV.to_string(), key.expose().to_string()));
-                    } else {
-                        options["apiKey"] = json!("none");
-                    }
-                    let config = json!({
-                        "$schema": "https://opencode.ai/config.json",
-                        "provider": {
-                            "ar": {
-                                "npm": "@ai-sdk/openai-compatible",
-                                "name": "Agent Runtime",
-                                "options": options,
-                                "models": { route.model.clone(): { "name": route.model } }
-                            }
-                        }
-                    });
-                    let path = workdir.join("opencode.json");
-                    std::fs::write(&path, config.to_string()).map_err(|error| {
-                        AgentCliError::Start(format!("writing {}: {error}", path.display()))
-                    })?;
-                }
-                Arc::new(RawLines(OpenCodeProvider {
-                    program,
-                    extra_args: extra,
-                }))
-            }
-            other => return Err(AgentCliError::Unavailable(other)),
+        let mut env = match &home {
+            Some(home) => private_home_env(home)?,
+            None => Vec::new(),
         };
-        let model = match (request.kind, model.is_empty()) {
-            (RuntimeKind::OpenCode, false) => format!("ar/{model}"),
-            _ => model,
-        };
+        let launch = self.launch(&request, program, &workdir)?;
+        env.extend(launch.env);
         env.extend(request.env.iter().cloned());
         let runtime = LocalRuntime::empty(LocalConfig::new(&self.config.root))
-            .with_provider(provider.clone());
+            .with_provider(launch.provider.clone());
         let spec = RunSpec {
-            agent: provider.agent().to_string(),
-            model,
+            agent: launch.provider.agent().to_string(),
+            model: launch.model,
             prompt: request.prompt.clone(),
             workdir: workdir.display().to_string(),
             env: env
@@ -311,43 +347,31 @@ impl AgentCli for DispatchAgentCli {
             ..Default::default()
         };
         let run = runtime
-            .dispatch(spec)
+            .start(spec)
             .await
             .map_err(|error| AgentCliError::Start(error.to_string()))?;
         let run = Arc::new(run);
-        let Some(events) = run.events() else {
+        let Some(outputs) = run.events() else {
             return Err(AgentCliError::Start("the run's events were taken".into()));
         };
         let reader = TurnReader {
             run: run.clone(),
-            events,
-            parser: LineParser::new(request.kind),
+            outputs,
             queue: VecDeque::new(),
             done: false,
             workdir: workdir.display().to_string(),
             home,
+            error: String::new(),
         };
-        let stream = futures::stream::unfold(reader, |mut reader| async move {
-            loop {
-                if let Some(next) = reader.queue.pop_front() {
-                    return Some((next, reader));
-                }
-                if reader.done {
-                    return None;
-                }
-                reader.advance().await;
-            }
-        })
-        .boxed();
         Ok(CliTurn {
-            events: stream,
+            events: reader.into_stream(),
             control: Arc::new(RunHandle(run)),
         })
     }
 }
 
 /// Cancel and signal of a dispatched run. Dropping the last handle of a running run kills it.
-struct RunHandle(Arc<Run>);
+struct RunHandle(Arc<Run<AgentOutput>>);
 
 #[async_trait::async_trait]
 impl CliControl for RunHandle {
@@ -364,40 +388,84 @@ impl CliControl for RunHandle {
     }
 }
 
-/// Reads dispatch events and queues the domain events they mean.
+/// Reads the run's typed output and queues the domain events it means.
 struct TurnReader {
-    run: Arc<Run>,
-    events: RunEvents,
-    parser: LineParser,
+    run: Arc<Run<AgentOutput>>,
+    outputs: RunEvents<AgentOutput>,
     queue: VecDeque<CliEvent>,
     done: bool,
     workdir: String,
     /// The turn's private home, removed when the turn ends (each turn starts afresh).
     home: Option<PathBuf>,
+    /// The failure the CLI reported in its stream (`turn.failed`, an error result).
+    error: String,
 }
 
 impl TurnReader {
+    fn into_stream(self) -> futures::stream::BoxStream<'static, CliEvent> {
+        futures::stream::unfold(self, |mut reader| async move {
+            loop {
+                if let Some(next) = reader.queue.pop_front() {
+                    return Some((next, reader));
+                }
+                if reader.done {
+                    return None;
+                }
+                reader.advance().await;
+            }
+        })
+        .boxed()
+    }
+
     async fn advance(&mut self) {
-        match self.events.next().await {
-            Some(event) => self.take(event).await,
-            None => self.exit().await,
+        match self.outputs.next().await {
+            Some(AgentOutput::Started) => self.queue.push_back(CliEvent::Started {
+                workdir: self.workdir.clone(),
+            }),
+            Some(AgentOutput::Line { text, events }) => {
+                let before = self.queue.len();
+                for event in events {
+                    self.take(event);
+                }
+                if self.queue.len() == before {
+                    self.queue.push_back(CliEvent::Diagnostic { text });
+                }
+            }
+            Some(AgentOutput::Stderr(text)) => self.queue.push_back(CliEvent::Diagnostic { text }),
+            Some(AgentOutput::Exited { .. }) | None => self.exit().await,
         }
     }
 
-    async fn take(&mut self, event: RunEvent) {
-        match event.kind {
-            EventType::Started => self.queue.push_back(CliEvent::Started {
-                workdir: self.workdir.clone(),
-            }),
-            EventType::Stdout => {
-                let parsed = self.parser.parse(&event.data);
-                self.queue.extend(parsed);
+    /// Queues what one event of the CLI's stream means for the run.
+    fn take(&mut self, event: AgentEvent) {
+        let cli_event = match event {
+            AgentEvent::TextDelta(text) => CliEvent::AssistantDelta { text },
+            AgentEvent::Message(text) => CliEvent::AssistantCompleted { text },
+            AgentEvent::ToolStarted { id, name, input } => {
+                CliEvent::ToolStarted { id, name, input }
             }
-            EventType::Exited => self.exit().await,
-            _ => self
-                .queue
-                .push_back(CliEvent::Diagnostic { text: event.data }),
-        }
+            AgentEvent::ToolFinished {
+                id,
+                name,
+                input,
+                output,
+                is_error,
+            } => CliEvent::ToolFinished {
+                id,
+                name,
+                input,
+                output,
+                is_error,
+            },
+            AgentEvent::Usage(usage) => CliEvent::Usage(turn_usage(usage)),
+            AgentEvent::Failed(error) => {
+                self.error = error;
+                return;
+            }
+            // Subagents and notices are the CLI's own business; the transcript has no place for them.
+            AgentEvent::Subagent { .. } | AgentEvent::Notice(_) => return,
+        };
+        self.queue.push_back(cli_event);
     }
 
     async fn exit(&mut self) {
@@ -412,13 +480,13 @@ impl TurnReader {
             }
         }
         let outcome = match status.state {
-            State::Succeeded if self.parser.error.is_empty() => CliOutcome::Succeeded,
+            State::Succeeded if self.error.is_empty() => CliOutcome::Succeeded,
             State::Canceled => CliOutcome::Cancelled,
             _ => CliOutcome::Failed,
         };
         let error = match outcome {
             CliOutcome::Succeeded => String::new(),
-            _ if !self.parser.error.is_empty() => self.parser.error.clone(),
+            _ if !self.error.is_empty() => self.error.clone(),
             _ => status.err.clone(),
         };
         self.queue.push_back(CliEvent::Exited {
@@ -429,396 +497,12 @@ impl TurnReader {
     }
 }
 
-fn text_at<'a>(value: &'a Value, path: &[&str]) -> &'a str {
-    let mut current = value;
-    for key in path {
-        match current.get(*key) {
-            Some(next) => current = next,
-            None => return "",
-        }
-    }
-    current.as_str().unwrap_or_default()
-}
-
-fn int_at(value: &Value, path: &[&str]) -> i64 {
-    let mut current = value;
-    for key in path {
-        match current.get(*key) {
-            Some(next) => current = next,
-            None => return 0,
-        }
-    }
-    current.as_i64().unwrap_or_default()
-}
-
-/// Text of a tool result: a string, or the text blocks of a content array.
-fn content_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|block| block.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// Turns one CLI's stdout lines into domain events.
-pub struct LineParser {
-    kind: RuntimeKind,
-    /// Tool calls seen starting: id → (name, input) (Claude Code reports results separately).
-    tools: HashMap<String, (String, Value)>,
-    /// The failure the CLI reported in its stream (`turn.failed`, an error result).
-    pub error: String,
-}
-
-impl LineParser {
-    pub fn new(kind: RuntimeKind) -> Self {
-        LineParser {
-            kind,
-            tools: HashMap::new(),
-            error: String::new(),
-        }
-    }
-
-    /// The events of one line (an unrecognised line is a diagnostic).
-    pub fn parse(&mut self, line: &str) -> Vec<CliEvent> {
-        let Ok(value) = serde_json::from_str::<Value>(line) else {
-            return vec![CliEvent::Diagnostic {
-                text: line.to_string(),
-            }];
-        };
-        let events = match self.kind {
-            RuntimeKind::Codex => self.codex(&value),
-            RuntimeKind::ClaudeCode => self.claude(&value),
-            RuntimeKind::OpenCode => self.opencode(&value),
-            _ => Vec::new(),
-        };
-        if events.is_empty() {
-            vec![CliEvent::Diagnostic {
-                text: line.to_string(),
-            }]
-        } else {
-            events
-        }
-    }
-
-    fn codex_tool(item: &Value) -> Option<(String, Value)> {
-        match text_at(item, &["type"]) {
-            "command_execution" => Some((
-                "shell".into(),
-                json!({"command": text_at(item, &["command"])}),
-            )),
-            "file_change" => Some((
-                "apply_patch".into(),
-                json!({"changes": item.get("changes").cloned().unwrap_or(Value::Null)}),
-            )),
-            "mcp_tool_call" => Some((
-                format!(
-                    "{}.{}",
-                    text_at(item, &["server"]),
-                    text_at(item, &["tool"])
-                ),
-                item.get("arguments").cloned().unwrap_or(Value::Null),
-            )),
-            "web_search" => Some((
-                "web_search".into(),
-                json!({"query": text_at(item, &["query"])}),
-            )),
-            _ => None,
-        }
-    }
-
-    fn codex(&mut self, value: &Value) -> Vec<CliEvent> {
-        let item = value.get("item").cloned().unwrap_or(Value::Null);
-        let id = text_at(&item, &["id"]).to_string();
-        match text_at(value, &["type"]) {
-            "item.started" => match Self::codex_tool(&item) {
-                Some((name, input)) => vec![CliEvent::ToolStarted { id, name, input }],
-                None => Vec::new(),
-            },
-            "item.completed" => {
-                if text_at(&item, &["type"]) == "agent_message" {
-                    return vec![CliEvent::AssistantCompleted {
-                        text: text_at(&item, &["text"]).to_string(),
-                    }];
-                }
-                let Some((name, input)) = Self::codex_tool(&item) else {
-                    return Vec::new();
-                };
-                let status = text_at(&item, &["status"]);
-                let (output, is_error) = match text_at(&item, &["type"]) {
-                    "command_execution" => {
-                        let code = item.get("exit_code").and_then(Value::as_i64);
-                        (
-                            text_at(&item, &["aggregated_output"]).to_string(),
-                            status == "failed" || code.is_some_and(|code| code != 0),
-                        )
-                    }
-                    "file_change" => {
-                        let paths: Vec<&str> = item
-                            .get("changes")
-                            .and_then(Value::as_array)
-                            .map(|changes| changes.iter().map(|c| text_at(c, &["path"])).collect())
-                            .unwrap_or_default();
-                        (format!("changed {}", paths.join(", ")), status == "failed")
-                    }
-                    "mcp_tool_call" => {
-                        let error = text_at(&item, &["error", "message"]);
-                        if error.is_empty() {
-                            (
-                                item.get("result")
-                                    .map(|r| content_text(r.get("content").unwrap_or(r)))
-                                    .unwrap_or_default(),
-                                status == "failed",
-                            )
-                        } else {
-                            (error.to_string(), true)
-                        }
-                    }
-                    _ => (String::new(), status == "failed"),
-                };
-                vec![CliEvent::ToolFinished {
-                    id,
-                    name,
-                    input,
-                    output,
-                    is_error,
-                }]
-            }
-            "turn.completed" => {
-                let usage = value.get("usage").cloned().unwrap_or(Value::Null);
-                vec![CliEvent::Usage(Usage {
-                    input_tokens: int_at(&usage, &["input_tokens"]),
-                    cached_input_tokens: int_at(&usage, &["cached_input_tokens"]),
-                    output_tokens: int_at(&usage, &["output_tokens"]),
-                    reasoning_output_tokens: int_at(&usage, &["reasoning_output_tokens"]),
-                    total_tokens: 0,
-                })]
-            }
-            "turn.failed" => {
-                self.error = text_at(value, &["error", "message"]).to_string();
-                Vec::new()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    fn claude(&mut self, value: &Value) -> Vec<CliEvent> {
-        let blocks = value
-            .get("message")
-            .and_then(|m| m.get("content"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        match text_at(value, &["type"]) {
-            "stream_event" => {
-                let event = value.get("event").unwrap_or(&Value::Null);
-                if text_at(event, &["type"]) == "content_block_delta"
-                    && text_at(event, &["delta", "type"]) == "text_delta"
-                {
-                    let text = text_at(event, &["delta", "text"]);
-                    if !text.is_empty() {
-                        return vec![CliEvent::AssistantDelta {
-                            text: text.to_string(),
-                        }];
-                    }
-                }
-                // Other stream events (message and block boundaries, tool input) are diagnostics.
-                Vec::new()
-            }
-            "assistant" => {
-                let mut out = Vec::new();
-                for block in blocks {
-                    match text_at(&block, &["type"]) {
-                        "text" => {
-                            let text = text_at(&block, &["text"]);
-                            if !text.is_empty() {
-                                out.push(CliEvent::AssistantCompleted {
-                                    text: text.to_string(),
-                                });
-                            }
-                        }
-                        "tool_use" => {
-                            let id = text_at(&block, &["id"]).to_string();
-                            let name = text_at(&block, &["name"]).to_string();
-                            let input = block.get("input").cloned().unwrap_or(json!({}));
-                            self.tools.insert(id.clone(), (name.clone(), input.clone()));
-                            out.push(CliEvent::ToolStarted { id, name, input });
-                        }
-                        _ => {}
-                    }
-                }
-                out
-            }
-            "user" => {
-                let mut out = Vec::new();
-                for block in blocks {
-                    if text_at(&block, &["type"]) != "tool_result" {
-                        continue;
-                    }
-                    let id = text_at(&block, &["tool_use_id"]).to_string();
-                    let (name, input) = self
-                        .tools
-                        .remove(&id)
-                        .unwrap_or_else(|| ("tool".to_string(), json!({})));
-                    out.push(CliEvent::ToolFinished {
-                        id,
-                        name,
-                        input,
-                        output: content_text(block.get("content").unwrap_or(&Value::Null)),
-                        is_error: block.get("is_error").and_then(Value::as_bool) == Some(true),
-                    });
-                }
-                out
-            }
-            "result" => {
-                if value.get("is_error").and_then(Value::as_bool) == Some(true) {
-                    self.error = match text_at(value, &["result"]) {
-                        "" => text_at(value, &["subtype"]).to_string(),
-                        text => text.to_string(),
-                    };
-                }
-                let usage = value.get("usage").cloned().unwrap_or(Value::Null);
-                let cached = int_at(&usage, &["cache_read_input_tokens"]);
-                let written = int_at(&usage, &["cache_creation_input_tokens"]);
-                vec![CliEvent::Usage(Usage {
-                    input_tokens: int_at(&usage, &["input_tokens"]) + cached + written,
-                    cached_input_tokens: cached,
-                    output_tokens: int_at(&usage, &["output_tokens"]),
-                    reasoning_output_tokens: 0,
-                    total_tokens: 0,
-                })]
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    fn opencode(&mut self, value: &Value) -> Vec<CliEvent> {
-        let part = value.get("part").cloned().unwrap_or(Value::Null);
-        match text_at(value, &["type"]) {
-            "text" => {
-                let text = text_at(&part, &["text"]);
-                if text.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![CliEvent::AssistantCompleted {
-                        text: text.to_string(),
-                    }]
-                }
-            }
-            "tool_use" => {
-                let id = match text_at(&part, &["callID"]) {
-                    "" => text_at(&part, &["id"]).to_string(),
-                    id => id.to_string(),
-                };
-                let name = text_at(&part, &["tool"]).to_string();
-                let state = part.get("state").cloned().unwrap_or(Value::Null);
-                let input = state.get("input").cloned().unwrap_or(json!({}));
-                match text_at(&state, &["status"]) {
-                    "completed" => vec![CliEvent::ToolFinished {
-                        id,
-                        name,
-                        input,
-                        output: content_text(state.get("output").unwrap_or(&Value::Null)),
-                        is_error: false,
-                    }],
-                    "error" => vec![CliEvent::ToolFinished {
-                        id,
-                        name,
-                        input,
-                        output: content_text(state.get("error").unwrap_or(&Value::Null)),
-                        is_error: true,
-                    }],
-                    _ => vec![CliEvent::ToolStarted { id, name, input }],
-                }
-            }
-            "step_finish" => {
-                let tokens = part.get("tokens").cloned().unwrap_or(Value::Null);
-                let cached = int_at(&tokens, &["cache", "read"]);
-                vec![CliEvent::Usage(Usage {
-                    input_tokens: int_at(&tokens, &["input"]) + cached,
-                    cached_input_tokens: cached,
-                    output_tokens: int_at(&tokens, &["output"]),
-                    reasoning_output_tokens: int_at(&tokens, &["reasoning"]),
-                    total_tokens: 0,
-                })]
-            }
-            "error" => {
-                self.error = match text_at(value, &["error", "data", "message"]) {
-                    "" => match text_at(value, &["error", "message"]) {
-                        "" => value
-                            .get("error")
-                            .map(|e| e.to_string())
-                            .unwrap_or_default(),
-                        text => text.to_string(),
-                    },
-                    text => text.to_string(),
-                };
-                Vec::new()
-            }
-            _ => Vec::new(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codex_command_and_usage() {
-        let mut parser = LineParser::new(RuntimeKind::Codex);
-        let started = parser.parse(r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#);
-        assert!(
-            matches!(&started[0], CliEvent::ToolStarted { id, name, .. } if id == "item_1" && name == "shell")
-        );
-        let done = parser.parse(r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"a.txt\n","exit_code":0,"status":"completed"}}"#);
-        assert!(
-            matches!(&done[0], CliEvent::ToolFinished { output, is_error: false, .. } if output == "a.txt\n")
-        );
-        let usage = parser.parse(r#"{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":4,"output_tokens":3}}"#);
-        assert!(
-            matches!(&usage[0], CliEvent::Usage(u) if u.input_tokens == 10 && u.cached_input_tokens == 4)
-        );
-        parser.parse(r#"{"type":"turn.failed","error":{"message":"boom"}}"#);
-        assert_eq!(parser.error, "boom");
-    }
-
-    #[test]
-    fn claude_tool_result_pairs_with_its_call() {
-        let mut parser = LineParser::new(RuntimeKind::ClaudeCode);
-        parser.parse(r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}"#);
-        let result = parser.parse(r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"x"}],"is_error":false}]}}"#);
-        assert!(
-            matches!(&result[0], CliEvent::ToolFinished { name, output, input, .. } if name == "Bash" && output == "x" && input["command"] == "ls")
-        );
-    }
-
-    #[test]
-    fn claude_partial_messages_are_deltas() {
-        let mut parser = LineParser::new(RuntimeKind::ClaudeCode);
-        let delta = parser.parse(r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}}"#);
-        assert_eq!(delta, vec![CliEvent::AssistantDelta { text: "Hel".into() }]);
-    }
-
-    #[test]
-    fn opencode_text_tool_and_tokens() {
-        let mut parser = LineParser::new(RuntimeKind::OpenCode);
-        let text = parser.parse(r#"{"type":"text","part":{"type":"text","text":"hi"}}"#);
-        assert_eq!(
-            text,
-            vec![CliEvent::AssistantCompleted { text: "hi".into() }]
-        );
-        let tool = parser.parse(r#"{"type":"tool_use","part":{"tool":"bash","callID":"c1","state":{"status":"completed","input":{"command":"ls"},"output":"a"}}}"#);
-        assert!(
-            matches!(&tool[0], CliEvent::ToolFinished { id, output, .. } if id == "c1" && output == "a")
-        );
-        let usage = parser.parse(r#"{"type":"step_finish","part":{"tokens":{"input":5,"output":2,"reasoning":0,"cache":{"read":1,"write":0}}}}"#);
-        assert!(matches!(&usage[0], CliEvent::Usage(u) if u.input_tokens == 6));
-        let other = parser.parse("plain text");
-        assert!(matches!(&other[0], CliEvent::Diagnostic { .. }));
+fn turn_usage(usage: ProviderUsage) -> Usage {
+    Usage {
+        input_tokens: usage.input_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        output_tokens: usage.output_tokens,
+        reasoning_output_tokens: usage.reasoning_tokens,
+        total_tokens: 0,
     }
 }

@@ -1,13 +1,10 @@
-//! Authority mux, cluster router, gateway (cap, tracer, failover) and the fake runtime.
+//! Authority mux, cluster router and the fake runtime they are tested over.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ar_dispatch::fake::{FakeScript, FakeStep};
-use ar_dispatch::{
-    AuthorityMux, ClusterRouter, DispatchError, EventType, FakeRuntime, Gateway, RunEvent, RunSpec,
-    Runtime, State, Status, Tracer,
-};
+use ar_dispatch::{AuthorityMux, ClusterRouter, DispatchError, EventType, RunSpec, Runtime, State};
 
+use crate::fake::{FakeRuntime, FakeScript, FakeStep};
 use crate::support::{collect, data_of};
 use crate::wire::{policy, sub_spec};
 
@@ -120,115 +117,4 @@ async fn cluster_routes_by_machine() {
         "{e}"
     );
     assert_eq!(local.dispatched().len() + peer.dispatched().len(), 3);
-}
-
-#[derive(Default)]
-struct Recorder {
-    log: Mutex<Vec<String>>,
-}
-
-impl Tracer for Recorder {
-    fn on_dispatch(&self, flow: &str, spec: &RunSpec, run_id: &str) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("dispatch {flow} {} {run_id}", spec.agent));
-    }
-    fn on_refused(&self, flow: &str, _spec: &RunSpec, error: &DispatchError) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("refused {flow} {}", error.code()));
-    }
-    fn on_event(&self, event: &RunEvent) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("event {}", event.kind.as_str()));
-    }
-    fn on_finish(&self, run_id: &str, status: &Status) {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("finish {run_id} {:?}", status.state));
-    }
-}
-
-#[tokio::test]
-async fn gateway_caps_traces_and_fails_over() {
-    let inner = Arc::new(
-        FakeRuntime::new()
-            .failing("primary")
-            .with_script("backup", FakeScript::answer("from backup")),
-    );
-    let tracer = Arc::new(Recorder::default());
-    let gw = Gateway::new(inner.clone())
-        .with_cap(2)
-        .with_tracer(tracer.clone())
-        .with_failover("primary", "backup");
-    let mut s = spec("primary");
-    s.run_id = "flowA:1".into();
-    let run = gw.dispatch(s).await.unwrap();
-    assert_eq!(
-        data_of(&collect(&run).await, EventType::Message),
-        vec!["from backup"]
-    );
-    assert_eq!(run.wait().await.state, State::Succeeded);
-    assert_eq!(gw.spent("flowA"), 1);
-
-    let mut s = spec("backup");
-    s.run_id = "flowA:2".into();
-    gw.dispatch(s).await.unwrap().wait().await;
-    let mut s = spec("backup");
-    s.run_id = "flowA:3".into();
-    let e = gw.dispatch(s).await.unwrap_err();
-    assert!(
-        matches!(
-            e,
-            DispatchError::BudgetExceeded {
-                spent: 2,
-                cap: 2,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    // another flow has its own budget
-    let mut s = spec("backup");
-    s.run_id = "flowB:1".into();
-    gw.dispatch(s).await.unwrap().wait().await;
-    // a refused dispatch costs nothing
-    let mut s = spec("unknown");
-    s.run_id = "flowC:1".into();
-    assert!(gw.dispatch(s).await.is_err());
-    assert_eq!(gw.spent("flowC"), 0);
-    // bounded wait for the tracer to see the last finish
-    for _ in 0..200 {
-        if tracer
-            .log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.starts_with("finish"))
-            .count()
-            >= 3
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    let log = tracer.log.lock().unwrap().clone();
-    assert_eq!(log[0], "dispatch flowA backup flowA:1");
-    assert!(log.contains(&"event message".to_string()));
-    assert!(log.contains(&"finish flowA:1 Succeeded".to_string()));
-    assert!(log.contains(&"refused flowA budget_exceeded".to_string()));
-    assert!(log.contains(&"refused flowC unknown_agent".to_string()));
-    assert_eq!(
-        inner
-            .dispatched()
-            .iter()
-            .filter(|s| s.agent == "primary")
-            .count(),
-        1
-    );
 }

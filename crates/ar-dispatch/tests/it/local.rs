@@ -278,22 +278,3 @@ async fn a_large_prompt_does_not_block_dispatch() {
     assert_eq!(data_of(&events, EventType::Message), vec!["not reading"]);
     assert_eq!(run.wait().await.state, State::Succeeded);
 }
-
-#[tokio::test]
-async fn deadline_kills_the_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut cfg = LocalConfig::new(tmp.path());
-    cfg.deadline = Some(std::time::Duration::from_millis(200));
-    let rt = LocalRuntime::standard(cfg);
-    let run = rt
-        .dispatch(cmd("sh -c 'echo start; sleep 300'"))
-        .await
-        .unwrap();
-    let events = collect(&run).await;
-    let st = run.wait().await;
-    assert_eq!(st.state, State::Failed);
-    assert!(st.err.starts_with("deadline_exceeded"), "{}", st.err);
-    let err = events.iter().find(|e| e.kind == EventType::Error).unwrap();
-    assert_eq!(err.error_code, "deadline_exceeded");
-    assert_eq!(events.last().unwrap().kind, EventType::Exited);
-}

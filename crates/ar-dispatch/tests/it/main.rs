@@ -3,6 +3,7 @@
 mod cli;
 mod composite;
 mod contracts;
+mod fake;
 mod local;
 mod node;
 mod subscription;

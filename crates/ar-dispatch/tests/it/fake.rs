@@ -1,23 +1,21 @@
-//! `FakeRuntime`: replays canned events per agent, records dispatched specs and signals. For tests (also the service's).
+//! `FakeRuntime`: replays canned events per agent, records dispatched specs and signals (the composites' tests run over it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::event::{EventType, RunEvent, State, Status};
-use crate::run::{run_id_for, DispatchError, Run, RunControl, RunError, RunSink, Runtime};
-use crate::spec::RunSpec;
+use ar_dispatch::run::{run_id_for, RunSink};
+use ar_dispatch::{
+    DispatchError, EventType, Run, RunControl, RunError, RunEvent, RunSpec, Runtime, State, Status,
+};
 
 /// One scripted step of a fake run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FakeStep {
     /// Emit an event of this type with this data.
     Event(EventType, String),
-    /// Pause (the run can be cancelled meanwhile).
-    Sleep(Duration),
     /// Wait until a signal arrives, then emit it as a `message`.
     AwaitSignal,
     /// End with this exit code (0 → succeeded, else failed). Without it a script ends with 0.
@@ -49,7 +47,6 @@ pub struct FakeRuntime {
     scripts: Mutex<HashMap<String, FakeScript>>,
     dispatched: Mutex<Vec<RunSpec>>,
     signals: Arc<Mutex<Vec<(String, String)>>>,
-    fail_agents: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for FakeRuntime {
@@ -73,11 +70,6 @@ impl FakeRuntime {
     /// Scripts an agent.
     pub fn with_script(self, agent: &str, script: FakeScript) -> Self {
         lock(&self.scripts).insert(agent.to_string(), script);
-        self
-    }
-    /// Makes dispatching this agent fail (for failover tests).
-    pub fn failing(self, agent: &str) -> Self {
-        lock(&self.fail_agents).push(agent.to_string());
         self
     }
     /// Every spec dispatched so far (including refused ones).
@@ -117,9 +109,6 @@ impl Runtime for FakeRuntime {
     }
     async fn dispatch(&self, spec: RunSpec) -> Result<Run, DispatchError> {
         lock(&self.dispatched).push(spec.clone());
-        if lock(&self.fail_agents).contains(&spec.agent) {
-            return Err(DispatchError::UnknownAgent(spec.agent.clone()));
-        }
         let script = lock(&self.scripts)
             .get(&spec.agent)
             .cloned()
@@ -148,12 +137,6 @@ impl Runtime for FakeRuntime {
                 match step {
                     FakeStep::Event(kind, data) => {
                         sink.emit(RunEvent::new(&run_id, kind, data)).await
-                    }
-                    FakeStep::Sleep(d) => {
-                        tokio::select! {
-                            _ = tokio::time::sleep(d) => {}
-                            _ = token.cancelled() => { canceled = true; break; }
-                        }
                     }
                     FakeStep::AwaitSignal => {
                         tokio::select! {
