@@ -28,22 +28,17 @@ impl EventBus for LoggingBus {
         match &event {
             LiveEvent::Persisted(stored) => tracing::debug!(
                 target: TARGET,
-                event_type = %stored.event_type,
+                event_type = %stored.kind,
                 app_id = %stored.app_id,
                 run_id = %stored.run_id,
                 sequence_no = stored.sequence_no,
                 "event"
             ),
-            LiveEvent::Transient {
-                app_id,
-                run_id,
-                event_type,
-                ..
-            } => tracing::trace!(
+            LiveEvent::Transient(transient) => tracing::trace!(
                 target: TARGET,
-                event_type = %event_type,
-                app_id = %app_id,
-                run_id = %run_id,
+                event_type = %transient.event.kind(),
+                app_id = %transient.app_id,
+                run_id = %transient.run_id,
                 "event"
             ),
         }
@@ -56,7 +51,6 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use ar_core::JsonMap;
 
     /// Records what reaches the wrapped bus.
     #[derive(Default)]
@@ -76,13 +70,15 @@ mod tests {
         let recorder = Arc::new(Recorder::default());
         let bus = LoggingBus::new(recorder.clone());
         for run in ["run_a", "run_b"] {
-            bus.publish(LiveEvent::Transient {
+            bus.publish(LiveEvent::Transient(ar_core::event::TransientEvent {
                 app_id: "app".into(),
                 run_id: run.into(),
                 host_run_id: String::new(),
-                event_type: "assistant_message_delta".into(),
-                data: JsonMap::new(),
-            });
+                event: ar_core::RunEvent::AssistantMessageDelta(ar_core::event::MessageDelta {
+                    message_id: "m".into(),
+                    text: "x".into(),
+                }),
+            }));
         }
         assert_eq!(*recorder.0.lock().unwrap(), vec!["run_a", "run_b"]);
     }
