@@ -18,4 +18,4 @@ mod fake_store;
 
 pub use bus::{Bus, RecvError, Subscription};
 pub use outbox::{CallbackDispatcher, CallbackTarget, DispatcherOptions, RenderFn, StartPosition};
-pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions};
+pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions, RunState};
