@@ -424,6 +424,28 @@ pub const MCP_BRIDGE_HTTP_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
     "Timeout of one bridge call to the run tool gateway, seconds.",
 );
 
+/// How long a client may take to send a request's headers.
+pub const HTTP_HEADER_READ_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_HTTP_HEADER_READ_TIMEOUT_SECONDS",
+    Some("30"),
+    "Seconds a client gets to send a request's headers before its connection is closed; also how long an idle keep-alive connection stays open.",
+);
+/// How long a client may pause while sending a request body.
+pub const HTTP_BODY_READ_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_HTTP_BODY_READ_TIMEOUT_SECONDS",
+    Some("30"),
+    "Longest pause, in seconds, while a client sends a request body; the request is then answered 408 and its connection closed.",
+);
+/// How many connections one client address may hold open.
+pub const HTTP_MAX_CONNECTIONS_PER_CLIENT: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+    Some("256"),
+    "Open connections one client IP address may hold; further ones are answered 429 and closed. 0 turns the limit off (behind a proxy every client shares its address).",
+);
+
 /// Every declared variable, in docs order.
 pub const ALL: &[EnvVar] = &[
     ADDR,
@@ -483,6 +505,9 @@ pub const ALL: &[EnvVar] = &[
     APP_ID,
     RUN_ID,
     MCP_BRIDGE_HTTP_TIMEOUT_SECONDS,
+    HTTP_HEADER_READ_TIMEOUT_SECONDS,
+    HTTP_BODY_READ_TIMEOUT_SECONDS,
+    HTTP_MAX_CONNECTIONS_PER_CLIENT,
 ];
 
 /// The docs table of every variable (Markdown), grouped in declaration order.
@@ -897,6 +922,7 @@ pub struct ServiceSettings {
     pub mcp: McpSettings,
     pub studio: StudioSettings,
     pub node: NodeSettings,
+    pub http: HttpSettings,
 }
 
 impl ServiceSettings {
@@ -962,6 +988,7 @@ impl ServiceSettings {
             addr: r.socket_addr(&NODE_ADDR),
             token: r.secret(&NODE_TOKEN),
         };
+        let http = read_http(&mut r);
 
         if r.diagnostics.is_empty() {
             Ok(ServiceSettings {
@@ -979,6 +1006,7 @@ impl ServiceSettings {
                 mcp,
                 studio,
                 node,
+                http,
             })
         } else {
             Err(r.diagnostics)
@@ -1238,6 +1266,24 @@ fn read_events(r: &mut Reader<'_>) -> EventSettings {
         sinks,
         nats,
         callback,
+    }
+}
+
+/// Limits on the connections of HTTP clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpSettings {
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    /// Open connections per client IP address; 0: no limit.
+    pub max_connections_per_client: usize,
+}
+
+fn read_http(r: &mut Reader<'_>) -> HttpSettings {
+    HttpSettings {
+        header_read_timeout: r.seconds(&HTTP_HEADER_READ_TIMEOUT_SECONDS, 3600),
+        body_read_timeout: r.seconds(&HTTP_BODY_READ_TIMEOUT_SECONDS, 3600),
+        max_connections_per_client: usize::try_from(r.count(&HTTP_MAX_CONNECTIONS_PER_CLIENT))
+            .unwrap_or(usize::MAX),
     }
 }
 
