@@ -104,6 +104,11 @@ where
     }
 }
 
+/// The body of a route that takes none: nothing, or a JSON object whose fields are ignored (as
+/// Go ignores such a body). Any other body is refused like a wrong body of any route.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct NoBody {}
+
 /// The answer when a body could not be read: too large, too slow, or cut off.
 fn body_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {

@@ -7,7 +7,7 @@ use axum::response::Response;
 
 use super::params::{Params, RunPath};
 use crate::convert::{credential_from_wire, resume_from_wire, run_to_wire, start_run_from_wire};
-use crate::error::{json, ApiError, ApiJson, ApiResult};
+use crate::error::{json, ApiError, ApiJson, ApiResult, NoBody};
 use crate::state::AppState;
 
 pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
@@ -191,6 +191,7 @@ pub async fn cancel(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
+    _: ApiJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.cancel(&app_id, &run_id).await?;
@@ -201,6 +202,7 @@ pub async fn pause(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
+    _: ApiJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.pause(&app_id, &run_id).await?;
@@ -265,6 +267,7 @@ pub async fn codex_auth(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
+    _: ApiJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;
