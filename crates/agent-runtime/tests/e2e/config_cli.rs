@@ -2,7 +2,9 @@
 //! `AGENT_RUNTIME_APP_CONFIG`), non-zero with every diagnostic on a bad one; `serve` refuses a
 //! bad configuration the same way before it listens.
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
+use crate::BIN;
 
 const GOOD: &str = r#"
 apps:
@@ -54,20 +56,20 @@ fn assert_every_diagnostic(output: &str) {
 async fn config_validate_accepts_a_good_configuration() {
     let dir = tempfile::tempdir().expect("tempdir");
     let env = base_env(dir.path());
-    let (status, stdout, stderr) = run_command(&["config", "validate", GOOD], &env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", GOOD], &env).await;
     assert!(status.success(), "inline: {status}\n{stderr}");
     assert_eq!(stdout.trim(), "ok: 2 app(s)");
 
     let file = dir.path().join("apps.yaml");
     std::fs::write(&file, GOOD).expect("write config");
     let source = format!("@{}", file.display());
-    let (status, stdout, stderr) = run_command(&["config", "validate", &source], &env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", &source], &env).await;
     assert!(status.success(), "@file: {status}\n{stderr}");
     assert_eq!(stdout.trim(), "ok: 2 app(s)");
 
     let mut from_env = env.clone();
     from_env.insert("AGENT_RUNTIME_APP_CONFIG".into(), source);
-    let (status, stdout, stderr) = run_command(&["config", "validate"], &from_env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate"], &from_env).await;
     assert!(status.success(), "from the environment: {status}\n{stderr}");
     assert_eq!(stdout.trim(), "ok: 2 app(s)");
 }
@@ -76,7 +78,7 @@ async fn config_validate_accepts_a_good_configuration() {
 async fn config_validate_reports_every_problem_of_a_bad_configuration() {
     let dir = tempfile::tempdir().expect("tempdir");
     let env = base_env(dir.path());
-    let (status, stdout, stderr) = run_command(&["config", "validate", BAD], &env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", BAD], &env).await;
     assert!(
         !status.success(),
         "a bad configuration validated:\n{stdout}"
@@ -94,11 +96,11 @@ async fn config_validate_reports_every_problem_of_a_bad_configuration() {
     );
 
     // Nothing to validate, and a missing file, are errors too.
-    let (status, _, stderr) = run_command(&["config", "validate"], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["config", "validate"], &env).await;
     assert!(!status.success());
     assert!(stderr.contains("no configuration given"), "{stderr}");
     let missing = format!("@{}", dir.path().join("missing.yaml").display());
-    let (status, _, stderr) = run_command(&["config", "validate", &missing], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["config", "validate", &missing], &env).await;
     assert!(!status.success());
     assert!(stderr.contains("AGENT_RUNTIME_APP_CONFIG"), "{stderr}");
 }
@@ -110,7 +112,7 @@ async fn serve_refuses_a_bad_configuration_with_every_problem() {
     env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
     env.insert("AGENT_RUNTIME_APP_CONFIG".into(), BAD.into());
     env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "nosuchdb".into());
-    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
     assert!(!status.success());
     assert!(stderr.contains("invalid configuration"), "{stderr}");
     assert_every_diagnostic(&stderr);
@@ -127,7 +129,7 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
     for bad in ["0", "two", "-1"] {
         let mut env = base_env(dir.path());
         env.insert("AGENT_RUNTIME_WORKER_THREADS".into(), bad.into());
-        let (status, _, stderr) = run_command(&["serve"], &env).await;
+        let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
         assert!(!status.success(), "{bad}: {status}");
         assert!(
             stderr.contains("AGENT_RUNTIME_WORKER_THREADS") && stderr.contains(bad),

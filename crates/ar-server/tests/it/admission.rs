@@ -3,7 +3,7 @@
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 #[tokio::test]
 async fn auth_is_required_and_compared_exactly() {

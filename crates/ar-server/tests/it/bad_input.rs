@@ -4,7 +4,7 @@ use ar_test_support::mock_provider::{MockProvider, Reply};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 async fn snapshot(server: &TestServer, run_id: &str) -> Value {
     let (_, agents) = server.get(&format!("/v1/agents?app_id={APP}")).await;

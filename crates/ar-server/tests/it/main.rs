@@ -1,7 +1,6 @@
 //! In-process HTTP tests of the service: a real server on 127.0.0.1:0 with a real store,
 //! driven over HTTP with the SDK's request and response shapes, against the mock model provider.
-
-mod harness;
+//! The harness is `ar_test_support::service`, shared with agent-runtime's end-to-end tests.
 
 mod admission;
 mod bad_input;
