@@ -220,3 +220,37 @@ async fn capabilities_and_app_health_describe_the_runtime() {
         .any(|c| c["name"] == "store" && c["status"] == "ok"));
     server.stop().await;
 }
+
+/// As in the original service, the app configuration does not gate agents: an agent may be
+/// created (`POST`) or upserted (`PUT`) for an app the configuration does not list, and with no
+/// app configuration at all (a newcomer's first run), for any app.
+#[tokio::test]
+async fn agents_of_apps_outside_the_app_configuration_are_created() {
+    let mock = MockProvider::start().await;
+    for with_app_config in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = env_for(&mock, &dir.path().join("runtime.db").display().to_string());
+        if !with_app_config {
+            env.remove("AGENT_RUNTIME_APP_CONFIG");
+        }
+        let server = TestServer::start_with(env).await;
+        let (status, created) = server
+            .post(
+                "/v1/agents",
+                json!({"app_id": "unlisted_app", "name": "outsider"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{created}");
+        let (status, upserted) = server
+            .put(
+                "/v1/agents/outsider_2?app_id=unlisted_app",
+                json!({"name": "outsider 2"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{upserted}");
+        let (status, listed) = server.get("/v1/agents?app_id=unlisted_app").await;
+        assert_eq!(status, 200);
+        assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+        server.stop().await;
+    }
+}

@@ -202,3 +202,44 @@ async fn v2_protocol_pages_and_snapshots() {
     assert_eq!(body["error"], "v2 event protocol is not enabled for app");
     server.stop().await;
 }
+
+/// A finished run's stream with a cursor at or past its last event ends at once: its terminal
+/// event is already behind the cursor.
+#[tokio::test]
+async fn the_stream_of_a_finished_run_ends_at_once_for_a_cursor_past_its_end() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::text("done"));
+    let server = TestServer::start(&mock).await;
+    let agent = server.agent("finished", json!({})).await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    server.wait_status(&run_id, &["completed"]).await;
+    let last = server.events(&run_id).await.len() as i64;
+    for cursor in [last, last + 1, last + 1_000_000] {
+        let response = server.open_stream(&run_id, Some(cursor)).await;
+        let frames = tokio::time::timeout(Duration::from_secs(5), read_frames(response))
+            .await
+            .unwrap_or_else(|_| panic!("Last-Event-ID {cursor}: the stream stayed open"));
+        assert!(frames.is_empty(), "Last-Event-ID {cursor}: {frames:?}");
+        let response = server
+            .client
+            .get(server.url(&format!(
+                "/v1/runs/{run_id}/events?app_id={APP}&after_sequence={cursor}"
+            )))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let frames = tokio::time::timeout(Duration::from_secs(5), read_frames(response))
+            .await
+            .unwrap_or_else(|_| panic!("after_sequence {cursor}: the stream stayed open"));
+        assert!(frames.is_empty(), "after_sequence {cursor}: {frames:?}");
+    }
+    // Just before the end: exactly the terminal event, then the end.
+    let response = server.open_stream(&run_id, Some(last - 1)).await;
+    let frames = read_frames(response).await;
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0].event, "run.completed");
+    server.stop().await;
+}

@@ -5,10 +5,12 @@
 mod admission;
 mod bad_input;
 mod cli_agents;
+mod connections;
 mod events;
 mod host_tools;
 mod lifecycle;
 mod native_loop;
+mod nul;
 mod recovery;
 mod studio;
 mod studio_browser;
