@@ -2,4 +2,5 @@
 //! Dev and bench only.
 
 pub mod mock_provider;
+#[cfg(feature = "service")]
 pub mod service;
