@@ -452,6 +452,28 @@ pub const NODE_TOKEN: EnvVar = EnvVar::secret(
     "Bearer token between the cluster router and nodes.",
 );
 
+/// How long a client may take to send a request's headers.
+pub const HTTP_HEADER_READ_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_HTTP_HEADER_READ_TIMEOUT_SECONDS",
+    Some("30"),
+    "Seconds a client gets to send a request's headers before its connection is closed; also how long an idle keep-alive connection stays open.",
+);
+/// How long a client may pause while sending a request body.
+pub const HTTP_BODY_READ_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_HTTP_BODY_READ_TIMEOUT_SECONDS",
+    Some("30"),
+    "Longest pause, in seconds, while a client sends a request body; the request is then answered 408 and its connection closed.",
+);
+/// How many connections one client address may hold open.
+pub const HTTP_MAX_CONNECTIONS_PER_CLIENT: EnvVar = EnvVar::new(
+    SERVER,
+    "AGENT_RUNTIME_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+    Some("256"),
+    "Open connections one client IP address may hold; further ones are answered 429 and closed. 0 turns the limit off (behind a proxy every client shares its address).",
+);
+
 /// Every declared variable, in docs order.
 pub const ALL: &[EnvVar] = &[
     ADDR,
@@ -508,6 +530,9 @@ pub const ALL: &[EnvVar] = &[
     STUDIO_MAX_RUNS_PER_EXPERIMENT,
     NODE_ADDR,
     NODE_TOKEN,
+    HTTP_HEADER_READ_TIMEOUT_SECONDS,
+    HTTP_BODY_READ_TIMEOUT_SECONDS,
+    HTTP_MAX_CONNECTIONS_PER_CLIENT,
 ];
 
 /// The docs table of every variable (Markdown), grouped in declaration order.
@@ -905,6 +930,7 @@ pub struct ServiceSettings {
     pub models: ModelSettings,
     pub events: EventSettings,
     pub studio: StudioSettings,
+    pub http: HttpSettings,
 }
 
 impl ServiceSettings {
@@ -940,6 +966,7 @@ impl ServiceSettings {
             max_tokens_per_experiment: r.count(&STUDIO_MAX_TOKENS_PER_EXPERIMENT),
             max_runs_per_experiment: r.count(&STUDIO_MAX_RUNS_PER_EXPERIMENT),
         };
+        let http = read_http(&mut r);
         if !r.diagnostics.is_empty() {
             return Err(r.diagnostics);
         }
@@ -955,6 +982,7 @@ impl ServiceSettings {
             models,
             events,
             studio,
+            http,
         })
     }
 
@@ -1175,6 +1203,24 @@ fn read_events(r: &mut Reader<'_>) -> EventSettings {
         r.report(&EVENT_SINK, "`none` cannot be combined with other sinks");
     }
     EventSettings { log: log && !none }
+}
+
+/// Limits on the connections of HTTP clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpSettings {
+    pub header_read_timeout: std::time::Duration,
+    pub body_read_timeout: std::time::Duration,
+    /// Open connections per client IP address; 0: no limit.
+    pub max_connections_per_client: usize,
+}
+
+fn read_http(r: &mut Reader<'_>) -> HttpSettings {
+    HttpSettings {
+        header_read_timeout: r.seconds(&HTTP_HEADER_READ_TIMEOUT_SECONDS, 3600),
+        body_read_timeout: r.seconds(&HTTP_BODY_READ_TIMEOUT_SECONDS, 3600),
+        max_connections_per_client: usize::try_from(r.count(&HTTP_MAX_CONNECTIONS_PER_CLIENT))
+            .unwrap_or(usize::MAX),
+    }
 }
 
 #[cfg(test)]

@@ -217,6 +217,21 @@ const ENV_READERS: &[Reader] = &[
             "std::env::var(NODE_TOKEN_ENV)",
         ],
     ),
+    reader(
+        "AGENT_RUNTIME_HTTP_HEADER_READ_TIMEOUT_SECONDS",
+        "ar-server/src/connections.rs",
+        &["header_read_timeout: settings.header_read_timeout"],
+    ),
+    reader(
+        "AGENT_RUNTIME_HTTP_BODY_READ_TIMEOUT_SECONDS",
+        "ar-server/src/connections.rs",
+        &["body_read_timeout: settings.body_read_timeout"],
+    ),
+    reader(
+        "AGENT_RUNTIME_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+        "ar-server/src/connections.rs",
+        &["max_per_client: settings.max_connections_per_client"],
+    ),
 ];
 
 const CALLBACKS: &str = "for callback in &app.event_callbacks";

@@ -21,4 +21,4 @@ mod fake_store;
 pub use bus::{Bus, RecvError, Subscription};
 pub use log_sink::LoggingBus;
 pub use outbox::{CallbackDispatcher, CallbackTarget, DispatcherOptions, RenderFn, StartPosition};
-pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions};
+pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions, RunState};

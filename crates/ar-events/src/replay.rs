@@ -5,7 +5,9 @@
 //! already yielded. Whenever the live side shows a hole (a sequence jump or a broadcast lag) the
 //! missing range is read from the store; the store is also polled every second so events written
 //! by another replica (which never reach this process's bus) still arrive. Transient events are
-//! only ever live. The stream ends right after it yields a terminal event.
+//! only ever live. The stream ends right after it yields a terminal event, and a stream of a
+//! run that had already ended when it was opened ends with its log, so a cursor at or past the
+//! terminal event ends it at once.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -36,17 +38,37 @@ impl Default for ReplayOptions {
     }
 }
 
+/// What the caller knew of the run when it opened the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Still running (or paused): more events may come.
+    Active,
+    /// Already ended: its terminal event is in the log (status and terminal event are written
+    /// in one commit), so the stream is the log after the cursor and waits for nothing.
+    Ended,
+}
+
 /// The events of `run_id` with `sequence_no > after`, then its live events, without gaps or
-/// duplicates; ends after a terminal event. Subscribes to `bus` before returning, so nothing
-/// published after this call can be missed.
+/// duplicates; ends after a terminal event, or at the end of the log of an [`RunState::Ended`]
+/// run. Subscribes to `bus` before returning, so nothing published after this call can be
+/// missed.
 pub fn stream_run_events(
     store: Arc<dyn Store>,
     bus: &Bus,
     app_id: &str,
     run_id: &str,
     after: i64,
+    run: RunState,
 ) -> impl Stream<Item = LiveEvent> + Send + 'static {
-    stream_run_events_with(store, bus, app_id, run_id, after, ReplayOptions::default())
+    stream_run_events_with(
+        store,
+        bus,
+        app_id,
+        run_id,
+        after,
+        run,
+        ReplayOptions::default(),
+    )
 }
 
 /// [`stream_run_events`] with explicit options.
@@ -56,6 +78,7 @@ pub fn stream_run_events_with(
     app_id: &str,
     run_id: &str,
     after: i64,
+    run: RunState,
     options: ReplayOptions,
 ) -> impl Stream<Item = LiveEvent> + Send + 'static {
     // Subscribing here, synchronously, is the "subscribe first" of the algorithm.
@@ -67,7 +90,8 @@ pub fn stream_run_events_with(
         app_id: app_id.to_string(),
         run_id: run_id.to_string(),
         last: after.max(0),
-        first_read: true,
+        ended: run == RunState::Ended,
+        read_failed: false,
         caught_up: false,
         buffer: VecDeque::new(),
         done: false,
@@ -91,7 +115,10 @@ struct Replay {
     run_id: String,
     /// Sequence of the last persisted event yielded (or the caller's cursor).
     last: i64,
-    first_read: bool,
+    /// The run had ended when the stream was opened: the log is complete.
+    ended: bool,
+    /// The last read of the log failed (it is retried at the next poll).
+    read_failed: bool,
     /// The store has been read up to its end since the last sign of a gap.
     caught_up: bool,
     buffer: VecDeque<LiveEvent>,
@@ -124,19 +151,18 @@ impl Replay {
                 self.read_store().await;
                 continue;
             }
+            if self.ended && !self.read_failed {
+                // The whole log after the cursor is out and its terminal event (if it was
+                // after the cursor) ended the stream above; nothing else will come.
+                self.done = true;
+                continue;
+            }
             self.wait_live().await;
         }
     }
 
     /// Reads one page after `last` into the buffer; marks caught up when the page is short.
     async fn read_store(&mut self) {
-        if self.first_read {
-            self.first_read = false;
-            if self.cursor_is_terminal().await {
-                self.done = true;
-                return;
-            }
-        }
         match self
             .store
             .list_events_after(
@@ -148,6 +174,7 @@ impl Replay {
             .await
         {
             Ok(page) => {
+                self.read_failed = false;
                 if let Some(poll) = self.poll.as_mut() {
                     poll.reset();
                 }
@@ -160,25 +187,9 @@ impl Replay {
             Err(err) => {
                 tracing::warn!(run_id = %self.run_id, error = %err, "reading run events failed; retrying at next poll");
                 // Retry on the next poll tick; live transient events keep flowing meanwhile.
+                self.read_failed = true;
                 self.caught_up = true;
             }
-        }
-    }
-
-    /// A client resuming from the terminal event itself has nothing more to receive.
-    async fn cursor_is_terminal(&self) -> bool {
-        if self.last <= 0 {
-            return false;
-        }
-        match self
-            .store
-            .list_events_after(&self.app_id, &self.run_id, self.last - 1, Some(1))
-            .await
-        {
-            Ok(page) => page
-                .first()
-                .is_some_and(|e| e.sequence_no == self.last && e.kind.is_terminal()),
-            Err(_) => false,
         }
     }
 
@@ -198,7 +209,12 @@ impl Replay {
         tokio::select! {
             received = self.subscription.recv() => match received {
                 Ok(LiveEvent::Persisted(stored)) => {
-                    if stored.app_id != self.app_id || stored.sequence_no <= self.last {
+                    if stored.app_id != self.app_id {
+                        return;
+                    }
+                    if stored.sequence_no <= self.last {
+                        // Behind the cursor: a terminal event there still ends the stream.
+                        self.done = stored.kind.is_terminal();
                         return;
                     }
                     if stored.sequence_no == self.last + 1 {
@@ -276,7 +292,7 @@ mod tests {
         for _ in 0..3 {
             emit(&store, &bus, EventKind::RunStarted);
         }
-        let stream = stream_run_events(store.clone(), &bus, "app", "run_1", 0);
+        let stream = stream_run_events(store.clone(), &bus, "app", "run_1", 0, RunState::Active);
         // During: after subscribing, before the stream reads the log: both in store and live.
         emit(&store, &bus, EventKind::ToolCallStarted);
         bus.publish(transient("run_1"));
@@ -311,15 +327,52 @@ mod tests {
             emit(&store, &bus, EventKind::RunStarted);
         }
         emit(&store, &bus, EventKind::RunFailed);
-        let events: Vec<_> = stream_run_events(store.clone(), &bus, "app", "run_1", 3)
-            .collect()
-            .await;
+        let events: Vec<_> =
+            stream_run_events(store.clone(), &bus, "app", "run_1", 3, RunState::Active)
+                .collect()
+                .await;
         assert_eq!(sequences(&events), vec![Some(4), Some(5), Some(6)]);
-        // Resuming from the terminal event itself ends at once.
-        let events: Vec<_> = stream_run_events(store, &bus, "app", "run_1", 6)
-            .collect()
-            .await;
-        assert!(events.is_empty());
+    }
+
+    /// Collects a stream that must end by itself (bounded: a stream left open fails the test).
+    async fn collect_ended(stream: impl Stream<Item = LiveEvent>) -> Vec<LiveEvent> {
+        tokio::time::timeout(Duration::from_secs(5), stream.collect())
+            .await
+            .expect("the stream did not end")
+    }
+
+    #[tokio::test]
+    async fn an_ended_run_streams_its_log_after_the_cursor_and_ends() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        for _ in 0..5 {
+            emit(&store, &bus, EventKind::PlanUpdated);
+        }
+        emit(&store, &bus, EventKind::RunCompleted);
+        let ended =
+            |after| stream_run_events(store.clone(), &bus, "app", "run_1", after, RunState::Ended);
+        assert_eq!(
+            sequences(&collect_ended(ended(4)).await),
+            vec![Some(5), Some(6)]
+        );
+        // At the terminal event, and past the end of the log: nothing, and the stream ends.
+        for after in [6, 7, 1_000] {
+            let events = collect_ended(ended(after)).await;
+            assert!(events.is_empty(), "after {after}: {events:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_terminal_event_behind_the_cursor_ends_a_live_stream() {
+        let store = Arc::new(FakeStore::default());
+        let bus = Bus::new();
+        let stream = stream_run_events(store.clone(), &bus, "app", "run_1", 50, RunState::Active);
+        let waiter = tokio::spawn(collect_ended(stream));
+        tokio::task::yield_now().await;
+        emit(&store, &bus, EventKind::RunStarted);
+        emit(&store, &bus, EventKind::RunFailed);
+        let events = waiter.await.unwrap();
+        assert!(events.is_empty(), "{events:?}");
     }
 
     #[tokio::test]
@@ -334,9 +387,10 @@ mod tests {
             page_size: 4,
             poll_interval: Duration::from_secs(1),
         };
-        let events: Vec<_> = stream_run_events_with(store, &bus, "app", "run_1", 0, options)
-            .collect()
-            .await;
+        let events: Vec<_> =
+            stream_run_events_with(store, &bus, "app", "run_1", 0, RunState::Active, options)
+                .collect()
+                .await;
         assert_eq!(sequences(&events), (1..=26).map(Some).collect::<Vec<_>>());
     }
 
@@ -344,7 +398,14 @@ mod tests {
     async fn sequence_gap_on_the_live_side_is_filled_from_the_store() {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::new();
-        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        let mut stream = Box::pin(stream_run_events(
+            store.clone(),
+            &bus,
+            "app",
+            "run_1",
+            0,
+            RunState::Active,
+        ));
         emit(&store, &bus, EventKind::RunStarted);
         assert_eq!(next(&mut stream).await.unwrap().sequence_no(), Some(1));
         // Two events persisted but never published (e.g. a publish was lost), then one published.
@@ -359,7 +420,14 @@ mod tests {
     async fn lagged_subscriber_recovers_from_the_store() {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::with_capacity(2);
-        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        let mut stream = Box::pin(stream_run_events(
+            store.clone(),
+            &bus,
+            "app",
+            "run_1",
+            0,
+            RunState::Active,
+        ));
         emit(&store, &bus, EventKind::RunStarted);
         assert_eq!(next(&mut stream).await.unwrap().sequence_no(), Some(1));
         for _ in 0..10 {
@@ -374,7 +442,14 @@ mod tests {
     async fn polling_finds_events_written_by_another_replica() {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::new();
-        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        let mut stream = Box::pin(stream_run_events(
+            store.clone(),
+            &bus,
+            "app",
+            "run_1",
+            0,
+            RunState::Active,
+        ));
         let waiter = tokio::spawn(async move {
             let mut got = Vec::new();
             while let Some(event) = stream.next().await {
@@ -398,7 +473,14 @@ mod tests {
     async fn other_runs_and_apps_are_ignored() {
         let store = Arc::new(FakeStore::default());
         let bus = Bus::new();
-        let mut stream = Box::pin(stream_run_events(store.clone(), &bus, "app", "run_1", 0));
+        let mut stream = Box::pin(stream_run_events(
+            store.clone(),
+            &bus,
+            "app",
+            "run_1",
+            0,
+            RunState::Active,
+        ));
         bus.publish(LiveEvent::Persisted(store.append(
             "app",
             "run_2",

@@ -71,6 +71,8 @@ pub struct Service {
     pub shutdown_grace: Duration,
     /// The embedded studio (`/api/...`, console at `/studio`) and this service's runtime link.
     pub studio: crate::studio_embed::EmbeddedStudio,
+    /// Timeouts and the per-client cap of HTTP connections.
+    pub connections: crate::connections::ConnectionLimits,
     background: CancellationToken,
 }
 
@@ -422,6 +424,7 @@ impl Service {
             generated_token_path: auth.generated_token_path,
             shutdown_grace: SHUTDOWN_GRACE,
             studio,
+            connections: (&settings.http).into(),
             background,
         })
     }
@@ -446,27 +449,18 @@ impl Service {
             stop_signal.cancel();
         });
         let stopped = stop.clone();
-        // Small SSE frames and JSON answers must not wait for Nagle's algorithm.
-        let listener =
-            axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-                if let Err(error) = stream.set_nodelay(true) {
-                    tracing::debug!(%error, "could not set TCP_NODELAY");
-                }
-            });
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                stopped.cancelled().await;
-                // Stop intake first so no new run starts while we drain.
-                engine.shutdown(grace).await;
-                // Runs are at their checkpoints and their events sent; end the open streams.
-                // The studio links (one to this very server) and the studio's command streams
-                // are connections too: graceful shutdown would wait for them forever.
-                links.stop().await;
-                studio.shutdown().await;
-                draining.cancel();
-            })
-            .await
-            .context("http server")?;
+        crate::connections::serve(listener, router, self.connections, async move {
+            stopped.cancelled().await;
+            // Stop intake first so no new run starts while we drain.
+            engine.shutdown(grace).await;
+            // Runs are at their checkpoints and their events sent; end the open streams.
+            // The studio links (one to this very server) and the studio's command streams
+            // are connections too: graceful shutdown would wait for them forever.
+            links.stop().await;
+            studio.shutdown().await;
+            draining.cancel();
+        })
+        .await;
         self.background.cancel();
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 use ar_engine::EngineError;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -80,11 +81,13 @@ impl From<ar_core::store::StoreError> for ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// Default request body limit.
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// Limit of every request body (the contract's 1 MiB of `POST /v1/runs`, applied to all).
+pub const DEFAULT_BODY_LIMIT: usize = ar_wire::runs::MAX_START_RUN_BODY_BYTES;
 
-/// A JSON body: size-limited, parsed with serde, every failure a 400/413 naming the problem.
-/// An empty body decodes as `{}` (so bodiless POSTs of the SDK work).
+/// A JSON body, the one way a route reads one: size-limited, decoded by
+/// [`ar_wire::decode::from_slice`] (a struct only from a JSON object, at every depth; nothing
+/// after the value), every failure a 4xx naming the problem. An empty body decodes as `{}` (so
+/// bodiless POSTs of the SDK work).
 pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
@@ -97,26 +100,42 @@ where
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(request, state)
             .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is too large")
-                } else {
-                    ApiError::bad_request(format!("could not read request body: {rejection}"))
-                }
-            })?;
+            .map_err(body_rejection)?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {
             &bytes
         };
-        let mut deserializer = serde_json::Deserializer::from_slice(text);
-        let value = T::deserialize(&mut deserializer)
-            .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))?;
-        deserializer.end().map_err(|_| {
-            ApiError::bad_request("invalid request body: trailing data after the JSON value")
-        })?;
-        Ok(ApiJson(value))
+        ar_wire::decode::from_slice(text)
+            .map(ApiJson)
+            .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
     }
+}
+
+/// The body of a route that takes none: nothing, or a JSON object whose fields are ignored (as
+/// Go ignores such a body). Any other body is refused like a wrong body of any route.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct NoBody {}
+
+/// The answer when a body could not be read: too large, too slow, or cut off.
+fn body_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body is larger than 1 MiB",
+        );
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(error) = cause {
+        if error.is::<tower_http::timeout::TimeoutError>() {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request body was not received in time",
+            );
+        }
+        cause = error.source();
+    }
+    ApiError::bad_request(format!("could not read request body: {rejection}"))
 }
 
 /// A JSON answer with a status.

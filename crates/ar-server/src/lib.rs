@@ -8,6 +8,7 @@
 pub mod agent_cli;
 pub mod auth;
 pub mod compose;
+pub mod connections;
 pub mod convert;
 pub mod error;
 mod routes;

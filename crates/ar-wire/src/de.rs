@@ -21,6 +21,19 @@ where
     Value::deserialize(deserializer).map(Some)
 }
 
+/// Decodes a free-form field that must be a JSON object when present (`null` is kept as is).
+pub(crate) fn object_or_null<'de, D>(deserializer: D) -> Result<Value, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let value = Value::deserialize(deserializer)?;
+    if value.is_object() || value.is_null() {
+        Ok(value)
+    } else {
+        Err(serde::de::Error::custom("must be a JSON object"))
+    }
+}
+
 /// `omitempty` for Go integers.
 pub(crate) fn is_zero(value: &i64) -> bool {
     *value == 0

@@ -6,7 +6,8 @@
 //!   fields without it are always written. Go never omits a struct value, so struct-typed
 //!   fields (`TargetRef`, `TurnPolicy`, `Usage`) are always written.
 //! * Decoding is lenient like Go's: missing fields and JSON `null` leave the zero value.
-//!   Only [`runs::StartRunRequest`] rejects unknown fields, at every depth.
+//!   Only [`runs::StartRunRequest`] rejects unknown fields, at every depth. Request bodies are
+//!   decoded with [`decode::from_slice`], which (like Go) reads a struct only from a JSON object.
 //! * Collections that Go would write as `null` when nil are written as `[]`/`{}`; Go and
 //!   Python clients read both the same way.
 //! * `json.RawMessage` with `omitempty` is `Option<Value>`: absent → `None`, a present `null`
@@ -38,6 +39,7 @@ pub mod agents;
 pub mod artifacts;
 pub mod capabilities;
 pub mod codex;
+pub mod decode;
 pub mod error;
 pub mod event_data;
 pub mod events;

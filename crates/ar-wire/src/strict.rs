@@ -3,7 +3,8 @@
 //! Types such as `TargetRef`, `RunModel` or `TurnPolicy` are shared with responses, stored run
 //! input and host callbacks, where they must stay lenient. So instead of `deny_unknown_fields` on
 //! them, `StartRunRequest` routes those fields through [`value`]/[`option`], which first walk the
-//! JSON against the known key lists below and then decode with the ordinary lenient derive.
+//! JSON against the known key lists below and then decode with the ordinary lenient derive
+//! (through [`crate::decode`], so a struct is still read only from a JSON object).
 
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
@@ -54,7 +55,7 @@ where
         return Ok(T::default());
     }
     T::check(&v).map_err(D::Error::custom)?;
-    serde_json::from_value(v).map_err(D::Error::custom)
+    crate::decode::from_value(v).map_err(D::Error::custom)
 }
 
 /// Decodes a pointer-valued (`Option`) field strictly.
@@ -68,7 +69,7 @@ where
         return Ok(None);
     }
     T::check(&v).map_err(D::Error::custom)?;
-    serde_json::from_value(v)
+    crate::decode::from_value(v)
         .map(Some)
         .map_err(D::Error::custom)
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::de::{is_false, nd, raw};
+use crate::de::{is_false, nd, object_or_null, raw};
 
 /// A tool definition as listed by capabilities and the run tool gateway.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -117,7 +117,8 @@ pub struct RunToolCallRequest {
     /// Tool name (required).
     #[serde(deserialize_with = "nd")]
     pub tool_name: String,
-    /// Input (always written).
+    /// Input: a JSON object (always written; `null` when unset).
+    #[serde(deserialize_with = "object_or_null")]
     pub input: Value,
 }
 

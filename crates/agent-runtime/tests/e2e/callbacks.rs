@@ -13,8 +13,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
 use crate::shapes;
+use crate::BIN;
 
 const CALLBACK_TOKEN: &str = "callback-token-e2e";
 const ACCEPTED: [&str; 3] = ["run.started", "tool_call_finished", "run.completed"];
@@ -114,7 +116,7 @@ async fn callbacks_survive_a_failing_receiver_and_a_crash_without_losing_events(
     let dir = tempfile::tempdir().expect("tempdir");
     let env = callback_env(dir.path(), &mock, &url);
 
-    let mut first = Server::start(&env).await;
+    let mut first = Server::start(BIN, &env).await;
     let agent = first.create_agent("notifier", &["get_context"]).await;
     let agent_id = agent["id"].as_str().expect("agent id").to_string();
 
@@ -157,7 +159,7 @@ async fn callbacks_survive_a_failing_receiver_and_a_crash_without_losing_events(
 
     // The restarted binary retries from its durable cursor while the receiver still fails…
     let failures_before_restart = receiver.failed_attempts.load(Ordering::SeqCst);
-    let second = Server::start(&env).await;
+    let second = Server::start(BIN, &env).await;
     wait_for("a failed attempt by the restarted binary", WAIT, || async {
         (receiver.failed_attempts.load(Ordering::SeqCst) > failures_before_restart).then_some(())
     })
@@ -222,7 +224,7 @@ async fn a_run_started_right_after_startup_is_delivered() {
     let (url, receiver_task) = start_receiver(receiver.clone()).await;
     for attempt in 0..3 {
         let dir = tempfile::tempdir().expect("tempdir");
-        let server = Server::start(&callback_env(dir.path(), &mock, &url)).await;
+        let server = Server::start(BIN, &callback_env(dir.path(), &mock, &url)).await;
         mock.push(Reply::text("quick"));
         let agent = server.create_agent("quick", &[]).await;
         let run = server
@@ -270,7 +272,7 @@ pub async fn concurrent_runs_deliver_every_event(
         "AGENT_RUNTIME_APP_CONFIG".into(),
         app_config(mock, callbacks).to_string(),
     );
-    let server = Server::start(&env).await;
+    let server = Server::start(BIN, &env).await;
     let agent = server.create_agent("busy", &["get_context"]).await;
     let agent_id = agent["id"].as_str().expect("agent id");
     let starts = (0..RUNS).map(|_| server.start_run(mock, agent_id, json!({})));

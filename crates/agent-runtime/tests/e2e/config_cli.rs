@@ -3,7 +3,9 @@
 //! bad configuration the same way before it listens. Both refuse, by name, every setting this
 //! version does not support yet; the `log` event sink writes events to the log.
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
+use crate::BIN;
 
 const GOOD: &str = r#"
 apps:
@@ -55,20 +57,20 @@ fn assert_every_diagnostic(output: &str) {
 async fn config_validate_accepts_a_good_configuration() {
     let dir = tempfile::tempdir().expect("tempdir");
     let env = base_env(dir.path());
-    let (status, stdout, stderr) = run_command(&["config", "validate", GOOD], &env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", GOOD], &env).await;
     assert!(status.success(), "inline: {status}\n{stderr}");
     assert_eq!(stdout.trim(), "ok: 2 app(s)");
 
     let file = dir.path().join("apps.yaml");
     std::fs::write(&file, GOOD).expect("write config");
     let source = format!("@{}", file.display());
-    let (status, stdout, stderr) = run_command(&["config", "validate", &source], &env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", &source], &env).await;
     assert!(status.success(), "@file: {status}\n{stderr}");
     assert_eq!(stdout.trim(), "ok: 2 app(s)");
 
     let mut from_env = env.clone();
     from_env.insert("AGENT_RUNTIME_APP_CONFIG".into(), source);
-    let (status, stdout, stderr) = run_command(&["config", "validate"], &from_env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate"], &from_env).await;
     assert!(status.success(), "from the environment: {status}\n{stderr}");
     assert_eq!(stdout.trim(), "ok: 2 app(s)");
 }
@@ -77,7 +79,7 @@ async fn config_validate_accepts_a_good_configuration() {
 async fn config_validate_reports_every_problem_of_a_bad_configuration() {
     let dir = tempfile::tempdir().expect("tempdir");
     let env = base_env(dir.path());
-    let (status, stdout, stderr) = run_command(&["config", "validate", BAD], &env).await;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", BAD], &env).await;
     assert!(
         !status.success(),
         "a bad configuration validated:\n{stdout}"
@@ -95,11 +97,11 @@ async fn config_validate_reports_every_problem_of_a_bad_configuration() {
     );
 
     // Nothing to validate, and a missing file, are errors too.
-    let (status, _, stderr) = run_command(&["config", "validate"], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["config", "validate"], &env).await;
     assert!(!status.success());
     assert!(stderr.contains("no configuration given"), "{stderr}");
     let missing = format!("@{}", dir.path().join("missing.yaml").display());
-    let (status, _, stderr) = run_command(&["config", "validate", &missing], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["config", "validate", &missing], &env).await;
     assert!(!status.success());
     assert!(stderr.contains("AGENT_RUNTIME_APP_CONFIG"), "{stderr}");
 }
@@ -111,7 +113,7 @@ async fn serve_refuses_a_bad_configuration_with_every_problem() {
     env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
     env.insert("AGENT_RUNTIME_APP_CONFIG".into(), BAD.into());
     env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "nosuchdb".into());
-    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
     assert!(!status.success());
     assert!(stderr.contains("invalid configuration"), "{stderr}");
     assert_every_diagnostic(&stderr);
@@ -128,7 +130,7 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
     for bad in ["0", "two", "-1"] {
         let mut env = base_env(dir.path());
         env.insert("AGENT_RUNTIME_WORKER_THREADS".into(), bad.into());
-        let (status, _, stderr) = run_command(&["serve"], &env).await;
+        let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
         assert!(!status.success(), "{bad}: {status}");
         assert!(
             stderr.contains("AGENT_RUNTIME_WORKER_THREADS") && stderr.contains(bad),
@@ -181,13 +183,13 @@ async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_sup
         env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
         env.insert(name.to_string(), value.to_string());
 
-        let (status, _, stderr) = run_command(&["serve"], &env).await;
+        let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
         assert_eq!(status.code(), Some(1), "serve with {name}: {stderr}");
         assert!(stderr.contains("invalid configuration"), "{stderr}");
         assert_refused(&stderr, name, message);
         assert!(!stderr.contains("listening on"), "{stderr}");
 
-        let (status, stdout, stderr) = run_command(&["config", "validate", GOOD], &env).await;
+        let (status, stdout, stderr) = run_command(BIN, &["config", "validate", GOOD], &env).await;
         assert_eq!(status.code(), Some(1), "validate with {name}: {stdout}");
         assert!(!stdout.contains("ok:"), "{stdout}");
         assert_refused(&stderr, name, message);
@@ -201,12 +203,12 @@ async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_sup
         vec!["config", "validate", WITH_MCP],
         vec!["config", "doctor", WITH_MCP, APP],
     ] {
-        let (status, stdout, stderr) = run_command(&args, &env).await;
+        let (status, stdout, stderr) = run_command(BIN, &args, &env).await;
         assert_eq!(status.code(), Some(1), "{args:?}: {stdout}");
         assert_refused(&stderr, "apps[0].mcp_providers", mcp);
     }
     env.insert("AGENT_RUNTIME_APP_CONFIG".into(), WITH_MCP.into());
-    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert_refused(&stderr, "apps[0].mcp_providers", mcp);
     assert!(!stderr.contains("listening on"), "{stderr}");
@@ -219,7 +221,7 @@ async fn config_validate_lists_every_unsupported_setting_at_once() {
     for (name, value, _) in UNSUPPORTED {
         env.insert(name.to_string(), value.to_string());
     }
-    let (status, _, stderr) = run_command(&["config", "validate", WITH_MCP], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["config", "validate", WITH_MCP], &env).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
     for (name, _, message) in UNSUPPORTED {
         assert_refused(&stderr, name, message);
@@ -242,7 +244,7 @@ async fn the_log_event_sink_writes_each_event_and_none_turns_it_off() {
             "AGENT_RUNTIME_LOG".into(),
             "info,agent_runtime::events=debug".into(),
         );
-        let mut server = Server::start(&env).await;
+        let mut server = Server::start(BIN, &env).await;
         let agent = server.create_agent("logged", &[]).await;
         let run = server
             .start_run(

@@ -10,7 +10,9 @@ use ar_core::store::Store as _;
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
+use crate::BIN;
 
 /// What a stopped process left in the database, read through the store after it exited.
 struct OnDisk {
@@ -72,7 +74,7 @@ async fn sigterm_lets_the_step_reach_its_checkpoint_and_a_restart_completes_the_
     let env = sqlite_env(dir.path(), &mock);
     let dsn = dir.path().join("data").join("runtime.db");
 
-    let mut first = Server::start(&env).await;
+    let mut first = Server::start(BIN, &env).await;
     let agent = first.create_agent("durable", &["get_context"]).await;
     let run = first
         .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
@@ -111,7 +113,7 @@ async fn sigterm_lets_the_step_reach_its_checkpoint_and_a_restart_completes_the_
     assert_eq!(mock.model_requests().len(), 2);
 
     mock.push(Reply::text("finished after the restart"));
-    let second = Server::start(&env).await;
+    let second = Server::start(BIN, &env).await;
     let done = second.wait_status(&run_id, &["completed", "failed"]).await;
     assert_eq!(done["status"], "completed", "{done}");
     let events = second.events(&run_id).await;
@@ -139,7 +141,7 @@ async fn after_kill_9_the_restarted_binary_takes_the_run_over_at_once() {
     env.insert("AGENT_RUNTIME_LEASE_TTL_SECONDS".into(), "3600".into());
     let dsn = dir.path().join("data").join("runtime.db");
 
-    let mut first = Server::start(&env).await;
+    let mut first = Server::start(BIN, &env).await;
     let agent = first.create_agent("crashy", &["get_context"]).await;
     let run = first
         .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
@@ -162,7 +164,7 @@ async fn after_kill_9_the_restarted_binary_takes_the_run_over_at_once() {
 
     // Same data directory → same persisted instance id → the lease is this process's own, so
     // the run is adopted at start instead of waiting an hour for the lease to expire.
-    let second = Server::start(&env).await;
+    let second = Server::start(BIN, &env).await;
     let done = second.wait_status(&run_id, &["completed", "failed"]).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert!(second.process.stderr().contains("taking over run"));
@@ -204,7 +206,7 @@ async fn sigterm_with_an_open_event_stream_still_exits() {
     mock.push(Reply::text("went"));
     let dir = tempfile::tempdir().expect("tempdir");
     let env = sqlite_env(dir.path(), &mock);
-    let mut first = Server::start(&env).await;
+    let mut first = Server::start(BIN, &env).await;
     let agent = first.create_agent("waiter", &["request_approval"]).await;
     let run = first
         .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
@@ -245,7 +247,7 @@ async fn sigterm_with_an_open_event_stream_still_exits() {
     drop(first);
 
     // The paused run survives the restart and can be approved there.
-    let second = Server::start(&env).await;
+    let second = Server::start(BIN, &env).await;
     let (status, body) = second
         .post(
             &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
@@ -268,7 +270,7 @@ async fn sigterm_abandons_a_step_that_misses_the_grace_period_without_half_writi
     let env = sqlite_env(dir.path(), &mock);
     let dsn = dir.path().join("data").join("runtime.db");
 
-    let mut first = Server::start(&env).await;
+    let mut first = Server::start(BIN, &env).await;
     let agent = first.create_agent("stuck", &["get_context"]).await;
     let run = first
         .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
@@ -297,7 +299,7 @@ async fn sigterm_abandons_a_step_that_misses_the_grace_period_without_half_writi
     );
 
     mock.push(Reply::text("done at last"));
-    let second = Server::start(&env).await;
+    let second = Server::start(BIN, &env).await;
     let done = second.wait_status(&run_id, &["completed", "failed"]).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_contiguous(&second.events(&run_id).await);

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
+use crate::BIN;
 
 /// The token printed on the line after "development service token".
 fn printed_token(stderr: &str) -> String {
@@ -83,7 +85,7 @@ fn embedded_env(dir: &Path) -> BTreeMap<String, String> {
 async fn without_a_token_a_development_token_is_generated_and_kept_beside_the_database() {
     let dir = tempfile::tempdir().expect("tempdir");
     let env = embedded_env(dir.path());
-    let mut server = Server::start(&env).await;
+    let mut server = Server::start(BIN, &env).await;
     let token = printed_token(&server.process.stderr());
     let token_file = dir.path().join("db").join("service-token");
     let saved = std::fs::read_to_string(&token_file).expect("service-token beside the database");
@@ -107,7 +109,7 @@ async fn without_a_token_a_development_token_is_generated_and_kept_beside_the_da
     // Ctrl-C stops it cleanly; a restart reuses the same token.
     server.process.interrupt();
     assert!(server.process.wait_exit(WAIT).await.success());
-    let again = Server::start(&env).await;
+    let again = Server::start(BIN, &env).await;
     assert_eq!(printed_token(&again.process.stderr()), token);
     assert_only_token_works(&again, &token).await;
 }
@@ -115,7 +117,7 @@ async fn without_a_token_a_development_token_is_generated_and_kept_beside_the_da
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_database_lives_in_the_user_data_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&base_env(dir.path())).await;
+    let server = Server::start(BIN, &base_env(dir.path())).await;
     let token = printed_token(&server.process.stderr());
     let data = dir.path().join("xdg").join("agent-runtime");
     assert!(data.join("agent-runtime.db").exists(), "default database");
@@ -140,7 +142,7 @@ async fn anonymous_access_is_refused_on_a_non_loopback_address() {
         let mut env = embedded_env(dir.path());
         env.insert("AGENT_RUNTIME_ALLOW_ANONYMOUS".into(), "1".into());
         env.insert("AGENT_RUNTIME_ADDR".into(), addr.clone());
-        let (status, _, stderr) = run_command(&["serve"], &env).await;
+        let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
         assert!(
             !status.success(),
             "{addr}: started anyway; stderr:\n{stderr}"
@@ -162,7 +164,7 @@ async fn anonymous_access_is_served_on_loopback_without_a_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut env = embedded_env(dir.path());
     env.insert("AGENT_RUNTIME_ALLOW_ANONYMOUS".into(), "true".into());
-    let server = Server::start(&env).await;
+    let server = Server::start(BIN, &env).await;
     assert!(server.token.is_none());
     let (status, body) = server.get(&format!("/v1/agents?app_id={APP}")).await;
     assert_eq!((status, body), (200, json!([])));
@@ -187,7 +189,7 @@ async fn an_address_in_use_is_a_clear_startup_error() {
     let addr = taken.local_addr().expect("addr").to_string();
     let mut env = embedded_env(dir.path());
     env.insert("AGENT_RUNTIME_ADDR".into(), addr.clone());
-    let (status, _, stderr) = run_command(&["serve"], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
     assert!(!status.success(), "{stderr}");
     assert!(stderr.contains(&format!("binding {addr}")), "{stderr}");
 }

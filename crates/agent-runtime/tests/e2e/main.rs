@@ -3,8 +3,10 @@
 //! and drives it over HTTP with the Go SDK's request and response shapes, against the mock model
 //! provider running in the test process.
 
-mod harness;
 mod shapes;
+
+/// The binary under test, built by cargo for this integration test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_agent-runtime");
 
 mod callbacks;
 mod config_cli;

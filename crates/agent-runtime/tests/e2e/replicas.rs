@@ -8,7 +8,9 @@ use std::time::Duration;
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
+use crate::BIN;
 
 fn replica_env(base: &BTreeMap<String, String>, instance: &str) -> BTreeMap<String, String> {
     let mut env = base.clone();
@@ -28,8 +30,8 @@ pub async fn takeover_scenario(base: &BTreeMap<String, String>, mock: &MockProvi
     );
     mock.push(Reply::hang());
 
-    let mut owner = Server::start(&replica_env(base, "inst_owner")).await;
-    let standby = Server::start(&replica_env(base, "inst_standby")).await;
+    let mut owner = Server::start(BIN, &replica_env(base, "inst_owner")).await;
+    let standby = Server::start(BIN, &replica_env(base, "inst_standby")).await;
     let agent = owner.create_agent("replicated", &["get_context"]).await;
     let run = owner
         .start_run(mock, agent["id"].as_str().expect("agent id"), json!({}))

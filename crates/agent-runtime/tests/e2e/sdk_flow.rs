@@ -6,8 +6,10 @@
 use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
 use crate::shapes;
+use crate::BIN;
 
 /// Runs the whole flow against `server` (any store) and `mock`.
 pub async fn sdk_flow(server: &Server, mock: &MockProvider) {
@@ -272,7 +274,7 @@ pub async fn sdk_flow(server: &Server, mock: &MockProvider) {
 async fn sdk_flow_on_sqlite() {
     let mock = MockProvider::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&sqlite_env(dir.path(), &mock)).await;
+    let server = Server::start(BIN, &sqlite_env(dir.path(), &mock)).await;
     sdk_flow(&server, &mock).await;
 }
 
@@ -283,7 +285,7 @@ async fn sdk_flow_on_the_memory_store() {
     let mut env = sqlite_env(dir.path(), &mock);
     env.remove("AGENT_RUNTIME_SQLITE_DSN");
     env.insert("AGENT_RUNTIME_STORE_DRIVER".into(), "memory".into());
-    let server = Server::start(&env).await;
+    let server = Server::start(BIN, &env).await;
     sdk_flow(&server, &mock).await;
     let (status, capabilities) = server.get("/v1/capabilities").await;
     assert_eq!(status, 200);

@@ -7,14 +7,16 @@ use std::net::SocketAddr;
 use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
+
+use crate::BIN;
 
 /// Starts `agent-runtime studio` with `args`; returns the process and its address.
 async fn start_studio(
     args: &[&str],
     env: &std::collections::BTreeMap<String, String>,
 ) -> (ChildGuard, SocketAddr) {
-    let mut process = ChildGuard::spawn(args, env);
+    let mut process = ChildGuard::spawn(BIN, args, env);
     const LISTENING: &str = "studio listening on http://";
     let line = process.wait_stderr_line(LISTENING, WAIT).await;
     let addr: SocketAddr = line
@@ -68,7 +70,7 @@ async fn serve_registers_with_a_standalone_studio_that_runs_commands_on_it() {
     env.insert("OPENAI_API_KEY".into(), "sk-e2e-studio".into());
     env.insert("OPENAI_BASE_URL".into(), mock.base_url());
     env.insert("AGENT_RUNTIME_NATIVE_PROVIDER".into(), "openai".into());
-    let server = Server::start(&env).await;
+    let server = Server::start(BIN, &env).await;
     let agent = server.create_agent("studio helper", &["get_context"]).await;
     let name = format!("{APP}/{}", agent["id"].as_str().expect("agent id"));
 

@@ -16,6 +16,9 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
     Ok(json(StatusCode::OK, &body))
 }
 
+/// `POST /v1/agents`. As in the original service, the app configuration does not gate agents:
+/// an app it does not list (or any app, when there is none) gets its agent; such an app's runs
+/// use the defaults (static target context, no approved model endpoints).
 pub async fn create(
     State(state): State<AppState>,
     ApiJson(agent): ApiJson<ar_wire::Agent>,

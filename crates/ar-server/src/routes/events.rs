@@ -40,7 +40,8 @@ fn frame_for(event: &LiveEvent, v2: bool) -> String {
 }
 
 /// `GET /v1/runs/{id}/events`: replays after the cursor (`Last-Event-ID` or
-/// `?after_sequence=`), then streams live, `: ping` every 15 s, and ends after the terminal event.
+/// `?after_sequence=`), then streams live, `: ping` every 15 s, and ends after the terminal event
+/// (at once when the cursor is at or past the terminal event of a run that has ended).
 pub async fn stream_v1(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -54,12 +55,18 @@ pub async fn stream_v1(
         .and_then(|value| value.to_str().ok());
     let cursor = sse::resume_cursor(last_event_id, params.get("after_sequence"));
     let v2 = state.is_v2_app(&app_id);
+    let run_state = if run.is_terminal() {
+        ar_events::RunState::Ended
+    } else {
+        ar_events::RunState::Active
+    };
     let events = ar_events::replay::stream_run_events(
         state.store.clone(),
         &state.bus,
         &app_id,
         &run.id,
         cursor,
+        run_state,
     );
     let frames = events.map(move |event| {
         let terminal = matches!(&event, LiveEvent::Persisted(stored) if stored.kind.is_terminal());

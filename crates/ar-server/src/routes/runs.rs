@@ -1,14 +1,13 @@
 //! `/v1/runs`: start, list, search, get, execution info, and the lifecycle actions.
 
 use ar_core::RunStatus;
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::params::{Params, RunPath};
 use crate::convert::{credential_from_wire, resume_from_wire, run_to_wire, start_run_from_wire};
-use crate::error::{json, ApiError, ApiJson, ApiResult};
+use crate::error::{json, ApiError, ApiJson, ApiResult, NoBody};
 use crate::state::AppState;
 
 pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
@@ -18,35 +17,11 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
     Ok(json(StatusCode::OK, &body))
 }
 
-/// `POST /v1/runs`: strict body (unknown fields are a 400), 1 MiB limit, 202 on admission.
-pub async fn start(State(state): State<AppState>, request: Request) -> ApiResult<Response> {
-    let bytes = Bytes::from_request(request, &state)
-        .await
-        .map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "request body is larger than 1 MiB",
-                )
-            } else {
-                ApiError::bad_request(format!("could not read request body: {rejection}"))
-            }
-        })?;
-    if bytes.len() > ar_wire::runs::MAX_START_RUN_BODY_BYTES {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body is larger than 1 MiB",
-        ));
-    }
-    let request: ar_wire::StartRunRequest = {
-        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde::Deserialize::deserialize(&mut deserializer)
-            .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))?;
-        deserializer.end().map_err(|_| {
-            ApiError::bad_request("invalid request body: trailing data after the JSON value")
-        })?;
-        value
-    };
+/// `POST /v1/runs`: strict body (unknown fields are a 400, see `StartRunRequest`), 202 on admission.
+pub async fn start(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<ar_wire::StartRunRequest>,
+) -> ApiResult<Response> {
     let run = state.engine.start_run(start_run_from_wire(request)).await?;
     Ok(json(StatusCode::ACCEPTED, &run_to_wire(&run)))
 }
@@ -216,6 +191,7 @@ pub async fn cancel(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
+    _: ApiJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.cancel(&app_id, &run_id).await?;
@@ -226,6 +202,7 @@ pub async fn pause(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
+    _: ApiJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.pause(&app_id, &run_id).await?;
@@ -290,6 +267,7 @@ pub async fn codex_auth(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
+    _: ApiJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     load(&state, &app_id, &run_id).await?;

@@ -3,7 +3,7 @@
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 #[tokio::test]
 async fn auth_is_required_and_compared_exactly() {
@@ -317,4 +317,38 @@ async fn the_native_model_setting_is_the_default_providers_model() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].body["model"], "gpt-native-test");
     server.stop().await;
+}
+
+/// As in the original service, the app configuration does not gate agents: an agent may be
+/// created (`POST`) or upserted (`PUT`) for an app the configuration does not list, and with no
+/// app configuration at all (a newcomer's first run), for any app.
+#[tokio::test]
+async fn agents_of_apps_outside_the_app_configuration_are_created() {
+    let mock = MockProvider::start().await;
+    for with_app_config in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = env_for(&mock, &dir.path().join("runtime.db").display().to_string());
+        if !with_app_config {
+            env.remove("AGENT_RUNTIME_APP_CONFIG");
+        }
+        let server = TestServer::start_with(env).await;
+        let (status, created) = server
+            .post(
+                "/v1/agents",
+                json!({"app_id": "unlisted_app", "name": "outsider"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{created}");
+        let (status, upserted) = server
+            .put(
+                "/v1/agents/outsider_2?app_id=unlisted_app",
+                json!({"name": "outsider 2"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{upserted}");
+        let (status, listed) = server.get("/v1/agents?app_id=unlisted_app").await;
+        assert_eq!(status, 200);
+        assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+        server.stop().await;
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply, Usage};
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 /// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
 fn require_cli(program: &str) -> bool {
@@ -195,7 +195,10 @@ async fn codex_run_answers_and_lands_in_the_store() {
     assert!(!requests.is_empty());
     let first = &requests[0];
     assert_eq!(first.path, "/v1/responses");
-    assert_eq!(first.header("authorization"), Some("Bearer sk-test-secret"));
+    assert_eq!(
+        first.header("authorization"),
+        Some(format!("Bearer {RUN_API_KEY}").as_str())
+    );
     assert_eq!(first.body["model"], "mock-model");
     assert!(first.body.to_string().contains("say hello"));
     // The per-run workspace under the runtime's data dir.
@@ -371,7 +374,7 @@ async fn claude_code_run_answers() {
         .filter(|r| r.path == "/v1/messages")
         .collect();
     assert!(!messages.is_empty(), "claude never called the route");
-    assert_eq!(messages[0].header("x-api-key"), Some("sk-test-secret"));
+    assert_eq!(messages[0].header("x-api-key"), Some(RUN_API_KEY));
     server.stop().await;
 }
 
@@ -399,7 +402,7 @@ async fn opencode_run_answers() {
     let requests = mock.model_requests();
     assert!(
         requests.iter().any(|r| r.path == "/v1/chat/completions"
-            && r.header("authorization") == Some("Bearer sk-test-secret")),
+            && r.header("authorization") == Some(format!("Bearer {RUN_API_KEY}").as_str())),
         "opencode never used the route"
     );
     server.stop().await;

@@ -4,42 +4,9 @@
 use std::time::Duration;
 
 use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply};
-use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::harness::*;
-
-/// Reads an SSE response to its end; returns (id, event, data) frames.
-async fn read_frames(response: reqwest::Response) -> Vec<(Option<i64>, String, Value)> {
-    let mut frames = Vec::new();
-    let mut buffer = String::new();
-    let mut body = response.bytes_stream();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while let Ok(Some(chunk)) = tokio::time::timeout_at(deadline, body.next()).await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let (mut id, mut event, mut data) = (None, String::new(), String::new());
-            for line in block.lines() {
-                if let Some(value) = line.strip_prefix("id: ") {
-                    id = value.parse().ok();
-                } else if let Some(value) = line.strip_prefix("event: ") {
-                    event = value.to_string();
-                } else if let Some(value) = line.strip_prefix("data: ") {
-                    data.push_str(value);
-                }
-            }
-            if !event.is_empty() {
-                frames.push((
-                    id,
-                    event,
-                    serde_json::from_str(&data).unwrap_or(Value::Null),
-                ));
-            }
-        }
-    }
-    frames
-}
+use ar_test_support::service::*;
 
 #[tokio::test]
 async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
@@ -62,21 +29,20 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let frames = read_frames(response).await;
-    let persisted: Vec<&(Option<i64>, String, Value)> =
-        frames.iter().filter(|f| f.0.is_some()).collect();
-    let ids: Vec<i64> = persisted.iter().map(|f| f.0.unwrap()).collect();
+    let persisted: Vec<&Frame> = frames.iter().filter(|f| f.id.is_some()).collect();
+    let ids: Vec<i64> = persisted.iter().map(|f| f.id.unwrap()).collect();
     assert_eq!(
         ids,
         (1..=ids.len() as i64).collect::<Vec<_>>(),
         "every persisted event once, in order"
     );
     assert_eq!(
-        persisted.last().unwrap().1,
+        persisted.last().unwrap().event,
         "run.completed",
         "the stream ends after the terminal event"
     );
-    for (id, _, data) in &persisted {
-        assert_eq!(data["sequence_no"].as_i64(), *id);
+    for frame in &persisted {
+        assert_eq!(frame.data["sequence_no"].as_i64(), frame.id);
     }
     let history = server.events(&run_id).await;
     assert_eq!(history.len(), ids.len());
@@ -94,7 +60,7 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
     let rest: Vec<i64> = read_frames(response)
         .await
         .iter()
-        .filter_map(|f| f.0)
+        .filter_map(|f| f.id)
         .collect();
     assert_eq!(rest, ((middle + 1)..=ids.len() as i64).collect::<Vec<_>>());
     let response = server
@@ -110,7 +76,7 @@ async fn sse_stream_has_ids_resumes_without_gaps_and_closes_after_terminal() {
     let last: Vec<i64> = read_frames(response)
         .await
         .iter()
-        .filter_map(|f| f.0)
+        .filter_map(|f| f.id)
         .collect();
     assert_eq!(last, vec![ids.len() as i64]);
     server.stop().await;
@@ -138,19 +104,24 @@ async fn live_subscriber_sees_deltas_and_every_persisted_event_once() {
     let frames = read_frames(response).await;
     let deltas: Vec<String> = frames
         .iter()
-        .filter(|f| f.1 == "assistant_message_delta")
-        .map(|f| f.2["data"]["text"].as_str().unwrap_or_default().to_string())
+        .filter(|f| f.event == "assistant_message_delta")
+        .map(|f| {
+            f.data["data"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect();
     assert_eq!(deltas.concat(), "Hello world", "{frames:?}");
-    let ids: Vec<i64> = frames.iter().filter_map(|f| f.0).collect();
+    let ids: Vec<i64> = frames.iter().filter_map(|f| f.id).collect();
     assert_eq!(ids, (1..=ids.len() as i64).collect::<Vec<_>>());
     let started = frames
         .iter()
-        .position(|f| f.1 == "assistant_message_started")
+        .position(|f| f.event == "assistant_message_started")
         .unwrap();
     let first_delta = frames
         .iter()
-        .position(|f| f.1 == "assistant_message_delta")
+        .position(|f| f.event == "assistant_message_delta")
         .unwrap();
     assert!(started < first_delta, "started precedes deltas");
     server.stop().await;
@@ -229,5 +200,46 @@ async fn v2_protocol_pages_and_snapshots() {
         .await;
     assert_eq!(status, 404);
     assert_eq!(body["error"], "v2 event protocol is not enabled for app");
+    server.stop().await;
+}
+
+/// A finished run's stream with a cursor at or past its last event ends at once: its terminal
+/// event is already behind the cursor.
+#[tokio::test]
+async fn the_stream_of_a_finished_run_ends_at_once_for_a_cursor_past_its_end() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::text("done"));
+    let server = TestServer::start(&mock).await;
+    let agent = server.agent("finished", json!({})).await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    server.wait_status(&run_id, &["completed"]).await;
+    let last = server.events(&run_id).await.len() as i64;
+    for cursor in [last, last + 1, last + 1_000_000] {
+        let response = server.open_stream(&run_id, Some(cursor)).await;
+        let frames = tokio::time::timeout(Duration::from_secs(5), read_frames(response))
+            .await
+            .unwrap_or_else(|_| panic!("Last-Event-ID {cursor}: the stream stayed open"));
+        assert!(frames.is_empty(), "Last-Event-ID {cursor}: {frames:?}");
+        let response = server
+            .client
+            .get(server.url(&format!(
+                "/v1/runs/{run_id}/events?app_id={APP}&after_sequence={cursor}"
+            )))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let frames = tokio::time::timeout(Duration::from_secs(5), read_frames(response))
+            .await
+            .unwrap_or_else(|_| panic!("after_sequence {cursor}: the stream stayed open"));
+        assert!(frames.is_empty(), "after_sequence {cursor}: {frames:?}");
+    }
+    // Just before the end: exactly the terminal event, then the end.
+    let response = server.open_stream(&run_id, Some(last - 1)).await;
+    let frames = read_frames(response).await;
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0].event, "run.completed");
     server.stop().await;
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 /// A host command provider recording every `/execute` call.
 async fn command_provider() -> (String, Arc<Mutex<Vec<Value>>>) {
@@ -207,7 +207,7 @@ async fn the_run_tool_gateway_lists_and_calls_tools_through_the_same_gate() {
         result["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("T-1"),
+            .contains("T-42"),
         "{result}"
     );
     let (status, gated) = server

@@ -5,7 +5,7 @@ use std::time::Duration;
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 #[tokio::test]
 async fn request_approval_pauses_and_approve_continues_once() {

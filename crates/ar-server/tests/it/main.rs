@@ -1,15 +1,16 @@
 //! In-process HTTP tests of the service: a real server on 127.0.0.1:0 with a real store,
 //! driven over HTTP with the SDK's request and response shapes, against the mock model provider.
-
-mod harness;
+//! The harness is `ar_test_support::service`, shared with agent-runtime's end-to-end tests.
 
 mod admission;
 mod bad_input;
 mod cli_agents;
+mod connections;
 mod events;
 mod host_tools;
 mod lifecycle;
 mod native_loop;
+mod nul;
 mod recovery;
 mod studio;
 mod studio_browser;

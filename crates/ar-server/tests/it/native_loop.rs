@@ -3,7 +3,7 @@
 use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply, Usage};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 #[tokio::test]
 async fn five_step_run_completes_with_contiguous_events_and_records() {
@@ -78,12 +78,12 @@ async fn five_step_run_completes_with_contiguous_events_and_records() {
     assert_eq!(requests.len(), 5);
     assert_eq!(
         requests[0].header("authorization"),
-        Some("Bearer sk-test-secret")
+        Some(format!("Bearer {RUN_API_KEY}").as_str())
     );
     let body = serde_json::to_string(&server.run(&run_id).await).unwrap();
-    assert!(!body.contains("sk-test-secret"));
+    assert!(!body.contains(RUN_API_KEY));
     let history = serde_json::to_string(&events).unwrap();
-    assert!(!history.contains("sk-test-secret"));
+    assert!(!history.contains(RUN_API_KEY));
     server.stop().await;
 }
 

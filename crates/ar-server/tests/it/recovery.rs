@@ -6,7 +6,7 @@ use std::time::Duration;
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 #[tokio::test]
 async fn a_restarted_service_continues_a_run_from_its_checkpoint() {

@@ -2,13 +2,12 @@
 //! the people API, a breakpoint parks a tool, approval, steering, a fork from step N with an
 //! edit, scripted replay at zero tokens and a scripted miss, and the bad-input corpus.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use ar_test_support::mock_provider::{MockProvider, Reply, ToolCall, Usage};
 use serde_json::{json, Value};
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 const AGENT: &str = "host_app/helper";
 
@@ -16,7 +15,7 @@ const AGENT: &str = "host_app/helper";
 async fn studio_server(mock: &MockProvider) -> (TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let dsn = dir.path().join("runtime.db").display().to_string();
-    let mut env: HashMap<String, String> = env_for(mock, &dsn);
+    let mut env: Env = env_for(mock, &dsn);
     env.insert("OPENAI_API_KEY".into(), "sk-studio-test".into());
     env.insert("OPENAI_BASE_URL".into(), mock.base_url());
     env.insert("AGENT_RUNTIME_NATIVE_PROVIDER".into(), "openai".into());

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
 use serde_json::json;
 
-use crate::harness::*;
+use ar_test_support::service::*;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
