@@ -15,6 +15,7 @@ pub mod host;
 pub mod ids;
 pub mod model;
 pub mod records;
+pub mod redact;
 pub mod run;
 pub mod secret;
 pub mod store;

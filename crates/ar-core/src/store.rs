@@ -114,6 +114,8 @@ pub struct RunChange {
     pub checkpoint: Option<Checkpoint>,
     pub secrets: Vec<SecretChange>,
     pub lease: Option<LeaseChange>,
+    /// The run's secrets, scrubbed by the store from every record and event it writes.
+    pub redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
 }
 
 impl RunChange {

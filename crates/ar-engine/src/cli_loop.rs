@@ -254,7 +254,11 @@ impl Engine {
         }
         state.turn_steps = 0;
         let route = match self.cli_route(&run, &agent).await {
-            Ok(route) => route,
+            Ok(route) => {
+                // The CLI's key is in its environment: anything it prints is scrubbed of it.
+                handle.hold_secret(route.as_ref().and_then(|route| route.api_key.as_ref()));
+                route
+            }
             Err(RouteProblem::Authentication(reason)) | Err(RouteProblem::Other(reason)) => {
                 let usage = state.usage;
                 self.cli_commit(&mut run, |run, change| {
@@ -489,7 +493,10 @@ impl Engine {
                 marks.usage.add(&usage);
                 Ok(true)
             }
-            CliEvent::Diagnostic { text } => {
+            CliEvent::Diagnostic { mut text } => {
+                if let Some(redactor) = self.redactor_of(&run.id) {
+                    redactor.scrub(&mut text);
+                }
                 tracing::debug!(run_id = %run.id, line = %text, "agent CLI");
                 Ok(true)
             }

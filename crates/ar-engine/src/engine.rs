@@ -6,6 +6,7 @@ use ar_core::clock::Clock;
 use ar_core::event::{EventBus, LiveEvent, RunEvent, TransientEvent};
 use ar_core::host::ContextProvider;
 use ar_core::model::ModelClient;
+use ar_core::redact::Redactor;
 use ar_core::store::{Committed, LeaseChange, RunChange, Store, StoreError};
 use ar_core::tool::ToolHost;
 use ar_core::{Run, RunStatus};
@@ -131,6 +132,7 @@ impl Engine {
             Some(run) => run,
             None => self.load_run(app_id, run_id).await?,
         };
+        let redactor = self.redactor_of(run_id);
         for _ in 0..MAX_CONFLICT_RETRIES {
             let mut next = current.clone();
             let mut change = RunChange::for_run(&current);
@@ -140,6 +142,11 @@ impl Engine {
             };
             next.updated_at = self.now();
             change.host_run_id.clone_from(&next.host_run_id);
+            if let Some(redactor) = &redactor {
+                redactor.scrub(&mut next.error_message);
+                redactor.scrub_map(&mut next.output_summary);
+                change.redactor = Some(redactor.clone());
+            }
             // A change that stops the run gives up this process's lease with it (a no-op
             // in the store when another process holds the lease).
             let stops = !matches!(next.status(), RunStatus::Queued | RunStatus::Running);
@@ -182,9 +189,29 @@ impl Engine {
         ))))
     }
 
-    /// Publishes a transient (never persisted) event to live subscribers.
-    pub(crate) fn publish_transient(&self, run: &Run, event: RunEvent) {
+    /// The secrets of a run executing here (none known for runs owned elsewhere).
+    pub(crate) fn redactor_of(&self, run_id: &str) -> Option<Arc<Redactor>> {
+        let redactor = self.inner.owners.get(run_id)?.redactor();
+        (!redactor.is_empty()).then_some(redactor)
+    }
+
+    /// Publishes a transient (never persisted) event to live subscribers, its text scrubbed
+    /// of the run's secrets (a secret split across two deltas is caught only in the
+    /// persisted message that completes them).
+    pub(crate) fn publish_transient(&self, run: &Run, mut event: RunEvent) {
         debug_assert!(event.is_transient(), "{} is persisted", event.kind());
+        if let Some(redactor) = self.redactor_of(&run.id) {
+            match &mut event {
+                RunEvent::AssistantMessageDelta(delta) | RunEvent::ReasoningMessageDelta(delta) => {
+                    redactor.scrub(&mut delta.text);
+                }
+                RunEvent::ToolCallArgsDelta(delta) => {
+                    redactor.scrub(&mut delta.args_delta);
+                }
+                RunEvent::ActivityDelta(delta) => redactor.scrub_map(&mut delta.delta),
+                _ => {}
+            }
+        }
         self.inner
             .deps
             .bus

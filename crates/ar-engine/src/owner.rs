@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use ar_core::redact::Redactor;
 use ar_core::store::LeaseChange;
 use ar_core::{Agent, Run, RunStatus};
 use futures::FutureExt;
@@ -28,9 +29,26 @@ pub(crate) struct OwnerHandle {
     /// Set when the run's model credential may have changed since the loop resolved its
     /// model route (replaced or revoked here, or the run changed under another process).
     pub(crate) route_stale: AtomicBool,
+    /// Every secret this run's routes carried, scrubbed from all it records and streams.
+    pub(crate) redactor: parking_lot::Mutex<Arc<Redactor>>,
 }
 
 impl OwnerHandle {
+    /// Remembers a secret the run holds (a model key handed to its route).
+    pub(crate) fn hold_secret(&self, secret: Option<&ar_core::secret::Secret>) {
+        let Some(secret) = secret else { return };
+        let mut current = self.redactor.lock();
+        let mut next = Redactor::clone(&current);
+        next.add(secret);
+        if next != **current {
+            *current = Arc::new(next);
+        }
+    }
+
+    pub(crate) fn redactor(&self) -> Arc<Redactor> {
+        self.redactor.lock().clone()
+    }
+
     pub(crate) fn take_steers(&self) -> Vec<String> {
         std::mem::take(&mut *self.steers.lock())
     }

@@ -7,6 +7,7 @@
 use ar_core::agent::Agent;
 use ar_core::ids::{new_id, prefix};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
+use ar_core::redact::Redactor;
 use ar_core::store::{Committed, LeaseChange, RunChange, SecretChange, StoreError, StoreResult};
 use ar_core::{JsonMap, Run, StoredEvent};
 use chrono::{DateTime, Utc};
@@ -265,8 +266,52 @@ fn dedup_by_id<T>(rows: Vec<T>, id: impl Fn(&T) -> &str) -> Vec<T> {
     out
 }
 
+/// Scrubs the run's secrets from every record of a change (events are scrubbed as their data is
+/// made), so no secret value is ever written, whatever record an agent put it in.
+fn scrub_records(change: &mut RunChange, redactor: &Redactor) {
+    let json = |value: &mut Option<serde_json::Value>| {
+        if let Some(value) = value {
+            redactor.scrub_json(value);
+        }
+    };
+    if let Some(run) = change.run.as_mut() {
+        redactor.scrub(&mut run.error_message);
+        redactor.scrub_map(&mut run.output_summary);
+    }
+    for message in &mut change.messages {
+        redactor.scrub(&mut message.content);
+        json(&mut message.content_blocks);
+        json(&mut message.tool_invocations);
+    }
+    for artifact in &mut change.artifacts {
+        redactor.scrub(&mut artifact.inline_content);
+        json(&mut artifact.metadata);
+    }
+    for interaction in &mut change.interactions {
+        redactor.scrub(&mut interaction.title);
+        redactor.scrub(&mut interaction.summary);
+        json(&mut interaction.request_payload);
+        json(&mut interaction.response_payload);
+    }
+    for call in &mut change.tool_calls {
+        redactor.scrub_json(&mut call.input);
+        json(&mut call.output);
+        redactor.scrub(&mut call.error);
+    }
+    if let Some(checkpoint) = change.checkpoint.as_mut() {
+        redactor.scrub_json(&mut checkpoint.state);
+    }
+}
+
 impl Prepared {
-    pub fn new(change: RunChange) -> StoreResult<Prepared> {
+    pub fn new(mut change: RunChange) -> StoreResult<Prepared> {
+        let redactor = change
+            .redactor
+            .take()
+            .filter(|redactor| !redactor.is_empty());
+        if let Some(redactor) = &redactor {
+            scrub_records(&mut change, redactor);
+        }
         let app_id = clean(&change.app_id).into_owned();
         let run_id = clean(&change.run_id).into_owned();
         let run = change.run.as_ref().map(RunRow::encode).transpose()?;
@@ -353,6 +398,9 @@ impl Prepared {
         let mut events = Vec::with_capacity(change.events.len());
         for event in change.events {
             let mut data = event.data(&change.host_run_id);
+            if let Some(redactor) = &redactor {
+                redactor.scrub_map(&mut data);
+            }
             let data_text = json_map_text_mut(&mut data)?;
             events.push(EventRow {
                 event_id: new_id(prefix::EVENT),

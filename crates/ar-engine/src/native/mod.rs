@@ -370,6 +370,7 @@ impl Engine {
                 tools: specs.clone(),
             };
             let model_route = &route.insert(current).0;
+            handle.hold_secret(model_route.api_key.as_ref());
             let mut marks = StreamMarks {
                 message_id: new_id(prefix::MESSAGE),
                 reasoning_id: new_id(prefix::MESSAGE),

@@ -645,3 +645,55 @@ async fn opencode_shell_tool_is_recorded_and_runs_in_the_workdir() {
     );
     server.stop().await;
 }
+
+/// A codex run whose model makes it print its environment (where its model key is): the key
+/// is scrubbed from every record and event of the run, and the output shows where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cli_printing_its_environment_never_leaks_the_model_key() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.respond_with(|conv| {
+        if conv.tool_results_in_turn() > 0 {
+            return Some(Reply::text("printed the environment").usage(Usage::new(20, 5)));
+        }
+        if conv.tool_names().iter().any(|n| n == "exec_command") {
+            Some(Reply::tool_call("exec_command", r#"{"cmd":"env"}"#))
+        } else {
+            Some(Reply::codex_shell("env"))
+        }
+    });
+    let server = TestServer::start(&mock).await;
+    let agent = cli_agent(&server, "env-printer", "codex").await;
+    let run_id = start(
+        &server,
+        &mock,
+        &agent,
+        "mock-model",
+        "print your environment",
+    )
+    .await;
+    let done = wait_for(&server, &run_id, &["completed", "failed"]).await;
+    let events = server.events(&run_id).await;
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    let calls = server.list(&run_id, "tool-calls").await;
+    let recorded = serde_json::to_string(&json!({
+        "run": done,
+        "events": events,
+        "tool_calls": calls,
+        "messages": server.list(&run_id, "messages").await,
+        "artifacts": server.list(&run_id, "artifacts").await,
+        "interactions": server.list(&run_id, "interactions").await,
+    }))
+    .unwrap();
+    assert!(
+        !recorded.contains("sk-test-secret"),
+        "the key reached the records: {recorded}"
+    );
+    assert!(
+        json!(calls).to_string().contains("=[redacted]"),
+        "the environment was printed, its key scrubbed: {calls:?}"
+    );
+    server.stop().await;
+}
