@@ -16,7 +16,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-core", &[][..]),
         ("ar-wire", &[][..]),
         ("ar-process", &[][..]),
-        ("ar-studio", &[][..]),
+        ("ar-studio", &["ar-core"][..]),
         ("ar-tidy", &[][..]),
         ("ar-config", &["ar-core"][..]),
         ("ar-store", &["ar-core"][..]),
@@ -26,7 +26,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
             "ar-tools",
             &["ar-core", "ar-config", "ar-process", "ar-wire"][..],
         ),
-        ("ar-dispatch", &["ar-process"][..]),
+        ("ar-dispatch", &["ar-core", "ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
         (
             "ar-server",

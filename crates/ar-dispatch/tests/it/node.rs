@@ -166,6 +166,24 @@ async fn auth_and_bad_input_are_4xx() {
     let ok_body = r#"{"Agent":"command:echoer","Prompt":"p"}"#;
     assert_eq!(exec(ok_body, None).await.unwrap().status(), 401);
     assert_eq!(exec(ok_body, Some("wrong")).await.unwrap().status(), 401);
+    let other_scheme = c
+        .get(format!("{}/api/node/capabilities", node.url))
+        .header("authorization", format!("Token {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_scheme.status(), 401);
+    let lower_case = c
+        .get(format!("{}/api/node/capabilities", node.url))
+        .header("authorization", format!("bearer  {TOKEN} "))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        lower_case.status(),
+        200,
+        "scheme case-insensitive, token trimmed"
+    );
     for bad in [
         r#"{"Agent":"command:echoer","Bogus":true}"#,
         r#"{"Agent":"command:echoer"} trailing"#,
@@ -259,6 +277,10 @@ async fn auth_and_bad_input_are_4xx() {
     assert!(!agents.contains(&"command".to_string()));
 
     let wrong = RemoteRuntime::new("peer", &node.url, "bad").unwrap();
+    assert!(
+        !format!("{wrong:?}").contains("\"bad\""),
+        "the node token never shows in Debug"
+    );
     let e = wrong
         .dispatch(RunSpec {
             agent: "command:echoer".into(),

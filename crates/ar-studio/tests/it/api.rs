@@ -374,6 +374,23 @@ async fn a_token_guards_every_route_when_set() {
         .await
         .expect("get");
     assert_eq!(resp.status(), 200);
+    // The scheme is matched case-insensitively and the token trimmed, as on the service.
+    let resp = s
+        .http
+        .get(s.url("/api/runtimes"))
+        .header("authorization", "bearer   sekret ")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(resp.status(), 200);
+    let resp = s
+        .http
+        .get(s.url("/api/runtimes"))
+        .header("authorization", "Basic sekret")
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(resp.status(), 401);
     let reg = serde_json::to_value(registration("rt")).expect("json");
     let resp = s
         .http
