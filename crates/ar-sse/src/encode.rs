@@ -1,5 +1,7 @@
 //! Writing frames: `id:`, `event:`, one `data:` line per line of data, and comments.
 
+use memchr::memchr;
+
 /// One event frame: `id: …` (when given), `event: …` (when not empty), one `data: …` line per
 /// line of `data`, then a blank line.
 ///
@@ -13,7 +15,6 @@ pub fn frame(id: Option<&str>, event: &str, data: &str) -> String {
     if !event.is_empty() {
         push_field(&mut out, "event: ", event);
     }
-    // `lines()` would drop a trailing empty line; SSE joins data lines with '\n', so split exactly.
     push_lines(&mut out, "data: ", data);
     out.push('\n');
     out
@@ -31,20 +32,32 @@ pub fn comment(text: &str) -> String {
 /// `prefix` and `value` without its line breaks, then `\n`.
 fn push_field(out: &mut String, prefix: &str, value: &str) {
     out.push_str(prefix);
-    if value.contains(['\n', '\r']) {
-        out.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
-    } else {
+    // Ids and event names are short: a plain scan beats memchr's set-up.
+    if !value.bytes().any(|b| b == b'\n' || b == b'\r') {
         out.push_str(value);
+    } else {
+        out.extend(value.chars().filter(|c| *c != '\n' && *c != '\r'));
     }
     out.push('\n');
 }
 
-/// `prefix` and each line of `text` (split at `\n`, a trailing `\r` dropped), each ending in `\n`.
+/// `prefix` and each line of `text`, each ending in `\n`: split at every `\n` (a trailing empty
+/// line too, since the reader joins data lines with `\n`), a trailing `\r` dropped.
 fn push_lines(out: &mut String, prefix: &str, text: &str) {
-    for line in text.split('\n') {
+    let mut rest = text;
+    loop {
+        let (line, next) = match memchr(b'\n', rest.as_bytes()) {
+            // Splitting at an ASCII byte keeps both halves valid UTF-8.
+            Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+            None => (rest, None),
+        };
         out.push_str(prefix);
         out.push_str(line.strip_suffix('\r').unwrap_or(line));
         out.push('\n');
+        match next {
+            Some(next) => rest = next,
+            None => return,
+        }
     }
 }
 
