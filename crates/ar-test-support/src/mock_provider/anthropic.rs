@@ -25,15 +25,6 @@ fn usage_json(u: &Usage, output: u64) -> Value {
     })
 }
 
-fn tool_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
-    let id = &reply.tool_calls[i].id;
-    if id.is_empty() {
-        format!("toolu_mock_{}_{i}", ctx.seq)
-    } else {
-        id.clone()
-    }
-}
-
 fn message_id(ctx: &RenderCtx) -> String {
     format!("msg_mock_{}", ctx.seq)
 }
@@ -59,7 +50,7 @@ pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
     for (i, c) in reply.tool_calls.iter().enumerate() {
         content.push(json!({
             "type": "tool_use",
-            "id": tool_id(reply, ctx, i),
+            "id": ctx.tool_call_id(reply, i, "toolu_mock"),
             "name": c.name,
             "input": input_object(&c.arguments),
         }));
@@ -118,7 +109,7 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
             .into_iter()
             .map(|piece| json!({ "type": "input_json_delta", "partial_json": piece }));
         let start = json!({
-            "type": "tool_use", "id": tool_id(reply, ctx, i), "name": c.name, "input": {},
+            "type": "tool_use", "id": ctx.tool_call_id(reply, i, "toolu_mock"), "name": c.name, "input": {},
         });
         parts.content.extend(content_block(index, start, deltas));
         index += 1;

@@ -30,15 +30,6 @@ fn fc_id(ctx: &RenderCtx, i: usize) -> String {
     format!("fc_mock_{}_{i}", ctx.seq)
 }
 
-fn call_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
-    let id = &reply.tool_calls[i].id;
-    if id.is_empty() {
-        format!("call_mock_{}_{i}", ctx.seq)
-    } else {
-        id.clone()
-    }
-}
-
 fn reasoning_id(ctx: &RenderCtx) -> String {
     format!("rs_mock_{}", ctx.seq)
 }
@@ -75,7 +66,7 @@ fn call_item(reply: &Reply, ctx: &RenderCtx, i: usize, done: bool) -> Value {
         "id": fc_id(ctx, i),
         "type": "function_call",
         "status": if done { "completed" } else { "in_progress" },
-        "call_id": call_id(reply, ctx, i),
+        "call_id": ctx.tool_call_id(reply, i, "call_mock"),
         "name": c.name,
         "arguments": if done { c.arguments.as_str() } else { "" },
     })
