@@ -75,20 +75,11 @@ async fn guard(State(s): State<ConsoleState>, req: Request, next: Next) -> Respo
             }
         }
         None => {
-            let host = req
+            let loopback = req
                 .headers()
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let name = host
-                .rsplit_once(':')
-                .map(|(h, _)| h)
-                .unwrap_or(host)
-                .trim_matches(['[', ']']);
-            let loopback = name == "localhost"
-                || name
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback());
+                .is_some_and(ar_studio::http::is_loopback_host);
             if loopback {
                 next.run(req).await
             } else {

@@ -72,7 +72,7 @@ impl AccessPolicy {
 }
 
 /// Whether a `Host` header names the loopback interface.
-pub(crate) fn is_loopback_host(host: &str) -> bool {
+pub fn is_loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         rest.split(']').next().unwrap_or_default()
     } else if host.matches(':').count() == 1 {
