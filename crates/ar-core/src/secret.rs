@@ -1,6 +1,10 @@
-//! A string wrapper for secrets whose `Debug` and `Display` never show the value.
+//! A string wrapper for secrets whose `Debug` and `Display` never show the value, and the one
+//! bearer-token check every server uses (header parsing and a constant-time comparison).
 
 use std::fmt;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// A secret value (API key, token). Formatting prints `[redacted]`.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -19,6 +23,22 @@ impl Secret {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Whether `given` is exactly this secret, in constant time. Both sides are hashed first,
+    /// so the time taken shows neither the secret's content nor its length.
+    pub fn matches(&self, given: &str) -> bool {
+        let want = Sha256::digest(self.0.as_bytes());
+        let got = Sha256::digest(given.as_bytes());
+        want.ct_eq(&got).into()
+    }
+}
+
+/// The token of an `Authorization` header value `Bearer <token>`: the scheme matched
+/// case-insensitively, white space around the value and the token trimmed. `None` for any
+/// other scheme or a value without a token.
+pub fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 impl fmt::Debug for Secret {
@@ -42,5 +62,30 @@ mod tests {
         let secret = Secret::new("sk-123");
         assert_eq!(format!("{secret:?} {secret}"), "[redacted] [redacted]");
         assert_eq!(secret.expose(), "sk-123");
+    }
+
+    #[test]
+    fn tokens_compare_exactly() {
+        let secret = Secret::new("abc");
+        assert!(secret.matches("abc"));
+        assert!(!secret.matches("abd"));
+        assert!(!secret.matches("ab"));
+        assert!(!secret.matches("abcd"));
+        assert!(!secret.matches(""));
+        assert!(!secret.matches("ABC"));
+    }
+
+    #[test]
+    fn bearer_header_values() {
+        assert_eq!(bearer_token("Bearer tok"), Some("tok"));
+        assert_eq!(bearer_token("bearer tok"), Some("tok"));
+        assert_eq!(bearer_token("BEARER tok"), Some("tok"));
+        assert_eq!(bearer_token("  Bearer   tok  "), Some("tok"));
+        assert_eq!(bearer_token("Bearer a b"), Some("a b"));
+        assert_eq!(bearer_token("Basic dXNlcjpwYXNz"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer   "), None);
+        assert_eq!(bearer_token("Bearertok"), None);
+        assert_eq!(bearer_token(""), None);
     }
 }

@@ -1,6 +1,6 @@
 //! The node server: serves a local runtime to remote dispatchers over HTTP (RunSpec in, NDJSON RunEvents out).
 //!
-//! Routes (all need `Authorization: Bearer <token>`, compared in constant time; with no
+//! Routes (all need `Authorization: Bearer <token>`, checked by `ar_core::secret`; with no
 //! token configured every route answers 403):
 //! - `POST /api/exec`: body = RunSpec JSON (strict). Answers `200 application/x-ndjson`, one
 //!   RunEvent per line, flushed as produced, until the run's last event (`exited`). A blank
@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ar_core::secret::{bearer_token, Secret};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -28,8 +29,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::local::{LocalConfig, LocalRuntime};
 use crate::providers::NamedCommandProvider;
@@ -134,7 +133,7 @@ impl NodeConfig {
 
 struct NodeState {
     config: NodeConfig,
-    token_digest: Option<[u8; 32]>,
+    token: Option<Secret>,
     runs: Mutex<HashMap<String, Arc<Run>>>,
 }
 
@@ -152,10 +151,6 @@ impl NodeState {
     }
 }
 
-fn digest(s: &[u8]) -> [u8; 32] {
-    Sha256::digest(s).into()
-}
-
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": message.into() }).to_string();
     (
@@ -170,27 +165,26 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 async fn auth(State(state): State<Arc<NodeState>>, req: Request, next: Next) -> Response {
-    let Some(want) = state.token_digest else {
+    let Some(want) = &state.token else {
         return error(StatusCode::FORBIDDEN, "node token is not configured");
     };
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| digest(t.trim().as_bytes()));
+        .and_then(bearer_token);
     match presented {
-        Some(got) if bool::from(got.ct_eq(&want)) => next.run(req).await,
+        Some(got) if want.matches(got) => next.run(req).await,
         Some(_) => error(StatusCode::UNAUTHORIZED, "invalid node token"),
         None => error(StatusCode::UNAUTHORIZED, "missing bearer token"),
     }
 }
 
 fn new_state(config: NodeConfig) -> Arc<NodeState> {
-    let token_digest = config.token.as_ref().map(|t| digest(t.as_bytes()));
+    let token = config.token.clone().map(Secret::new);
     Arc::new(NodeState {
         config,
-        token_digest,
+        token,
         runs: Mutex::new(HashMap::new()),
     })
 }

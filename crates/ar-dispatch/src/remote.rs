@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ar_core::secret::Secret;
 use async_trait::async_trait;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -19,7 +20,8 @@ pub const MAX_REMOTE_LINE: usize = 4 * 1024 * 1024;
 pub struct RemoteRuntime {
     name: String,
     base: String,
-    token: String,
+    /// The node's bearer token (`Secret`, so `Debug` never shows it).
+    token: Secret,
     client: reqwest::Client,
 }
 
@@ -44,7 +46,7 @@ impl RemoteRuntime {
         Ok(Self {
             name: format!("remote:{}", name.into()),
             base,
-            token: token.into(),
+            token: Secret::new(token),
             client,
         })
     }
@@ -62,7 +64,7 @@ struct RemoteControl {
     token: CancellationToken,
     client: reqwest::Client,
     url: String,
-    auth: String,
+    auth: Secret,
 }
 
 #[async_trait]
@@ -75,7 +77,7 @@ impl RunControl for RemoteControl {
         let req = self
             .client
             .post(format!("{}/cancel", self.url))
-            .bearer_auth(&self.auth);
+            .bearer_auth(self.auth.expose());
         // Best effort: the node also cancels when our stream goes away.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
@@ -87,7 +89,7 @@ impl RunControl for RemoteControl {
         let resp = self
             .client
             .post(format!("{}/signal", self.url))
-            .bearer_auth(&self.auth)
+            .bearer_auth(self.auth.expose())
             .body(input.to_string())
             .send()
             .await
@@ -116,7 +118,7 @@ impl Runtime for RemoteRuntime {
         let resp = self
             .client
             .post(format!("{}/api/exec", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token.expose())
             .header("content-type", "application/json")
             .body(spec.to_json())
             .send()

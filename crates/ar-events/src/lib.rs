@@ -4,7 +4,7 @@
 //!   created when someone subscribes and removed when the last subscriber leaves.
 //! - [`replay::stream_run_events`]: a run's events after a cursor, stitched from the store and the
 //!   bus without gaps or duplicates (subscribe first, then read the log, then skip what was read).
-//! - [`sse`]: `text/event-stream` frame encoding.
+//! - [`sse`]: the run event stream's frames (sequence numbers as ids), heartbeat and resume cursor.
 //! - [`outbox::CallbackDispatcher`]: at-least-once HTTP delivery of persisted events to app
 //!   callbacks, with the events table as the outbox and a named cursor per callback.
 //! - [`log_sink::LoggingBus`]: the `log` event sink, writing each event's envelope to the log.

@@ -1,44 +1,18 @@
-//! `text/event-stream` framing: event frames with optional `id:`, comments and the resume cursor from `Last-Event-ID`.
+//! The run event stream's `text/event-stream` conventions: frames keyed by sequence number, the
+//! heartbeat, and the resume cursor from `Last-Event-ID` (the framing itself is `ar-sse`'s).
 
 /// Interval between `: ping` comments that keep proxies from closing an idle stream.
 pub const HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// One SSE frame: `id: …` (optional), `event: …`, one `data:` line per line of `data`, blank line.
-///
-/// Carriage returns and newlines in `event` and `id` would break the framing, so they are removed.
+/// A run event's frame: its sequence number as `id:`, its type as `event:`, its JSON as `data:`
+/// (framing by [`ar_sse::frame`]).
 pub fn frame(id: Option<i64>, event: &str, data: &str) -> String {
-    let mut out = String::with_capacity(data.len() + event.len() + 32);
-    if let Some(id) = id {
-        out.push_str("id: ");
-        out.push_str(&id.to_string());
-        out.push('\n');
-    }
-    if !event.is_empty() {
-        out.push_str("event: ");
-        out.extend(event.chars().filter(|c| *c != '\n' && *c != '\r'));
-        out.push('\n');
-    }
-    // `lines()` drops a trailing empty line; SSE joins data lines with '\n', so split exactly.
-    for line in data.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line.strip_suffix('\r').unwrap_or(line));
-        out.push('\n');
-    }
-    out.push('\n');
-    out
+    let id = id.map(|sequence| sequence.to_string());
+    ar_sse::frame(id.as_deref(), event, data)
 }
 
 /// A comment line (`: text`), ignored by clients; used for `connected` and heartbeats.
-pub fn comment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 4);
-    for line in text.split('\n') {
-        out.push_str(": ");
-        out.push_str(line.strip_suffix('\r').unwrap_or(line));
-        out.push('\n');
-    }
-    out.push('\n');
-    out
-}
+pub use ar_sse::comment;
 
 /// The replay cursor a client asked for: `Last-Event-ID` wins over `?after_sequence=`; anything
 /// unparsable or negative counts as 0 (replay from the beginning).

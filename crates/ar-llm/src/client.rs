@@ -7,13 +7,13 @@ use std::time::Duration;
 use ar_core::model::{
     DeltaSink, ModelClient, ModelError, ModelRequest, ModelResponse, ModelRoute, StreamDelta,
 };
+use ar_sse::{Decoder as SseDecoder, Event as SseEvent};
 use async_trait::async_trait;
 use futures::StreamExt;
 
 use crate::error::{error_message, LlmError};
 use crate::providers::{anthropic, chat, responses};
 use crate::retry::{parse_retry_after, RetryPolicy};
-use crate::sse::{SseDecoder, SseEvent};
 
 /// The vendor wire formats this crate speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -16,7 +16,6 @@ pub mod client;
 pub mod error;
 mod providers;
 pub mod retry;
-pub mod sse;
 
 pub use client::{LlmClient, LlmClientConfig, WireApi};
 pub use error::LlmError;

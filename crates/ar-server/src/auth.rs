@@ -1,29 +1,22 @@
-//! Service-token authentication: `Authorization: Bearer <token>`, compared in constant time.
+//! Service-token authentication: `Authorization: Bearer <token>`, checked by [`Secret::matches`].
 
+use ar_core::secret::{bearer_token, Secret};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Extracts the bearer token ("Bearer" matched case-insensitively, token trimmed).
-fn bearer(request: &Request) -> Option<&str> {
-    let value = request
+/// Whether the request's `Authorization` header carries `expected` as its bearer token.
+pub(crate) fn bearer_matches(request: &Request, expected: &Secret) -> bool {
+    request
         .headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .trim();
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-/// Constant-time comparison (length differences leak only the length, never content).
-pub fn token_matches(expected: &str, given: &str) -> bool {
-    expected.as_bytes().ct_eq(given.as_bytes()).into()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(bearer_token)
+        .is_some_and(|given| expected.matches(given))
 }
 
 pub async fn require_token(
@@ -32,25 +25,9 @@ pub async fn require_token(
     next: Next,
 ) -> Result<Response, ApiError> {
     if let Some(expected) = &state.service_token {
-        let accepted = bearer(&request)
-            .map(|given| token_matches(expected.expose(), given))
-            .unwrap_or(false);
-        if !accepted {
+        if !bearer_matches(&request, expected) {
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized"));
         }
     }
     Ok(next.run(request).await)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_compare_exactly() {
-        assert!(token_matches("abc", "abc"));
-        assert!(!token_matches("abc", "abd"));
-        assert!(!token_matches("abc", "ab"));
-        assert!(!token_matches("abc", ""));
-    }
 }

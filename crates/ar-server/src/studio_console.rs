@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ar_config::app::AppConfig;
+use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::transcript::LoopState;
 use axum::extract::{Path, Query, Request, State};
@@ -18,7 +19,6 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use subtle::ConstantTimeEq;
 
 use crate::convert;
 
@@ -31,7 +31,7 @@ const RECENT_RUNS: usize = 50;
 struct ConsoleState {
     store: Arc<dyn Store>,
     apps: Arc<AppConfig>,
-    token: Option<Arc<str>>,
+    token: Option<Secret>,
 }
 
 /// The run-view routes, behind the service token (a bearer header or `?token=`, which
@@ -40,7 +40,7 @@ pub fn routes(store: Arc<dyn Store>, apps: Arc<AppConfig>, token: Option<String>
     let state = ConsoleState {
         store,
         apps,
-        token: token.filter(|t| !t.is_empty()).map(Arc::from),
+        token: token.filter(|t| !t.is_empty()).map(Secret::new),
     };
     Router::new()
         .route("/studio/api/info", get(info))
@@ -62,19 +62,9 @@ fn deny(status: StatusCode, code: &str, message: &str) -> Response {
 async fn guard(State(s): State<ConsoleState>, req: Request, next: Next) -> Response {
     match &s.token {
         Some(token) => {
-            let bearer = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::to_string);
-            let query = req.uri().query().and_then(|q| {
-                url::form_urlencoded::parse(q.as_bytes())
-                    .find(|(k, _)| k == "token")
-                    .map(|(_, v)| v.into_owned())
-            });
-            let given = bearer.or(query).unwrap_or_default();
-            if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            let accepted = crate::auth::bearer_matches(&req, token)
+                || query_token(&req).is_some_and(|given| token.matches(&given));
+            if accepted {
                 next.run(req).await
             } else {
                 deny(
@@ -85,20 +75,11 @@ async fn guard(State(s): State<ConsoleState>, req: Request, next: Next) -> Respo
             }
         }
         None => {
-            let host = req
+            let loopback = req
                 .headers()
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let name = host
-                .rsplit_once(':')
-                .map(|(h, _)| h)
-                .unwrap_or(host)
-                .trim_matches(['[', ']']);
-            let loopback = name == "localhost"
-                || name
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback());
+                .is_some_and(ar_studio::http::is_loopback_host);
             if loopback {
                 next.run(req).await
             } else {
@@ -110,6 +91,15 @@ async fn guard(State(s): State<ConsoleState>, req: Request, next: Next) -> Respo
             }
         }
     }
+}
+
+/// The `?token=` parameter, which stands in for the bearer header where `EventSource` cannot
+/// send headers.
+fn query_token(req: &Request) -> Option<String> {
+    let query = req.uri().query()?;
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
 }
 
 async fn info() -> Json<Value> {

@@ -1,4 +1,5 @@
-//! SSE frames on the command stream: their byte-exact encoding and the client-side decoding.
+//! Frames of the command stream: each command's event name, id and JSON data, encoded byte-exact
+//! (framing by `ar-sse`) and decoded back on the link's side.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -72,10 +73,11 @@ impl Frame {
         }
     }
 
-    /// The frame's bytes: `id: …\n` (when it has one), `event: …\n`, `data: …\n`, blank line.
+    /// The frame's bytes: `id: …\n` (when it has one), `event: …\n`, `data: …\n`, blank line
+    /// (framing by [`ar_sse::frame`]).
     ///
     /// JSON from serde never holds a raw line break, and ids are validated before they reach a
-    /// frame, so a frame cannot end early or smuggle a field.
+    /// frame, so the data is one line and a frame cannot end early or smuggle a field.
     pub fn encode(&self) -> Bytes {
         let data = match self {
             Frame::Ping => return Bytes::from_static(PING_FRAME),
@@ -93,18 +95,7 @@ impl Frame {
         // Serializing these plain structs (strings, numbers, lists, string-keyed maps) cannot
         // fail; an empty object keeps the frame well-formed if it ever did.
         let data = data.unwrap_or_else(|_| "{}".to_string());
-        let mut out = String::with_capacity(data.len() + 64);
-        if let Some(id) = self.id() {
-            out.push_str("id: ");
-            out.push_str(id);
-            out.push('\n');
-        }
-        out.push_str("event: ");
-        out.push_str(self.event());
-        out.push_str("\ndata: ");
-        out.push_str(&data);
-        out.push_str("\n\n");
-        Bytes::from(out)
+        Bytes::from(ar_sse::frame(self.id(), self.event(), &data))
     }
 
     /// Decodes a frame from its event name, id line and data.
@@ -147,6 +138,7 @@ mod tests {
     #[test]
     fn frames_are_byte_exact() {
         assert_eq!(&Frame::Ping.encode()[..], b"event: ping\ndata: {}\n\n");
+        assert_eq!(ar_sse::frame(None, "ping", "{}").as_bytes(), PING_FRAME);
         let cancel = Frame::Cancel {
             command_id: "cmd_1".into(),
         };
@@ -215,17 +207,14 @@ mod tests {
                 ..Default::default()
             }),
         ] {
-            let back = Frame::decode(frame.event(), frame.id(), &data_of(&frame.encode()));
+            let mut decoder = ar_sse::Decoder::new();
+            decoder.push(&frame.encode());
+            let raw = decoder.next_event().expect("one frame");
+            assert_eq!(raw.event, frame.event());
+            assert_eq!(raw.id.as_deref(), frame.id());
+            let back = Frame::decode(&raw.event, raw.id.as_deref(), &raw.data);
             assert_eq!(back.ok(), Some(frame));
         }
         assert!(Frame::decode("nope", None, "{}").is_err());
-    }
-
-    fn data_of(bytes: &[u8]) -> String {
-        let text = String::from_utf8_lossy(bytes);
-        text.lines()
-            .find_map(|l| l.strip_prefix("data: "))
-            .unwrap_or_default()
-            .to_string()
     }
 }

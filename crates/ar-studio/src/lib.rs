@@ -26,7 +26,7 @@
 //! ([`StudioServer::enqueue_session`]) travel as `event: session` with the command id as id.
 
 pub mod bench;
-pub mod clock;
+mod clock;
 pub mod console;
 pub mod error;
 pub mod frame;
@@ -40,7 +40,8 @@ pub mod server;
 pub mod store;
 pub mod wire;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+/// The studio's timers read this clock (the domain's, so tests share one manual clock).
+pub use ar_core::clock::{Clock, ManualClock, SystemClock};
 pub use error::StudioError;
 pub use frame::Frame;
 pub use ids::valid_command_id;

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use ar_core::clock::SystemClock;
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
 
-use crate::clock::SystemClock;
 use crate::error::StudioError;
 use crate::http::{router, PeerAddr, RouterOptions};
 use crate::server::{ServerConfig, StudioServer};

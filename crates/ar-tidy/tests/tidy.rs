@@ -14,19 +14,20 @@ fn workspace_root() -> PathBuf {
 fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([
         ("ar-core", &[][..]),
-        ("ar-wire", &[][..]),
+        ("ar-wire", &["ar-core"][..]),
         ("ar-process", &[][..]),
-        ("ar-studio", &[][..]),
+        ("ar-sse", &[][..]),
+        ("ar-studio", &["ar-core", "ar-sse"][..]),
         ("ar-tidy", &[][..]),
         ("ar-config", &["ar-core"][..]),
         ("ar-store", &["ar-core"][..]),
-        ("ar-events", &["ar-core"][..]),
-        ("ar-llm", &["ar-core"][..]),
+        ("ar-events", &["ar-core", "ar-sse"][..]),
+        ("ar-llm", &["ar-core", "ar-sse"][..]),
         (
             "ar-tools",
             &["ar-core", "ar-config", "ar-process", "ar-wire"][..],
         ),
-        ("ar-dispatch", &["ar-process"][..]),
+        ("ar-dispatch", &["ar-core", "ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
         (
             "ar-server",
@@ -41,6 +42,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-engine",
                 "ar-dispatch",
                 "ar-process",
+                "ar-sse",
                 "ar-studio",
             ][..],
         ),
@@ -72,6 +74,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-server",
                 "ar-process",
                 "ar-dispatch",
+                "ar-sse",
                 "ar-studio",
             ][..],
         ),
@@ -210,9 +213,7 @@ fn only_ar_process_spawns_processes() {
         })
         .filter(|path| {
             let text = std::fs::read_to_string(path).unwrap_or_default();
-            // Unit-test modules sit at the end of a file; only code before them counts.
-            let production = text.split("#[cfg(test)]").next().unwrap_or_default();
-            production
+            production_code(&text)
                 .lines()
                 .filter(|line| !line.trim_start().starts_with("//"))
                 .any(|line| line.contains("Command::new("))
@@ -223,5 +224,191 @@ fn only_ar_process_spawns_processes() {
         offenders.is_empty(),
         "process spawning outside ar-process:\n{}",
         offenders.join("\n")
+    );
+}
+
+/// The production code of a file: everything but inline `#[cfg(test)]` items (a test module's
+/// braces, a test function). A `#[cfg(test)] mod tests;` declaration removes only itself, so
+/// the code after it is still checked.
+fn production_code(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // Skip the attributed item: a one-line declaration, or a braced block.
+        let mut depth = 0i64;
+        let mut opened = false;
+        for item in lines.by_ref() {
+            depth += item.matches('{').count() as i64 - item.matches('}').count() as i64;
+            opened |= item.contains('{');
+            if (opened && depth <= 0) || (!opened && item.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn production_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("crates"), &mut files);
+    files
+        .into_iter()
+        .filter(|path| {
+            let text = path.to_string_lossy();
+            !text.contains("/tests/")
+                && !text.contains("/examples/")
+                && !text.contains("/benches/")
+                && !text.ends_with("/tests.rs")
+                && !text.contains("/ar-tidy/")
+        })
+        .collect()
+}
+
+#[test]
+fn production_code_keeps_what_follows_a_test_module_declaration() {
+    let text = "fn a() {}\n#[cfg(test)]\nmod tests;\nfn b() {}\n#[cfg(test)]\nmod inline {\n    fn c() {}\n}\nfn d() {}\n";
+    assert_eq!(production_code(text), "fn a() {}\nfn b() {}\nfn d() {}\n");
+}
+
+/// HTTP servers exist in three places, each for its own protocol: the service API (ar-server),
+/// the studio control plane (ar-studio, seed 003) and the dispatch node (ar-dispatch, seed 000);
+/// ar-test-support's mock model provider is a test peer.
+#[test]
+fn http_routers_live_only_in_the_servers() {
+    let allowed = [
+        "/ar-server/",
+        "/ar-studio/",
+        "/ar-dispatch/",
+        "/ar-test-support/",
+    ];
+    let offenders: Vec<String> = production_files()
+        .iter()
+        .filter(|path| {
+            let text = path.to_string_lossy();
+            !allowed.iter().any(|crate_dir| text.contains(crate_dir))
+        })
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            builds_a_router(&production_code(&text))
+        })
+        .map(|path| path.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "HTTP routers outside the three servers:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// Whether code builds an axum `Router` (not a type whose name merely ends in `Router`).
+fn builds_a_router(code: &str) -> bool {
+    code.match_indices("Router::new(").any(|(at, _)| {
+        !code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+/// Production functions longer than this many lines fail the test.
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// Functions still longer than the limit, with the length each may not exceed (a ratchet:
+/// lower a number when a function shrinks, remove the entry when it fits).
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("ar-engine/src/native/round.rs", "handle_response", 282),
+    ("ar-engine/src/admission.rs", "start_run", 261),
+    ("ar-engine/src/lifecycle.rs", "resume", 240),
+    ("ar-store/src/postgres.rs", "bind_records", 239),
+    ("ar-engine/src/studio.rs", "prepare_studio_run", 203),
+    ("ar-engine/src/cli_loop.rs", "cli_record", 160),
+    (
+        "agent-runtime/src/commands/bench/service.rs",
+        "bench_store",
+        160,
+    ),
+    ("ar-engine/src/native/mod.rs", "native_loop", 149),
+    ("ar-engine/src/cli_loop.rs", "cli_loop", 136),
+    ("ar-store/src/sqlite/commit.rs", "write_records", 135),
+    ("ar-store/src/change.rs", "new", 131),
+    ("ar-engine/src/native/pending.rs", "settle_pending", 117),
+    ("ar-engine/src/studio.rs", "studio_decide", 116),
+    ("ar-engine/src/model_route.rs", "validate_run_model", 103),
+    ("ar-engine/src/studio.rs", "apply_edits", 102),
+];
+
+/// `(name, lines)` of every `fn` in production code, measured from its `fn` line to the
+/// closing brace at the same indentation.
+fn function_lengths(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let signature = [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "async ",
+            "const ",
+            "unsafe ",
+        ]
+        .iter()
+        .fold(trimmed, |rest, prefix| {
+            rest.strip_prefix(prefix).unwrap_or(rest)
+        });
+        let signature = signature.strip_prefix("async ").unwrap_or(signature);
+        let Some(rest) = signature.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let closing = lines[start..].iter().position(|candidate| {
+            candidate.len() == indent + 1
+                && candidate.starts_with(&" ".repeat(indent))
+                && candidate.ends_with('}')
+        });
+        if let Some(offset) = closing {
+            out.push((name, offset + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn production_functions_fit_a_screen() {
+    let root = workspace_root().join("crates");
+    let mut problems = Vec::new();
+    for path in production_files() {
+        let relative = path
+            .strip_prefix(&root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .to_string();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for (name, lines) in function_lengths(&production_code(&text)) {
+            let cap = LONG_FUNCTIONS
+                .iter()
+                .find(|(file, function, _)| *file == relative && *function == name)
+                .map(|(_, _, cap)| *cap)
+                .unwrap_or(MAX_FUNCTION_LINES);
+            if lines > cap {
+                problems.push(format!(
+                    "{relative}: fn {name} is {lines} lines (at most {cap})"
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "functions too long (split them by meaning):\n{}",
+        problems.join("\n")
     );
 }

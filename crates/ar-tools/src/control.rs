@@ -90,7 +90,18 @@ pub fn runtime_control_tools() -> Vec<ToolDefinition> {
 }
 
 fn build_runtime_control_tools() -> Vec<ToolDefinition> {
-    let update_plan = tool(
+    vec![
+        update_plan_tool(),
+        request_user_input_tool(),
+        request_approval_tool(),
+        request_review_checkpoint_tool(),
+        finish_turn_tool(),
+    ]
+}
+
+/// `update_plan`: publish or revise the run's plan, without pausing.
+fn update_plan_tool() -> ToolDefinition {
+    tool(
         names::UPDATE_PLAN,
         CATEGORY_RUNTIME,
         "Publish or revise the step-by-step plan for this run. Does not pause the run.",
@@ -116,9 +127,12 @@ fn build_runtime_control_tools() -> Vec<ToolDefinition> {
         }),
         false,
         RiskLevel::Read,
-    );
+    )
+}
 
-    let request_user_input = tool(
+/// `request_user_input`: questions for the user; pauses the run.
+fn request_user_input_tool() -> ToolDefinition {
+    tool(
         names::REQUEST_USER_INPUT,
         CATEGORY_RUNTIME,
         "Ask the user one or more questions and pause the run until they answer.",
@@ -156,19 +170,25 @@ fn build_runtime_control_tools() -> Vec<ToolDefinition> {
         }),
         true,
         RiskLevel::RoutineMutation,
-    );
+    )
+}
 
-    let mut approval = approval_properties();
-    let request_approval = tool(
+/// `request_approval`: a proposal for a person to approve; pauses the run.
+fn request_approval_tool() -> ToolDefinition {
+    tool(
         names::REQUEST_APPROVAL,
         CATEGORY_RUNTIME,
         "Ask a person to approve a proposal and pause the run until they approve or request changes.",
-        json!({"type": "object", "properties": approval.clone(), "required": ["title"]}),
+        json!({"type": "object", "properties": approval_properties(), "required": ["title"]}),
         true,
         RiskLevel::RoutineMutation,
-    );
+    )
+}
 
-    approval.insert(
+/// `request_review_checkpoint`: an approval carrying review findings and a verdict.
+fn request_review_checkpoint_tool() -> ToolDefinition {
+    let mut properties = approval_properties();
+    properties.insert(
         "findings".to_string(),
         json!({
             "type": "array",
@@ -196,22 +216,25 @@ fn build_runtime_control_tools() -> Vec<ToolDefinition> {
             }
         }),
     );
-    approval.insert("overall_correctness".to_string(), json!({"type": "string"}));
-    approval.insert("overall_explanation".to_string(), json!({"type": "string"}));
-    approval.insert(
+    properties.insert("overall_correctness".to_string(), json!({"type": "string"}));
+    properties.insert("overall_explanation".to_string(), json!({"type": "string"}));
+    properties.insert(
         "overall_confidence_score".to_string(),
         json!({"type": "number", "minimum": 0, "maximum": 1}),
     );
-    let request_review_checkpoint = tool(
+    tool(
         names::REQUEST_REVIEW_CHECKPOINT,
         CATEGORY_RUNTIME,
         "Present review findings and an overall verdict to a person and pause the run until they approve or request changes.",
-        json!({"type": "object", "properties": approval, "required": ["title"]}),
+        json!({"type": "object", "properties": properties, "required": ["title"]}),
         true,
         RiskLevel::RoutineMutation,
-    );
+    )
+}
 
-    let finish_turn = tool(
+/// `finish_turn`: declares the turn done (or blocked).
+fn finish_turn_tool() -> ToolDefinition {
+    tool(
         names::FINISH_TURN,
         CATEGORY_RUNTIME,
         "Declare the turn finished. Must be the only tool call in its response. Use outcome \"blocked\" with a blocker when the work cannot be completed.",
@@ -226,15 +249,7 @@ fn build_runtime_control_tools() -> Vec<ToolDefinition> {
         }),
         false,
         RiskLevel::Read,
-    );
-
-    vec![
-        update_plan,
-        request_user_input,
-        request_approval,
-        request_review_checkpoint,
-        finish_turn,
-    ]
+    )
 }
 
 #[cfg(test)]

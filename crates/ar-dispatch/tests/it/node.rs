@@ -166,6 +166,19 @@ async fn auth_and_bad_input_are_4xx() {
     let ok_body = r#"{"Agent":"command:echoer","Prompt":"p"}"#;
     assert_eq!(exec(ok_body, None).await.unwrap().status(), 401);
     assert_eq!(exec(ok_body, Some("wrong")).await.unwrap().status(), 401);
+    // The scheme is matched case-insensitively and the token trimmed, as on the service.
+    for (authorization, status) in [
+        (format!("Token {TOKEN}"), 401),
+        (format!("bearer  {TOKEN} "), 200),
+    ] {
+        let r = c
+            .get(format!("{}/api/node/capabilities", node.url))
+            .header("authorization", &authorization)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{authorization:?}");
+    }
     for bad in [
         r#"{"Agent":"command:echoer","Bogus":true}"#,
         r#"{"Agent":"command:echoer"} trailing"#,
@@ -259,6 +272,10 @@ async fn auth_and_bad_input_are_4xx() {
     assert!(!agents.contains(&"command".to_string()));
 
     let wrong = RemoteRuntime::new("peer", &node.url, "bad").unwrap();
+    assert!(
+        !format!("{wrong:?}").contains("\"bad\""),
+        "the node token never shows in Debug"
+    );
     let e = wrong
         .dispatch(RunSpec {
             agent: "command:echoer".into(),

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use ar_core::model::{ChatRole, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::Usage;
+use ar_sse::Event as SseEvent;
 use serde_json::{json, Value};
 
 use super::{control, join, normalize_finish, ToolCallAssembler};
 use crate::client::StreamParser;
 use crate::error::LlmError;
-use crate::sse::SseEvent;
 
 /// API version header sent with every request.
 pub(crate) const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -203,8 +203,7 @@ impl StreamParser for Parser {
         let kind = v
             .get("type")
             .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or_default();
+            .unwrap_or(&event.event);
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => {

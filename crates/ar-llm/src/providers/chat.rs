@@ -3,6 +3,7 @@
 
 use ar_core::model::{ChatMessage, ChatRole, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::Usage;
+use ar_sse::Event as SseEvent;
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
@@ -11,7 +12,6 @@ use serde_json::Value;
 use super::{join, normalize_finish, ToolCallAssembler};
 use crate::client::StreamParser;
 use crate::error::LlmError;
-use crate::sse::SseEvent;
 
 pub(crate) fn endpoint(base_url: &str) -> String {
     join(base_url, "chat/completions")

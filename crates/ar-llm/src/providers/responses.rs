@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use ar_core::model::{ChatRole, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::Usage;
+use ar_sse::Event as SseEvent;
 use serde_json::{json, Value};
 
 use super::{control, join, ToolCallAssembler};
 use crate::client::StreamParser;
 use crate::error::LlmError;
-use crate::sse::SseEvent;
 
 pub(crate) fn endpoint(base_url: &str) -> String {
     join(base_url, "responses")
@@ -175,8 +175,7 @@ impl StreamParser for Parser {
         let kind = v
             .get("type")
             .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or_default();
+            .unwrap_or(&event.event);
         let str_of = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
         match kind {
             "response.output_text.delta" => {

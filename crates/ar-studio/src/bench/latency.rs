@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::link::SseReader;
 use crate::wire::{Ack, Command};
 
 use super::report::LatencyFigures;
@@ -40,11 +39,12 @@ async fn run(samples: usize) -> Result<LatencyFigures, String> {
     let resp = reqwest::get(url).await.map_err(|e| e.to_string())?;
     let (tx, mut rx) = mpsc::unbounded_channel::<(String, Instant)>();
     let reader = tokio::spawn(async move {
-        let mut sse = SseReader::new(1 << 20);
+        let mut sse = ar_sse::Decoder::with_max_frame(1 << 20);
         let mut body = resp.bytes_stream();
         while let Some(Ok(chunk)) = body.next().await {
             let at = Instant::now();
-            for ev in sse.push(&chunk) {
+            sse.push(&chunk);
+            while let Some(ev) = sse.next_event() {
                 if tx.send((ev.event, at)).is_err() {
                     return;
                 }

@@ -1,13 +1,12 @@
-//! Access to the studio's routes: a bearer token compared in constant time when hosted, loopback-only without one.
+//! Access to the studio's routes: a bearer token (checked by `ar_core::secret`) when hosted, loopback-only without one.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 
+use ar_core::secret::{bearer_token, Secret};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 
@@ -18,7 +17,7 @@ pub struct PeerAddr(pub SocketAddr);
 /// Who may call the routes.
 #[derive(Debug, Clone, Default)]
 pub struct AccessPolicy {
-    token: Option<Arc<str>>,
+    token: Option<Secret>,
 }
 
 impl AccessPolicy {
@@ -26,20 +25,20 @@ impl AccessPolicy {
     /// loopback requests (loopback `Host`, and a loopback peer when the peer is known).
     pub fn new(token: Option<String>) -> Self {
         Self {
-            token: token.filter(|t| !t.is_empty()).map(Arc::from),
+            token: token.filter(|t| !t.is_empty()).map(Secret::new),
         }
     }
 
     fn check(&self, req: &Request) -> Result<(), ApiError> {
         match &self.token {
             Some(token) => {
-                let given = req
+                let accepted = req
                     .headers()
                     .get(header::AUTHORIZATION)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .unwrap_or_default();
-                if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                    .and_then(bearer_token)
+                    .is_some_and(|given| token.matches(given));
+                if accepted {
                     Ok(())
                 } else {
                     Err(ApiError::unauthorized("a valid bearer token is required"))
@@ -73,7 +72,7 @@ impl AccessPolicy {
 }
 
 /// Whether a `Host` header names the loopback interface.
-pub(crate) fn is_loopback_host(host: &str) -> bool {
+pub fn is_loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         rest.split(']').next().unwrap_or_default()
     } else if host.matches(':').count() == 1 {

@@ -16,7 +16,7 @@ use axum::Router;
 use crate::server::StudioServer;
 
 pub use api::RunLookup;
-pub use auth::{AccessPolicy, PeerAddr};
+pub use auth::{is_loopback_host, AccessPolicy, PeerAddr};
 pub use error::ApiError;
 pub use playground::validate_run;
 

@@ -7,7 +7,6 @@ mod carry;
 mod config;
 mod handler;
 mod seen;
-mod sse_reader;
 mod stats;
 
 use std::collections::HashMap;
@@ -29,7 +28,6 @@ pub use budget::REASON_BUDGET_EXCEEDED;
 pub use config::{LinkConfig, LinkError};
 pub use handler::{Admission, CommandHandler, Outcome, Rejection, Work};
 pub use seen::SeenSet;
-pub use sse_reader::{RawEvent, SseReader};
 pub use stats::LinkStats;
 
 use acker::Acker;
@@ -203,7 +201,7 @@ impl Link {
             });
         }
         bump(&self.counters.streams_opened);
-        let mut reader = SseReader::new(self.config.max_frame);
+        let mut reader = ar_sse::Decoder::with_max_frame(self.config.max_frame);
         let mut body = resp.bytes_stream();
         loop {
             let next = tokio::time::timeout(self.config.idle_timeout, body.next()).await;
@@ -212,13 +210,14 @@ impl Link {
                 Ok(None) => return Ok(()),
                 Ok(Some(chunk)) => chunk?,
             };
-            for ev in reader.push(&chunk) {
+            reader.push(&chunk);
+            while let Some(ev) = reader.next_event() {
                 Arc::clone(&self).dispatch(ev).await;
             }
         }
     }
 
-    async fn dispatch(self: Arc<Self>, ev: RawEvent) {
+    async fn dispatch(self: Arc<Self>, ev: ar_sse::Event) {
         let tracked = matches!(ev.event.as_str(), "run" | "approve" | "session");
         if ev.oversized {
             if let (true, Some(id)) = (tracked, ev.id.as_deref()) {

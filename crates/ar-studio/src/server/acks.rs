@@ -34,14 +34,7 @@ impl State {
         cfg: &ServerConfig,
         now: DateTime<Utc>,
     ) -> Result<(), AckError> {
-        if ack.command_id.is_empty() {
-            return Err(AckError::MissingCommand);
-        }
-        let state =
-            AckState::parse(&ack.state).ok_or_else(|| AckError::BadState(ack.state.clone()))?;
-        if !matches!(ack.status.as_str(), "" | "succeeded" | "failed") {
-            return Err(AckError::BadStatus(ack.status.clone()));
-        }
+        let state = checked_state(ack)?;
         let row = self
             .commands
             .get(&ack.command_id)
@@ -53,113 +46,128 @@ impl State {
                 why: row.error.clone(),
             });
         }
-        let (runtime, public_id, fork, row_state) = (
-            row.runtime.clone(),
-            row.public_id.clone(),
-            row.fork,
-            row.state,
-        );
-        let id = ack.command_id.clone();
+        let (runtime, row_state) = (row.runtime.clone(), row.state);
         if !ack.run_id.is_empty() {
-            let route = self.runs.entry(ack.run_id.clone()).or_default();
-            route.runtime = runtime.clone();
-            route.seen = Some(now);
-            if !public_id.is_empty() {
-                route.public_id = public_id;
-            }
-            route.fork |= fork;
+            let (public_id, fork) = (row.public_id.clone(), row.fork);
+            self.learn_route(&ack.run_id, &runtime, &public_id, fork, now);
         }
-        let beat_ms = self
-            .runtimes
-            .get(&runtime)
-            .map(|e| e.reg.heartbeat_ms)
-            .unwrap_or(0);
-        let connected = self
-            .runtimes
-            .get(&runtime)
-            .is_some_and(|e| e.feed.is_some());
-        let ack_reason = ack.reason.as_ref().map(|r| Reason {
-            kind: r.kind.clone(),
-            message: ack.error.clone(),
-            step: r.step,
-            components: r.components.clone(),
-        });
-        match state {
-            AckState::Accepted => match row_state {
-                CommandState::Queued => {
-                    self.set_watch(&id, None);
-                    if let Some(row) = self.commands.get_mut(&id) {
-                        row.state = CommandState::Accepted;
-                        row.run_id = ack.run_id.clone();
-                        row.updated = now;
-                    }
-                    if beat_ms > 0 {
-                        self.arm_beat(&id, beat_ms, cfg, now);
-                    } else if !connected {
-                        // No sweep will arm the watch for this row: arm it now.
-                        self.arm_finish(
-                            &id,
-                            cfg.finish_deadline,
-                            "accepted while the runtime was disconnected, no finish",
-                            now,
-                        );
-                    }
-                    self.save_row(&id);
-                }
-                CommandState::Accepted => {
-                    let mut changed = false;
-                    let mut row_beat = None;
-                    if let Some(row) = self.commands.get_mut(&id) {
-                        if row.run_id.is_empty() && !ack.run_id.is_empty() {
-                            // A fork's turn names its run only once it is in flight.
-                            row.run_id = ack.run_id.clone();
-                            row.updated = now;
-                            changed = true;
-                        }
-                        row_beat = row.watch.as_ref().and_then(|w| w.beat);
-                    }
-                    let beat = row_beat
-                        .map(|b| i64::try_from(b.as_millis()).unwrap_or(i64::MAX))
-                        .unwrap_or(beat_ms);
-                    if beat > 0 {
-                        // A heartbeat: the command is alive in the runtime's hands.
-                        self.arm_beat(&id, beat, cfg, now);
-                    }
-                    if changed {
-                        self.save_row(&id);
-                    }
-                }
-                // Finished and rejected rows are settled; a repeated accepted is a no-op.
-                _ => {}
-            },
-            AckState::Rejected => {
-                if matches!(row_state, CommandState::Queued | CommandState::Lost) {
-                    self.set_watch(&id, None);
-                    if let Some(row) = self.commands.get_mut(&id) {
-                        row.state = CommandState::Rejected;
-                        row.error = ack.error.clone();
-                        row.reason = ack_reason;
-                        row.updated = now;
-                    }
-                    self.save_row(&id);
-                }
+        let id = ack.command_id.as_str();
+        match (state, row_state) {
+            (AckState::Accepted, CommandState::Queued) => {
+                self.accept_queued(id, ack, &runtime, cfg, now)
             }
-            AckState::Finished => {
-                self.set_watch(&id, None);
-                if let Some(row) = self.commands.get_mut(&id) {
-                    row.state = CommandState::Finished;
-                    if !ack.run_id.is_empty() {
-                        row.run_id = ack.run_id.clone();
-                    }
-                    row.status = ack.status.clone();
-                    // The run's own outcome replaces whatever a timer guessed.
-                    row.error = ack.error.clone();
-                    row.reason = ack_reason;
-                    row.updated = now;
-                }
-                self.save_row(&id);
+            (AckState::Accepted, CommandState::Accepted) => {
+                self.heartbeat(id, ack, &runtime, cfg, now)
             }
+            // Finished and rejected rows are settled; a repeated accepted is a no-op.
+            (AckState::Accepted, _) => {}
+            (AckState::Rejected, CommandState::Queued | CommandState::Lost) => {
+                self.settle(id, ack, CommandState::Rejected, now)
+            }
+            (AckState::Rejected, _) => {}
+            (AckState::Finished, _) => self.settle(id, ack, CommandState::Finished, now),
         }
         Ok(())
     }
+
+    /// The runtime took a queued command: watch its heartbeats, or (when no sweep will) its
+    /// finish.
+    fn accept_queued(
+        &mut self,
+        id: &str,
+        ack: &Ack,
+        runtime: &str,
+        cfg: &ServerConfig,
+        now: DateTime<Utc>,
+    ) {
+        let entry = self.runtimes.get(runtime);
+        let beat_ms = entry.map_or(0, |e| e.reg.heartbeat_ms);
+        let connected = entry.is_some_and(|e| e.feed.is_some());
+        self.set_watch(id, None);
+        if let Some(row) = self.commands.get_mut(id) {
+            row.state = CommandState::Accepted;
+            row.run_id = ack.run_id.clone();
+            row.updated = now;
+        }
+        if beat_ms > 0 {
+            self.arm_beat(id, beat_ms, cfg, now);
+        } else if !connected {
+            // No sweep will arm the watch for this row: arm it now.
+            self.arm_finish(
+                id,
+                cfg.finish_deadline,
+                "accepted while the runtime was disconnected, no finish",
+                now,
+            );
+        }
+        self.save_row(id);
+    }
+
+    /// A repeated accepted ack is a heartbeat: the command is alive in the runtime's hands.
+    fn heartbeat(
+        &mut self,
+        id: &str,
+        ack: &Ack,
+        runtime: &str,
+        cfg: &ServerConfig,
+        now: DateTime<Utc>,
+    ) {
+        let mut changed = false;
+        let mut row_beat = None;
+        if let Some(row) = self.commands.get_mut(id) {
+            if row.run_id.is_empty() && !ack.run_id.is_empty() {
+                // A fork's turn names its run only once it is in flight.
+                row.run_id = ack.run_id.clone();
+                row.updated = now;
+                changed = true;
+            }
+            row_beat = row.watch.as_ref().and_then(|w| w.beat);
+        }
+        let beat = match row_beat {
+            Some(b) => i64::try_from(b.as_millis()).unwrap_or(i64::MAX),
+            None => self.runtimes.get(runtime).map_or(0, |e| e.reg.heartbeat_ms),
+        };
+        if beat > 0 {
+            self.arm_beat(id, beat, cfg, now);
+        }
+        if changed {
+            self.save_row(id);
+        }
+    }
+
+    /// Ends the command as `Rejected` or `Finished` with the runtime's own outcome, which
+    /// replaces whatever a timer guessed.
+    fn settle(&mut self, id: &str, ack: &Ack, state: CommandState, now: DateTime<Utc>) {
+        self.set_watch(id, None);
+        if let Some(row) = self.commands.get_mut(id) {
+            row.state = state;
+            if state == CommandState::Finished {
+                if !ack.run_id.is_empty() {
+                    row.run_id = ack.run_id.clone();
+                }
+                row.status = ack.status.clone();
+            }
+            row.error = ack.error.clone();
+            row.reason = ack.reason.as_ref().map(|r| Reason {
+                kind: r.kind.clone(),
+                message: ack.error.clone(),
+                step: r.step,
+                components: r.components.clone(),
+            });
+            row.updated = now;
+        }
+        self.save_row(id);
+    }
+}
+
+/// The ack's state, once its fields are known to be well-formed.
+fn checked_state(ack: &Ack) -> Result<AckState, AckError> {
+    if ack.command_id.is_empty() {
+        return Err(AckError::MissingCommand);
+    }
+    let state = AckState::parse(&ack.state).ok_or_else(|| AckError::BadState(ack.state.clone()))?;
+    if !matches!(ack.status.as_str(), "" | "succeeded" | "failed") {
+        return Err(AckError::BadStatus(ack.status.clone()));
+    }
+    Ok(state)
 }

@@ -16,10 +16,10 @@ mod views;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use ar_core::clock::{Clock, SystemClock};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::clock::{Clock, SystemClock};
 use crate::error::StudioError;
 use crate::store::StudioStore;
 use crate::wire::{

@@ -218,6 +218,25 @@ impl State {
         self.next_seq
     }
 
+    /// Learns which runtime runs `run_id` from a command that named it, `seen` at `at` (the
+    /// route's last sighting never moves back).
+    pub(crate) fn learn_route(
+        &mut self,
+        run_id: &str,
+        runtime: &str,
+        public_id: &str,
+        fork: bool,
+        at: DateTime<Utc>,
+    ) {
+        let route = self.runs.entry(run_id.to_string()).or_default();
+        route.runtime = runtime.to_string();
+        route.seen = Some(route.seen.map_or(at, |seen| seen.max(at)));
+        if !public_id.is_empty() {
+            route.public_id = public_id.to_string();
+        }
+        route.fork |= fork;
+    }
+
     /// Records a command addressed to a run, for `commands_on`.
     pub(crate) fn note_run_command(&mut self, run_id: &str, cmd: RunCommand) {
         if let Some(route) = self.runs.get_mut(run_id) {

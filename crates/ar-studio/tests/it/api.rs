@@ -358,22 +358,22 @@ async fn a_token_guards_every_route_when_set() {
     assert_eq!(resp.status(), 401);
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     assert_eq!(body["error"]["code"], "unauthorized");
-    let resp = s
-        .http
-        .get(s.url("/api/runtimes"))
-        .bearer_auth("sekreT")
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(resp.status(), 401);
-    let resp = s
-        .http
-        .get(s.url("/api/runtimes"))
-        .bearer_auth("sekret")
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(resp.status(), 200);
+    // The scheme is matched case-insensitively and the token trimmed, as on the service.
+    for (authorization, status) in [
+        ("Bearer sekreT", 401),
+        ("Bearer sekret", 200),
+        ("bearer   sekret ", 200),
+        ("Basic sekret", 401),
+    ] {
+        let resp = s
+            .http
+            .get(s.url("/api/runtimes"))
+            .header("authorization", authorization)
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(resp.status(), status, "{authorization:?}");
+    }
     let reg = serde_json::to_value(registration("rt")).expect("json");
     let resp = s
         .http

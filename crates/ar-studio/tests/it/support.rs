@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ar_sse::{Decoder, Event};
 use ar_studio::http::{router, RouterOptions};
-use ar_studio::link::{RawEvent, SseReader};
 use ar_studio::wire::{AgentRegistration, Registration};
 use ar_studio::{ManualClock, ServerConfig, StudioServer};
 use futures::StreamExt;
@@ -107,13 +107,13 @@ pub async fn serve_server(
 
 /// A raw reader of one command stream.
 pub struct Stream {
-    pub events: mpsc::UnboundedReceiver<RawEvent>,
+    pub events: mpsc::UnboundedReceiver<Event>,
     pub raw: mpsc::UnboundedReceiver<bytes::Bytes>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Stream {
-    pub async fn next(&mut self) -> RawEvent {
+    pub async fn next(&mut self) -> Event {
         tokio::time::timeout(Duration::from_secs(10), self.events.recv())
             .await
             .expect("a frame within the safety timeout")
@@ -149,11 +149,12 @@ pub async fn open_stream(s: &Served, runtime: &str, last: Option<&str>) -> Strea
     let (tx, events) = mpsc::unbounded_channel();
     let (raw_tx, raw) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
-        let mut reader = SseReader::new(16 << 20);
+        let mut reader = Decoder::with_max_frame(16 << 20);
         let mut body = resp.bytes_stream();
         while let Some(Ok(chunk)) = body.next().await {
             let _ = raw_tx.send(chunk.clone());
-            for ev in reader.push(&chunk) {
+            reader.push(&chunk);
+            while let Some(ev) = reader.next_event() {
                 let _ = tx.send(ev);
             }
         }

@@ -1,5 +1,6 @@
 //! Anthropic Messages rendering: the `message` object, its SSE event sequence, and error bodies.
 
+use axum::body::Bytes;
 use serde_json::{json, Value};
 
 use super::reply::{split_pieces, ErrorReply, FinishReason, Reply, StreamEnd, Usage};
@@ -22,15 +23,6 @@ fn usage_json(u: &Usage, output: u64) -> Value {
         "cache_read_input_tokens": u.cached,
         "output_tokens": output,
     })
-}
-
-fn tool_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
-    let id = &reply.tool_calls[i].id;
-    if id.is_empty() {
-        format!("toolu_mock_{}_{i}", ctx.seq)
-    } else {
-        id.clone()
-    }
 }
 
 fn message_id(ctx: &RenderCtx) -> String {
@@ -58,7 +50,7 @@ pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
     for (i, c) in reply.tool_calls.iter().enumerate() {
         content.push(json!({
             "type": "tool_use",
-            "id": tool_id(reply, ctx, i),
+            "id": ctx.tool_call_id(reply, i, "toolu_mock"),
             "name": c.name,
             "input": input_object(&c.arguments),
         }));
@@ -77,131 +69,90 @@ pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
 
 pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
     let mut parts = StreamParts::default();
-    parts.head.push(named(
-        "message_start",
-        &json!({
-            "type": "message_start",
-            "message": {
-                "id": message_id(ctx),
-                "type": "message",
-                "role": "assistant",
-                "model": ctx.model,
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": usage_json(&reply.usage, 1),
-            },
-        }),
-    ));
-    parts.head.push(named("ping", &json!({ "type": "ping" })));
+    let message = json!({
+        "id": message_id(ctx),
+        "type": "message",
+        "role": "assistant",
+        "model": ctx.model,
+        "content": [],
+        "stop_reason": null,
+        "stop_sequence": null,
+        "usage": usage_json(&reply.usage, 1),
+    });
+    parts
+        .head
+        .push(event("message_start", json!({ "message": message })));
+    parts.head.push(event("ping", json!({})));
 
     let mut index = 0usize;
-    let thinking: Vec<&String> = reply
-        .reasoning_deltas
-        .iter()
-        .filter(|d| !d.is_empty())
-        .collect();
+    let thinking: Vec<&String> = non_empty(&reply.reasoning_deltas);
     if !thinking.is_empty() {
-        parts.content.push(named(
-            "content_block_start",
-            &json!({
-                "type": "content_block_start",
-                "index": index,
-                "content_block": { "type": "thinking", "thinking": "" },
-            }),
-        ));
-        for d in thinking {
-            parts.content.push(named(
-                "content_block_delta",
-                &json!({
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": { "type": "thinking_delta", "thinking": d },
-                }),
-            ));
-        }
-        parts.content.push(named(
-            "content_block_delta",
-            &json!({
-                "type": "content_block_delta",
-                "index": index,
-                "delta": { "type": "signature_delta", "signature": "mock-signature" },
-            }),
-        ));
-        parts.content.push(named(
-            "content_block_stop",
-            &json!({ "type": "content_block_stop", "index": index }),
-        ));
+        let deltas = thinking
+            .into_iter()
+            .map(|d| json!({ "type": "thinking_delta", "thinking": d }))
+            .chain([json!({ "type": "signature_delta", "signature": "mock-signature" })]);
+        let start = json!({ "type": "thinking", "thinking": "" });
+        parts.content.extend(content_block(index, start, deltas));
         index += 1;
     }
-    let deltas: Vec<&String> = reply.text_deltas.iter().filter(|d| !d.is_empty()).collect();
-    if !deltas.is_empty() {
-        parts.content.push(named(
-            "content_block_start",
-            &json!({
-                "type": "content_block_start",
-                "index": index,
-                "content_block": { "type": "text", "text": "" },
-            }),
-        ));
-        for d in deltas {
-            parts.content.push(named(
-                "content_block_delta",
-                &json!({
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": { "type": "text_delta", "text": d },
-                }),
-            ));
-        }
-        parts.content.push(named(
-            "content_block_stop",
-            &json!({ "type": "content_block_stop", "index": index }),
-        ));
+    let text: Vec<&String> = non_empty(&reply.text_deltas);
+    if !text.is_empty() {
+        let deltas = text
+            .into_iter()
+            .map(|d| json!({ "type": "text_delta", "text": d }));
+        let start = json!({ "type": "text", "text": "" });
+        parts.content.extend(content_block(index, start, deltas));
         index += 1;
     }
     for (i, c) in reply.tool_calls.iter().enumerate() {
-        parts.content.push(named(
-            "content_block_start",
-            &json!({
-                "type": "content_block_start",
-                "index": index,
-                "content_block": {
-                    "type": "tool_use", "id": tool_id(reply, ctx, i), "name": c.name, "input": {},
-                },
-            }),
-        ));
-        for piece in split_pieces(&c.arguments, reply.arg_chunks) {
-            parts.content.push(named(
-                "content_block_delta",
-                &json!({
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": { "type": "input_json_delta", "partial_json": piece },
-                }),
-            ));
-        }
-        parts.content.push(named(
-            "content_block_stop",
-            &json!({ "type": "content_block_stop", "index": index }),
-        ));
+        let deltas = split_pieces(&c.arguments, reply.arg_chunks)
+            .into_iter()
+            .map(|piece| json!({ "type": "input_json_delta", "partial_json": piece }));
+        let start = json!({
+            "type": "tool_use", "id": ctx.tool_call_id(reply, i, "toolu_mock"), "name": c.name, "input": {},
+        });
+        parts.content.extend(content_block(index, start, deltas));
         index += 1;
     }
-    parts.tail.push(named(
-        "message_delta",
-        &json!({
-            "type": "message_delta",
-            "delta": { "stop_reason": stop_reason(reply.finish_reason()), "stop_sequence": null },
-            "usage": usage_json(&reply.usage, reply.usage.output),
-        }),
-    ));
-    parts
-        .tail
-        .push(named("message_stop", &json!({ "type": "message_stop" })));
+    let stop = json!({
+        "delta": { "stop_reason": stop_reason(reply.finish_reason()), "stop_sequence": null },
+        "usage": usage_json(&reply.usage, reply.usage.output),
+    });
+    parts.tail.push(event("message_delta", stop));
+    parts.tail.push(event("message_stop", json!({})));
     if let StreamEnd::Error(err) = &reply.end {
         parts.error.push(named("error", &error_body(err)));
     }
     parts
+}
+
+/// An event named `kind` whose body is `fields` with `"type": kind` first.
+fn event(kind: &str, fields: Value) -> Bytes {
+    let mut body = json!({ "type": kind });
+    if let (Value::Object(body), Value::Object(fields)) = (&mut body, fields) {
+        body.extend(fields);
+    }
+    named(kind, &body)
+}
+
+/// One content block at `index`: its start, one delta event per delta, its stop.
+fn content_block(index: usize, start: Value, deltas: impl Iterator<Item = Value>) -> Vec<Bytes> {
+    let mut out = vec![event(
+        "content_block_start",
+        json!({ "index": index, "content_block": start }),
+    )];
+    out.extend(deltas.map(|delta| {
+        event(
+            "content_block_delta",
+            json!({ "index": index, "delta": delta }),
+        )
+    }));
+    out.push(event("content_block_stop", json!({ "index": index })));
+    out
+}
+
+fn non_empty(deltas: &[String]) -> Vec<&String> {
+    deltas.iter().filter(|d| !d.is_empty()).collect()
 }
 
 /// Anthropic error envelope: `{"type":"error","error":{"type","message"}}`.

@@ -24,15 +24,6 @@ pub(crate) fn usage_json(u: &Usage) -> Value {
     })
 }
 
-fn call_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
-    let id = &reply.tool_calls[i].id;
-    if id.is_empty() {
-        format!("call_mock_{}_{i}", ctx.seq)
-    } else {
-        id.clone()
-    }
-}
-
 fn completion_id(ctx: &RenderCtx) -> String {
     format!("chatcmpl-mock-{}", ctx.seq)
 }
@@ -54,7 +45,7 @@ pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
             .enumerate()
             .map(|(i, c)| {
                 json!({
-                    "id": call_id(reply, ctx, i),
+                    "id": ctx.tool_call_id(reply, i, "call_mock"),
                     "type": "function",
                     "function": { "name": c.name, "arguments": c.arguments },
                 })
@@ -109,7 +100,7 @@ pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
         parts.content.push(chunk(
             json!({ "tool_calls": [{
                 "index": i,
-                "id": call_id(reply, ctx, i),
+                "id": ctx.tool_call_id(reply, i, "call_mock"),
                 "type": "function",
                 "function": { "name": c.name, "arguments": "" },
             }] }),

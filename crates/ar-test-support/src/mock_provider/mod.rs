@@ -51,7 +51,7 @@ use axum::body::{Body as AxumBody, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -145,12 +145,21 @@ impl MockProvider {
             ]),
         });
         let router = Router::new()
-            .route("/v1/chat/completions", post(chat_completions))
-            .route("/chat/completions", post(chat_completions))
-            .route("/v1/responses", post(responses_api))
-            .route("/responses", post(responses_api))
-            .route("/v1/messages", post(anthropic_messages))
-            .route("/messages", post(anthropic_messages))
+            .route(
+                "/v1/chat/completions",
+                model_endpoint(WireFormat::ChatCompletions),
+            )
+            .route(
+                "/chat/completions",
+                model_endpoint(WireFormat::ChatCompletions),
+            )
+            .route("/v1/responses", model_endpoint(WireFormat::Responses))
+            .route("/responses", model_endpoint(WireFormat::Responses))
+            .route(
+                "/v1/messages",
+                model_endpoint(WireFormat::AnthropicMessages),
+            )
+            .route("/messages", model_endpoint(WireFormat::AnthropicMessages))
             .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/messages/count_tokens", post(count_tokens))
             .route("/v1/models", get(list_models))
@@ -301,6 +310,18 @@ pub(crate) struct RenderCtx {
     pub created: u64,
 }
 
+impl RenderCtx {
+    /// Tool call `i`'s id: the scripted one, else `{prefix}_{seq}_{i}` (unique per reply).
+    pub(crate) fn tool_call_id(&self, reply: &Reply, i: usize, prefix: &str) -> String {
+        let id = &reply.tool_calls[i].id;
+        if id.is_empty() {
+            format!("{prefix}_{}_{i}", self.seq)
+        } else {
+            id.clone()
+        }
+    }
+}
+
 fn record(
     shared: &Shared,
     method: &Method,
@@ -349,50 +370,15 @@ fn next_reply(shared: &Shared, conv: &Conversation<'_>) -> Option<Reply> {
     shared.fallback.lock().clone()
 }
 
-async fn chat_completions(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> Response {
-    model_request(
-        shared,
-        WireFormat::ChatCompletions,
-        method,
-        uri,
-        headers,
-        bytes,
+/// `POST` to one wire format's model endpoint.
+fn model_endpoint(wire: WireFormat) -> MethodRouter<Arc<Shared>> {
+    post(
+        move |State(shared): State<Arc<Shared>>,
+              method: Method,
+              uri: Uri,
+              headers: HeaderMap,
+              bytes: Bytes| model_request(shared, wire, method, uri, headers, bytes),
     )
-    .await
-}
-
-async fn responses_api(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> Response {
-    model_request(shared, WireFormat::Responses, method, uri, headers, bytes).await
-}
-
-async fn anthropic_messages(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    bytes: Bytes,
-) -> Response {
-    model_request(
-        shared,
-        WireFormat::AnthropicMessages,
-        method,
-        uri,
-        headers,
-        bytes,
-    )
-    .await
 }
 
 async fn model_request(

@@ -1,9 +1,10 @@
 //! OpenAI Responses API rendering: the `response` object and its typed SSE events, in the shape the
 //! Codex CLI parses (`response.created` … `response.output_item.done` … `response.completed`).
 
+use axum::body::Bytes;
 use serde_json::{json, Value};
 
-use super::reply::{split_pieces, FinishReason, Reply, StreamEnd, Usage};
+use super::reply::{split_pieces, ErrorReply, FinishReason, Reply, StreamEnd, Usage};
 use super::sse::{named, StreamParts};
 use super::RenderCtx;
 
@@ -27,15 +28,6 @@ fn message_id(ctx: &RenderCtx) -> String {
 
 fn fc_id(ctx: &RenderCtx, i: usize) -> String {
     format!("fc_mock_{}_{i}", ctx.seq)
-}
-
-fn call_id(reply: &Reply, ctx: &RenderCtx, i: usize) -> String {
-    let id = &reply.tool_calls[i].id;
-    if id.is_empty() {
-        format!("call_mock_{}_{i}", ctx.seq)
-    } else {
-        id.clone()
-    }
 }
 
 fn reasoning_id(ctx: &RenderCtx) -> String {
@@ -74,7 +66,7 @@ fn call_item(reply: &Reply, ctx: &RenderCtx, i: usize, done: bool) -> Value {
         "id": fc_id(ctx, i),
         "type": "function_call",
         "status": if done { "completed" } else { "in_progress" },
-        "call_id": call_id(reply, ctx, i),
+        "call_id": ctx.tool_call_id(reply, i, "call_mock"),
         "name": c.name,
         "arguments": if done { c.arguments.as_str() } else { "" },
     })
@@ -132,153 +124,190 @@ pub(crate) fn render_json(reply: &Reply, ctx: &RenderCtx) -> Value {
 }
 
 pub(crate) fn render_stream(reply: &Reply, ctx: &RenderCtx) -> StreamParts {
-    let mut seq = 0u64;
-    let mut ev = |kind: &str, mut body: Value| {
-        body["type"] = Value::from(kind);
-        body["sequence_number"] = Value::from(seq);
-        seq += 1;
-        named(kind, &body)
-    };
+    let mut w = EventWriter { reply, ctx, seq: 0 };
     let mut parts = StreamParts::default();
-    parts.head.push(ev(
-        "response.created",
-        json!({ "response": response_object(reply, ctx, "in_progress", Vec::new()) }),
-    ));
-    parts.head.push(ev(
-        "response.in_progress",
-        json!({ "response": response_object(reply, ctx, "in_progress", Vec::new()) }),
-    ));
-
-    let text = reply.full_text();
+    for kind in ["response.created", "response.in_progress"] {
+        let response = response_object(reply, ctx, "in_progress", Vec::new());
+        parts
+            .head
+            .push(w.event(kind, json!({ "response": response })));
+    }
     let mut output_index = 0usize;
     if !reply.reasoning_deltas.is_empty() {
+        parts.content.extend(w.reasoning_item(output_index));
+        output_index += 1;
+    }
+    let text = reply.full_text();
+    if !text.is_empty() {
+        parts.content.extend(w.message_item(output_index, &text));
+        output_index += 1;
+    }
+    for i in 0..reply.tool_calls.len() {
+        parts.content.extend(w.call_item(i, output_index));
+        output_index += 1;
+    }
+    parts.tail.push(w.completion());
+    if let StreamEnd::Error(err) = &reply.end {
+        parts.error.push(w.failure(err));
+    }
+    parts
+}
+
+/// Writes one stream's events, numbering them (`sequence_number`) in the order written.
+struct EventWriter<'a> {
+    reply: &'a Reply,
+    ctx: &'a RenderCtx,
+    seq: u64,
+}
+
+impl EventWriter<'_> {
+    fn event(&mut self, kind: &str, mut body: Value) -> Bytes {
+        body["type"] = Value::from(kind);
+        body["sequence_number"] = Value::from(self.seq);
+        self.seq += 1;
+        named(kind, &body)
+    }
+
+    /// The reasoning item: added, its summary part streamed and done, the item done.
+    fn reasoning_item(&mut self, output_index: usize) -> Vec<Bytes> {
+        let (reply, ctx) = (self.reply, self.ctx);
         let item_id = reasoning_id(ctx);
         let summary = reply.full_reasoning();
-        parts.content.push(ev(
-            "response.output_item.added",
-            json!({ "output_index": output_index, "item": reasoning_item(ctx, "", false) }),
-        ));
-        parts.content.push(ev(
-            "response.reasoning_summary_part.added",
-            json!({
+        let part = |extra: Value| {
+            let mut body = json!({
                 "item_id": item_id, "output_index": output_index, "summary_index": 0,
-                "part": summary_part(""),
-            }),
-        ));
+            });
+            merge(&mut body, extra);
+            body
+        };
+        let mut out = vec![
+            self.event(
+                "response.output_item.added",
+                json!({ "output_index": output_index, "item": reasoning_item(ctx, "", false) }),
+            ),
+            self.event(
+                "response.reasoning_summary_part.added",
+                part(json!({ "part": summary_part("") })),
+            ),
+        ];
         for d in reply.reasoning_deltas.iter().filter(|d| !d.is_empty()) {
-            parts.content.push(ev(
+            out.push(self.event(
                 "response.reasoning_summary_text.delta",
-                json!({
-                    "item_id": item_id, "output_index": output_index, "summary_index": 0,
-                    "delta": d,
-                }),
+                part(json!({ "delta": d })),
             ));
         }
-        parts.content.push(ev(
+        out.push(self.event(
             "response.reasoning_summary_text.done",
-            json!({
-                "item_id": item_id, "output_index": output_index, "summary_index": 0,
-                "text": summary,
-            }),
+            part(json!({ "text": summary })),
         ));
-        parts.content.push(ev(
+        out.push(self.event(
             "response.reasoning_summary_part.done",
-            json!({
-                "item_id": item_id, "output_index": output_index, "summary_index": 0,
-                "part": summary_part(&summary),
-            }),
+            part(json!({ "part": summary_part(&summary) })),
         ));
-        parts.content.push(ev(
+        out.push(self.event(
             "response.output_item.done",
             json!({ "output_index": output_index, "item": reasoning_item(ctx, &summary, true) }),
         ));
-        output_index += 1;
+        out
     }
-    if !text.is_empty() {
+
+    /// The message item: added, its text part streamed and done, the item done.
+    fn message_item(&mut self, output_index: usize, text: &str) -> Vec<Bytes> {
+        let (reply, ctx) = (self.reply, self.ctx);
         let item_id = message_id(ctx);
-        parts.content.push(ev(
-            "response.output_item.added",
-            json!({ "output_index": output_index, "item": message_item(ctx, "", false) }),
-        ));
-        parts.content.push(ev(
-            "response.content_part.added",
-            json!({
+        let part = |extra: Value| {
+            let mut body = json!({
                 "item_id": item_id, "output_index": output_index, "content_index": 0,
-                "part": text_part(""),
-            }),
-        ));
+            });
+            merge(&mut body, extra);
+            body
+        };
+        let mut out = vec![
+            self.event(
+                "response.output_item.added",
+                json!({ "output_index": output_index, "item": message_item(ctx, "", false) }),
+            ),
+            self.event(
+                "response.content_part.added",
+                part(json!({ "part": text_part("") })),
+            ),
+        ];
         for d in reply.text_deltas.iter().filter(|d| !d.is_empty()) {
-            parts.content.push(ev(
+            out.push(self.event(
                 "response.output_text.delta",
-                json!({
-                    "item_id": item_id, "output_index": output_index, "content_index": 0,
-                    "delta": d, "logprobs": [],
-                }),
+                part(json!({ "delta": d, "logprobs": [] })),
             ));
         }
-        parts.content.push(ev(
+        out.push(self.event(
             "response.output_text.done",
-            json!({
-                "item_id": item_id, "output_index": output_index, "content_index": 0,
-                "text": text, "logprobs": [],
-            }),
+            part(json!({ "text": text, "logprobs": [] })),
         ));
-        parts.content.push(ev(
+        out.push(self.event(
             "response.content_part.done",
-            json!({
-                "item_id": item_id, "output_index": output_index, "content_index": 0,
-                "part": text_part(&text),
-            }),
+            part(json!({ "part": text_part(text) })),
         ));
-        parts.content.push(ev(
+        out.push(self.event(
             "response.output_item.done",
-            json!({ "output_index": output_index, "item": message_item(ctx, &text, true) }),
+            json!({ "output_index": output_index, "item": message_item(ctx, text, true) }),
         ));
-        output_index += 1;
+        out
     }
-    for (i, c) in reply.tool_calls.iter().enumerate() {
+
+    /// Function call `i`: added, its arguments streamed and done, the item done.
+    fn call_item(&mut self, i: usize, output_index: usize) -> Vec<Bytes> {
+        let (reply, ctx) = (self.reply, self.ctx);
         let item_id = fc_id(ctx, i);
-        parts.content.push(ev(
+        let arguments = &reply.tool_calls[i].arguments;
+        let mut out = vec![self.event(
             "response.output_item.added",
             json!({ "output_index": output_index, "item": call_item(reply, ctx, i, false) }),
-        ));
-        for piece in split_pieces(&c.arguments, reply.arg_chunks) {
-            parts.content.push(ev(
+        )];
+        for piece in split_pieces(arguments, reply.arg_chunks) {
+            out.push(self.event(
                 "response.function_call_arguments.delta",
                 json!({ "item_id": item_id, "output_index": output_index, "delta": piece }),
             ));
         }
-        parts.content.push(ev(
+        out.push(self.event(
             "response.function_call_arguments.done",
-            json!({ "item_id": item_id, "output_index": output_index, "arguments": c.arguments }),
+            json!({ "item_id": item_id, "output_index": output_index, "arguments": arguments }),
         ));
-        parts.content.push(ev(
+        out.push(self.event(
             "response.output_item.done",
             json!({ "output_index": output_index, "item": call_item(reply, ctx, i, true) }),
         ));
-        output_index += 1;
+        out
     }
-    let status = final_status(reply);
-    let kind = if status == "incomplete" {
-        "response.incomplete"
-    } else {
-        "response.completed"
-    };
-    parts.tail.push(ev(
-        kind,
-        json!({ "response": response_object(reply, ctx, status, output_items(reply, ctx)) }),
-    ));
-    if let StreamEnd::Error(err) = &reply.end {
-        let mut failed = response_object(reply, ctx, "failed", Vec::new());
+
+    /// `response.completed` (or `response.incomplete` when cut at the length limit).
+    fn completion(&mut self) -> Bytes {
+        let (reply, ctx) = (self.reply, self.ctx);
+        let status = final_status(reply);
+        let kind = if status == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        let response = response_object(reply, ctx, status, output_items(reply, ctx));
+        self.event(kind, json!({ "response": response }))
+    }
+
+    /// `response.failed` carrying the scripted error.
+    fn failure(&mut self, err: &ErrorReply) -> Bytes {
+        let mut failed = response_object(self.reply, self.ctx, "failed", Vec::new());
         let code = match err.status {
             429 => "rate_limit_exceeded",
             400 => "invalid_prompt",
             _ => "server_error",
         };
         failed["error"] = json!({ "code": code, "message": err.message });
-        parts
-            .error
-            .push(ev("response.failed", json!({ "response": failed })));
+        self.event("response.failed", json!({ "response": failed }))
     }
-    parts
+}
+
+/// Adds the fields of the object `extra` to the object `body`.
+fn merge(body: &mut Value, extra: Value) {
+    if let (Value::Object(body), Value::Object(extra)) = (body, extra) {
+        body.extend(extra);
+    }
 }

@@ -26,18 +26,20 @@ pub(crate) struct StreamParts {
 
 /// `event: <name>\ndata: <json>\n\n`
 pub(crate) fn named(event: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+    Bytes::from(ar_sse::frame(None, event, &data.to_string()))
 }
 
 /// `data: <json>\n\n`
 pub(crate) fn data(data: &Value) -> Bytes {
-    Bytes::from(format!("data: {data}\n\n"))
+    Bytes::from(ar_sse::frame(None, "", &data.to_string()))
 }
 
-/// `data: [DONE]\n\n`
+/// `data: [DONE]\n\n` (Chat Completions' end of stream), written once.
 pub(crate) fn done() -> Bytes {
-    Bytes::from_static(b"data: [DONE]\n\n")
+    Bytes::from_static(DONE_FRAME)
 }
+
+const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
 
 enum Step {
     Send(Bytes),
@@ -122,4 +124,20 @@ pub(crate) fn response(parts: StreamParts, reply: &Reply, shared: &Arc<Shared>) 
     h.insert("x-request-id", HeaderValue::from_static("req_mock"));
     h.insert("request-id", HeaderValue::from_static("req_mock"));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_the_shared_encoders() {
+        let body = serde_json::json!({"a": 1});
+        assert_eq!(
+            &named("ping", &body)[..],
+            b"event: ping\ndata: {\"a\":1}\n\n"
+        );
+        assert_eq!(&data(&body)[..], b"data: {\"a\":1}\n\n");
+        assert_eq!(&done()[..], ar_sse::frame(None, "", "[DONE]").as_bytes());
+    }
 }

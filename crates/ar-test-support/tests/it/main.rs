@@ -23,31 +23,26 @@ impl Sse {
     }
 }
 
-/// Splits an SSE body into events (strict: `\n\n` separators, `event:`/`data:` lines only).
+/// Splits an SSE body into events, strictly: the body must be exactly the frames the shared
+/// encoder writes for them (`event:` when named, one `data:` line, a blank line).
 pub fn parse_sse(body: &str) -> Vec<Sse> {
-    assert!(
-        body.ends_with("\n\n"),
-        "SSE body must end with a blank line"
-    );
-    body.split("\n\n")
-        .filter(|b| !b.is_empty())
-        .map(|block| {
-            let mut ev = Sse {
-                event: None,
-                data: String::new(),
-            };
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("event: ") {
-                    ev.event = Some(v.to_string());
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    ev.data = v.to_string();
-                } else {
-                    panic!("unexpected SSE line: {line:?}");
-                }
-            }
-            ev
-        })
-        .collect()
+    let mut decoder = ar_sse::Decoder::new();
+    decoder.push(body.as_bytes());
+    let mut events = Vec::new();
+    let mut rewritten = String::new();
+    while let Some(ev) = decoder.next_event() {
+        assert!(
+            ev.id.is_none() && !ev.data.contains('\n'),
+            "unexpected SSE frame: {ev:?}"
+        );
+        rewritten.push_str(&ar_sse::frame(None, &ev.event, &ev.data));
+        events.push(Sse {
+            event: (!ev.event.is_empty()).then_some(ev.event),
+            data: ev.data,
+        });
+    }
+    assert_eq!(rewritten, body, "SSE body must be exactly its frames");
+    events
 }
 
 pub async fn post(url: &str, body: Value) -> reqwest::Response {
