@@ -9,7 +9,7 @@ use ar_store::{PostgresStore, SqliteStore};
 use serde_json::json;
 use sqlx::{Connection, Executor};
 
-use crate::fixtures::{create, run, set_status};
+use crate::fixtures::{create, run};
 use crate::harness::{drop_schema, postgres_store, postgres_url};
 
 /// The metadata a run of the previous version carried: the host's `team` and the engine's keys.
@@ -30,7 +30,6 @@ fn old_metadata() -> serde_json::Value {
 fn paused_run() -> Run {
     let mut run = run("app-a", "", 0);
     run.engine = ar_core::EngineState::default();
-    set_status(&mut run, RunStatus::Paused);
     run.state = ar_core::RunState::restore(
         RunStatus::Paused,
         PauseReason::HumanInput,
