@@ -262,9 +262,6 @@ impl Engine {
             response.text.clone(),
             response.tool_calls.clone(),
         ));
-        let explicit = run.input.turn_policy.is_explicit_completion();
-        let max_corrections = run.input.turn_policy.max_completion_corrections;
-
         // A lone finish_turn ends the turn (valid) or earns a correction (invalid).
         let finish = match response.tool_calls.as_slice() {
             [only] if canonical_tool_name(&only.name) == control_tools::FINISH_TURN => {
@@ -273,163 +270,151 @@ impl Engine {
             _ => None,
         };
         if let Some((call, Ok(summary))) = &finish {
-            state
-                .transcript
-                .push(ChatMessage::tool_result(call.id.clone(), "turn finished"));
-            state.pending.clear();
-            let checkpoint = self.checkpoint(run, state);
-            let frozen = state.clone();
             return self
-                .commit_step(run, |run, change| {
-                    self.response_records(run, &response, &marks, change);
-                    self.tool_result_records(run, change, call, "turn finished", false, 0);
-                    change.checkpoint = Some(checkpoint.clone());
-                    self.finish_turn(run, change, &frozen, Some(summary))
-                })
+                .finish_with_call(run, state, &response, &marks, call, summary)
                 .await;
         }
-        if response.tool_calls.is_empty() || matches!(finish, Some((_, Err(_)))) {
-            if explicit {
-                state.corrections += 1;
-                let problem = match &finish {
-                    Some((call, Err(problem))) => {
-                        state.transcript.push(ChatMessage::tool_result(
-                            call.id.clone(),
-                            format!("error: {problem}"),
-                        ));
-                        problem.clone()
-                    }
-                    _ => "the turn ended without calling finish_turn".to_string(),
-                };
-                if state.corrections > max_corrections {
-                    let usage = state.usage;
-                    let checkpoint = self.checkpoint(run, state);
-                    return self
-                        .commit_step(run, |run, change| {
-                            self.response_records(run, &response, &marks, change);
-                            change.checkpoint = Some(checkpoint.clone());
-                            mark_failed(
-                                run,
-                                change,
-                                &format!("turn_completion_guard_exhausted: {problem}"),
-                                Some(&usage),
-                                self.now(),
-                            )
-                        })
-                        .await;
+        if response.tool_calls.is_empty() || finish.is_some() {
+            return self
+                .end_or_correct(run, state, &response, &marks, &finish)
+                .await;
+        }
+        self.tool_round(run, agent, tools, state, response, marks)
+            .await
+    }
+
+    /// A valid lone `finish_turn`: the turn ends with its summary.
+    async fn finish_with_call(
+        &self,
+        run: &mut Run,
+        state: &mut LoopState,
+        response: &ModelResponse,
+        marks: &StreamMarks,
+        call: &ModelToolCall,
+        summary: &Value,
+    ) -> EngineResult<Flow> {
+        state
+            .transcript
+            .push(ChatMessage::tool_result(call.id.clone(), "turn finished"));
+        state.pending.clear();
+        let checkpoint = self.checkpoint(run, state);
+        let frozen = state.clone();
+        self.commit_step(run, |run, change| {
+            self.response_records(run, response, marks, change);
+            self.tool_result_records(run, change, call, "turn finished", false, 0);
+            change.checkpoint = Some(checkpoint.clone());
+            self.finish_turn(run, change, &frozen, Some(summary))
+        })
+        .await
+    }
+
+    /// A response without tool calls (or with an invalid `finish_turn`): the turn ends, or an
+    /// explicit-completion run is told to finish properly (failing once out of corrections).
+    async fn end_or_correct(
+        &self,
+        run: &mut Run,
+        state: &mut LoopState,
+        response: &ModelResponse,
+        marks: &StreamMarks,
+        finish: &Option<(ModelToolCall, Result<Value, String>)>,
+    ) -> EngineResult<Flow> {
+        let explicit = run.input.turn_policy.is_explicit_completion();
+        let max_corrections = run.input.turn_policy.max_completion_corrections;
+        if explicit {
+            state.corrections += 1;
+            let problem = match finish {
+                Some((call, Err(problem))) => {
+                    state.transcript.push(ChatMessage::tool_result(
+                        call.id.clone(),
+                        format!("error: {problem}"),
+                    ));
+                    problem.clone()
                 }
-                let correction = format!(
-                    "Runtime completion correction {}/{}: {problem}. Call finish_turn as the only tool call with outcome, summary (and blocker when blocked).",
-                    state.corrections, max_corrections
-                );
-                state.transcript.push(ChatMessage::user(correction.clone()));
-                let checkpoint = self.checkpoint(run, state);
+                _ => "the turn ended without calling finish_turn".to_string(),
+            };
+            if state.corrections > max_corrections {
                 let usage = state.usage;
+                let checkpoint = self.checkpoint(run, state);
                 return self
                     .commit_step(run, |run, change| {
-                        self.response_records(run, &response, &marks, change);
-                        if let Some((call, Err(problem))) = &finish {
-                            self.tool_result_records(
-                                run,
-                                change,
-                                call,
-                                &format!("error: {problem}"),
-                                true,
-                                0,
-                            );
-                        }
-                        change.messages.push(message(
-                            run,
-                            MessageRole::User,
-                            &correction,
-                            message_type::SYSTEM_NOTIFICATION,
-                            self.now(),
-                        ));
-                        change.events.push(usage_checkpoint(&usage));
+                        self.response_records(run, response, marks, change);
                         change.checkpoint = Some(checkpoint.clone());
-                        Ok(())
+                        mark_failed(
+                            run,
+                            change,
+                            &format!("turn_completion_guard_exhausted: {problem}"),
+                            Some(&usage),
+                            self.now(),
+                        )
                     })
                     .await;
             }
+            let correction = format!(
+                "Runtime completion correction {}/{}: {problem}. Call finish_turn as the only tool call with outcome, summary (and blocker when blocked).",
+                state.corrections, max_corrections
+            );
+            state.transcript.push(ChatMessage::user(correction.clone()));
             let checkpoint = self.checkpoint(run, state);
-            let frozen = state.clone();
+            let usage = state.usage;
             return self
                 .commit_step(run, |run, change| {
-                    self.response_records(run, &response, &marks, change);
+                    self.response_records(run, response, marks, change);
+                    if let Some((call, Err(problem))) = finish {
+                        self.tool_result_records(
+                            run,
+                            change,
+                            call,
+                            &format!("error: {problem}"),
+                            true,
+                            0,
+                        );
+                    }
+                    change.messages.push(message(
+                        run,
+                        MessageRole::User,
+                        &correction,
+                        message_type::SYSTEM_NOTIFICATION,
+                        self.now(),
+                    ));
+                    change.events.push(usage_checkpoint(&usage));
                     change.checkpoint = Some(checkpoint.clone());
-                    self.finish_turn(run, change, &frozen, None)
+                    Ok(())
                 })
                 .await;
         }
+        let checkpoint = self.checkpoint(run, state);
+        let frozen = state.clone();
+        self.commit_step(run, |run, change| {
+            self.response_records(run, response, marks, change);
+            change.checkpoint = Some(checkpoint.clone());
+            self.finish_turn(run, change, &frozen, None)
+        })
+        .await
+    }
 
-        // A tool round.
+    /// A tool round: each call planned through the gate, reading calls run in parallel, the
+    /// round committed, mutating calls settled one by one.
+    async fn tool_round(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        tools: &[ToolDefinition],
+        state: &mut LoopState,
+        response: ModelResponse,
+        marks: StreamMarks,
+    ) -> EngineResult<Flow> {
         let gate = self.studio_gate(run).await?;
         let studio = gate.as_ref().map(|g| (g, state.transcript.as_slice()));
         let plans = self.plan_calls(run, agent, tools, &response.tool_calls, studio);
         let now = self.now();
-        let mut interactions: Vec<Interaction> = Vec::new();
-        let mut gated_records: Vec<ToolCallRecord> = Vec::new();
-        let mut pause_reason: Option<PauseReason> = None;
-        let mut answered: Vec<Answered> = Vec::new();
-        let mut to_run: Vec<(ModelToolCall, ToolDefinition, Value)> = Vec::new();
-        let mut plan_events: Vec<(String, Value)> = Vec::new();
-        for (call, plan) in response.tool_calls.iter().zip(plans) {
-            match plan {
-                Plan::Reject(reason) => {
-                    answered.push((call.clone(), ToolOutput::error(reason), None, 0))
-                }
-                Plan::Substitute(content) => {
-                    answered.push((call.clone(), ToolOutput::text(content), None, 0))
-                }
-                Plan::Replan { input } => {
-                    plan_events.push((call.id.clone(), input.clone()));
-                    answered.push((call.clone(), ToolOutput::text("plan updated"), None, 0));
-                }
-                Plan::Park {
-                    kind,
-                    title,
-                    reason,
-                    payload,
-                    record,
-                } => {
-                    let pending = interaction(run, kind, &title, "", payload, now);
-                    let record_id = if record {
-                        let tool = tools
-                            .iter()
-                            .find(|tool| tool.name == canonical_tool_name(&call.name));
-                        let input = serde_json::from_str(&call.arguments).unwrap_or(json!({}));
-                        let row = tool_call_record(
-                            run,
-                            &canonical_tool_name(&call.name),
-                            input,
-                            tool.map(|t| t.mutating).unwrap_or(true),
-                            true,
-                            now,
-                        );
-                        let id = row.id.clone();
-                        gated_records.push(row);
-                        Some(id)
-                    } else {
-                        None
-                    };
-                    state.pending.push(PendingCall {
-                        call: call.clone(),
-                        interaction_id: Some(pending.id.clone()),
-                        record_id,
-                        decision: None,
-                        started: false,
-                    });
-                    interactions.push(pending);
-                    pause_reason = match (pause_reason, reason) {
-                        (Some(PauseReason::HumanInput), _) | (_, PauseReason::HumanInput) => {
-                            Some(PauseReason::HumanInput)
-                        }
-                        (_, other) => Some(other),
-                    };
-                }
-                Plan::Run { tool, input } => to_run.push((call.clone(), tool, input)),
-            }
-        }
+        let RoundPlan {
+            interactions,
+            gated_records,
+            pause_reason,
+            mut answered,
+            to_run,
+            plan_events,
+        } = Self::sort_plans(run, tools, state, &response.tool_calls, plans, now);
         // Non-mutating calls run in parallel; mutating ones one by one after a started marker.
         let (mutating, reading): (Vec<_>, Vec<_>) =
             to_run.into_iter().partition(|(_, tool, _)| tool.mutating);
@@ -532,6 +517,89 @@ impl Engine {
         Ok(Flow::Continue)
     }
 
+    /// Sorts a round's planned calls: answered at once, parked for a person (with their
+    /// interactions and gated audit rows, and the pause they cause), or to run.
+    fn sort_plans(
+        run: &Run,
+        tools: &[ToolDefinition],
+        state: &mut LoopState,
+        calls: &[ModelToolCall],
+        plans: Vec<Plan>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> RoundPlan {
+        let mut interactions: Vec<Interaction> = Vec::new();
+        let mut gated_records: Vec<ToolCallRecord> = Vec::new();
+        let mut pause_reason: Option<PauseReason> = None;
+        let mut answered: Vec<Answered> = Vec::new();
+        let mut to_run: Vec<(ModelToolCall, ToolDefinition, Value)> = Vec::new();
+        let mut plan_events: Vec<(String, Value)> = Vec::new();
+        for (call, plan) in calls.iter().zip(plans) {
+            match plan {
+                Plan::Reject(reason) => {
+                    answered.push((call.clone(), ToolOutput::error(reason), None, 0))
+                }
+                Plan::Substitute(content) => {
+                    answered.push((call.clone(), ToolOutput::text(content), None, 0))
+                }
+                Plan::Replan { input } => {
+                    plan_events.push((call.id.clone(), input.clone()));
+                    answered.push((call.clone(), ToolOutput::text("plan updated"), None, 0));
+                }
+                Plan::Park {
+                    kind,
+                    title,
+                    reason,
+                    payload,
+                    record,
+                } => {
+                    let pending = interaction(run, kind, &title, "", payload, now);
+                    let record_id = if record {
+                        let tool = tools
+                            .iter()
+                            .find(|tool| tool.name == canonical_tool_name(&call.name));
+                        let input = serde_json::from_str(&call.arguments).unwrap_or(json!({}));
+                        let row = tool_call_record(
+                            run,
+                            &canonical_tool_name(&call.name),
+                            input,
+                            tool.map(|t| t.mutating).unwrap_or(true),
+                            true,
+                            now,
+                        );
+                        let id = row.id.clone();
+                        gated_records.push(row);
+                        Some(id)
+                    } else {
+                        None
+                    };
+                    state.pending.push(PendingCall {
+                        call: call.clone(),
+                        interaction_id: Some(pending.id.clone()),
+                        record_id,
+                        decision: None,
+                        started: false,
+                    });
+                    interactions.push(pending);
+                    pause_reason = match (pause_reason, reason) {
+                        (Some(PauseReason::HumanInput), _) | (_, PauseReason::HumanInput) => {
+                            Some(PauseReason::HumanInput)
+                        }
+                        (_, other) => Some(other),
+                    };
+                }
+                Plan::Run { tool, input } => to_run.push((call.clone(), tool, input)),
+            }
+        }
+        RoundPlan {
+            interactions,
+            gated_records,
+            pause_reason,
+            answered,
+            to_run,
+            plan_events,
+        }
+    }
+
     pub(super) fn plan_records(
         &self,
         run: &Run,
@@ -592,6 +660,16 @@ impl Engine {
             result_message_id,
         ));
     }
+}
+
+/// What a round's plans came to (see `Engine::sort_plans`).
+struct RoundPlan {
+    interactions: Vec<Interaction>,
+    gated_records: Vec<ToolCallRecord>,
+    pause_reason: Option<PauseReason>,
+    answered: Vec<Answered>,
+    to_run: Vec<(ModelToolCall, ToolDefinition, Value)>,
+    plan_events: Vec<(String, Value)>,
 }
 
 /// `tool_call_result` and `tool_call_finished` of one answered call (contents clipped).
