@@ -6,8 +6,9 @@ use ar_core::ids::{new_id, prefix, validate_external_id};
 use ar_core::store::{CreateRun, RunChange, SecretChange};
 use ar_core::tool::canonical_tool_name;
 use ar_core::{
-    ApprovalMode, CompletionMode, CredentialSource, EngineState, ExecutionMode, InvocationMode,
-    JsonMap, Run, RunInput, RunModel, RunState, RuntimeKind, TargetRef, TurnMode, TurnPolicy,
+    Agent, ApprovalMode, CompletionMode, CredentialSource, EngineState, ExecutionMode,
+    InvocationMode, JsonMap, Run, RunInput, RunModel, RunState, RuntimeKind, TargetRef, TurnMode,
+    TurnPolicy,
 };
 
 use crate::engine::Engine;
@@ -127,6 +128,24 @@ pub(crate) fn normalize_turn_policy(
     Ok(policy)
 }
 
+/// The run's tools: the agent's, narrowed to those the request names (never widened).
+fn narrowed_tools(agent: &Agent, requested: &[String]) -> EngineResult<Vec<String>> {
+    let mut allowed_tools = Vec::new();
+    for tool in requested {
+        let name = canonical_tool_name(tool);
+        if !agent.allowed_tools.contains(&name) {
+            return Err(EngineError::invalid(format!(
+                "allowed_tools may only narrow the agent's tools: {name:?} is not allowed for agent {}",
+                agent.id
+            )));
+        }
+        if !allowed_tools.contains(&name) {
+            allowed_tools.push(name);
+        }
+    }
+    Ok(allowed_tools)
+}
+
 fn trim_target(target: &TargetRef) -> TargetRef {
     let mut target = target.clone();
     target.target_type = target.target_type.trim().to_string();
@@ -136,6 +155,50 @@ fn trim_target(target: &TargetRef) -> TargetRef {
 
 impl Engine {
     /// Admits a run: validates, persists it `queued` with `run.queued`, and starts executing it.
+    /// The model route pinned into the run (secret-free): the request's, else the agent's
+    /// provider and model (native runs only).
+    fn pinned_model(&self, request: &StartRun, agent: &Agent) -> EngineResult<Option<RunModel>> {
+        Ok(match (&request.model, agent.runtime_kind) {
+            (Some(model), _) => {
+                let mut model = model.clone();
+                model.provider = model.provider.trim().to_string();
+                model.model = model.model.trim().to_string();
+                Some(model)
+            }
+            (None, RuntimeKind::NativeSdk) if request.model_credential.is_none() => {
+                Some(default_model(self.config(), &agent.provider, &agent.model)?)
+            }
+            (None, RuntimeKind::NativeSdk) => {
+                let provider = if agent.provider.is_empty() {
+                    self.config().default_provider.clone()
+                } else {
+                    agent.provider.clone()
+                };
+                let model_name = if agent.model.is_empty() {
+                    self.config()
+                        .providers
+                        .get(&provider)
+                        .map(|d| d.default_model.clone())
+                        .unwrap_or_default()
+                } else {
+                    agent.model.clone()
+                };
+                if model_name.is_empty() {
+                    return Err(EngineError::invalid(
+                        "model is required: the agent names no model",
+                    ));
+                }
+                Some(RunModel {
+                    provider,
+                    model: model_name,
+                    endpoint: None,
+                    controls: None,
+                })
+            }
+            (None, _) => None,
+        })
+    }
+
     pub async fn start_run(&self, request: StartRun) -> EngineResult<Run> {
         if self.is_shutting_down() {
             return Err(EngineError::ShuttingDown);
@@ -219,60 +282,9 @@ impl Engine {
                 target.target_type, agent.id
             )));
         }
-        let mut allowed_tools = Vec::new();
-        for tool in &request.allowed_tools {
-            let name = canonical_tool_name(tool);
-            if !agent.allowed_tools.contains(&name) {
-                return Err(EngineError::invalid(format!(
-                    "allowed_tools may only narrow the agent's tools: {name:?} is not allowed for agent {}",
-                    agent.id
-                )));
-            }
-            if !allowed_tools.contains(&name) {
-                allowed_tools.push(name);
-            }
-        }
+        let allowed_tools = narrowed_tools(&agent, &request.allowed_tools)?;
 
-        // The pinned model route (secret-free).
-        let model = match (&request.model, agent.runtime_kind) {
-            (Some(model), _) => {
-                let mut model = model.clone();
-                model.provider = model.provider.trim().to_string();
-                model.model = model.model.trim().to_string();
-                Some(model)
-            }
-            (None, RuntimeKind::NativeSdk) if request.model_credential.is_none() => {
-                Some(default_model(self.config(), &agent.provider, &agent.model)?)
-            }
-            (None, RuntimeKind::NativeSdk) => {
-                let provider = if agent.provider.is_empty() {
-                    self.config().default_provider.clone()
-                } else {
-                    agent.provider.clone()
-                };
-                let model_name = if agent.model.is_empty() {
-                    self.config()
-                        .providers
-                        .get(&provider)
-                        .map(|d| d.default_model.clone())
-                        .unwrap_or_default()
-                } else {
-                    agent.model.clone()
-                };
-                if model_name.is_empty() {
-                    return Err(EngineError::invalid(
-                        "model is required: the agent names no model",
-                    ));
-                }
-                Some(RunModel {
-                    provider,
-                    model: model_name,
-                    endpoint: None,
-                    controls: None,
-                })
-            }
-            (None, _) => None,
-        };
+        let model = self.pinned_model(&request, &agent)?;
         if agent.runtime_kind != RuntimeKind::NativeSdk && !self.serves_cli(agent.runtime_kind) {
             return Err(EngineError::invalid(format!(
                 "runtime kind {} is not available on this runtime",
