@@ -40,6 +40,12 @@ impl Redactor {
         }
     }
 
+    /// Whether `secret` is already scrubbed (or too short to be).
+    pub fn holds(&self, secret: &Secret) -> bool {
+        let value = secret.expose().trim();
+        value.len() < MIN_SECRET_LEN || self.secrets.iter().any(|known| known == value)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
     }

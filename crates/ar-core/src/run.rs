@@ -149,11 +149,6 @@ impl Run {
         self.state.status().is_terminal()
     }
 
-    /// A metadata value the host set.
-    pub fn metadata_value(&self, key: &str) -> Option<&serde_json::Value> {
-        self.input.metadata.as_ref().and_then(|map| map.get(key))
-    }
-
     /// `queued → running`: the first turn starts.
     pub fn start(&mut self, now: DateTime<Utc>) -> Result<(), TransitionError> {
         self.state.apply(RunAction::Start)?;

@@ -43,24 +43,13 @@ use crate::native::tool_result_events;
 use crate::native::RouteProblem;
 use crate::owner::OwnerHandle;
 use crate::records::{
-    mark_failed, mark_paused, mark_turn_done, message, record_tool_output, tool_call_record,
+    clip, mark_failed, mark_paused, mark_turn_done, message, record_tool_output, tool_call_record,
     usage_checkpoint,
 };
 use crate::transcript::LoopState;
 
 /// Longest tool output kept in events and rows.
 const MAX_TOOL_OUTPUT: usize = 16 * 1024;
-
-fn clip(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_string();
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
 
 /// `tool_call_started` of a CLI tool call, hung off the last assistant message.
 fn tool_started(call_id: &str, name: &str, parent: &str) -> RunEvent {

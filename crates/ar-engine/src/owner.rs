@@ -38,6 +38,9 @@ impl OwnerHandle {
     pub(crate) fn hold_secret(&self, secret: Option<&ar_core::secret::Secret>) {
         let Some(secret) = secret else { return };
         let mut current = self.redactor.lock();
+        if current.holds(secret) {
+            return;
+        }
         let mut next = Redactor::clone(&current);
         next.add(secret);
         if next != **current {

@@ -10,6 +10,18 @@ use serde_json::{json, Value};
 
 use crate::error::EngineResult;
 
+/// `text` cut to at most `limit` bytes (on a character boundary), with `…` when cut.
+pub(crate) fn clip(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// The usage object of the run's output summary (every counter, zeros included).
 pub(crate) fn usage_json(usage: &Usage) -> Value {
     json!({

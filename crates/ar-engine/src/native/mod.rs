@@ -83,17 +83,6 @@ struct StreamMarks {
     tools_started: Vec<(usize, String)>,
 }
 
-fn truncate(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_string();
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 impl Engine {
     /// Executes a run's current turn until it pauses, ends, or this process stops.
     pub(crate) async fn execute(

@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::gate::{approval_payload, needs_approval};
 use crate::records::{
-    interaction, mark_failed, mark_paused, mark_turn_done, message, record_tool_output,
+    clip, interaction, mark_failed, mark_paused, mark_turn_done, message, record_tool_output,
     tool_call_record, usage_checkpoint,
 };
 use crate::transcript::{Decision, LoopState, PendingCall};
@@ -156,43 +156,39 @@ impl Engine {
         marks: &StreamMarks,
         change: &mut RunChange,
     ) {
-        let started = |message_id: &str| ev::MessageStarted {
-            message_id: message_id.to_string(),
-        };
-        let completed = |message_id: &str, content: &str| ev::MessageCompleted {
-            message_id: message_id.to_string(),
-            content: content.to_string(),
-            encrypted_value: String::new(),
-        };
-        if !response.reasoning.is_empty() {
-            if !marks.reasoning_started {
-                change
-                    .events
-                    .push(RunEvent::ReasoningMessageStarted(started(
-                        &marks.reasoning_id,
-                    )));
+        // Reasoning, then text: each the `*_started` the stream did not open, and its `*_completed`.
+        type Wrap = fn(ev::MessageStarted) -> RunEvent;
+        type WrapDone = fn(ev::MessageCompleted) -> RunEvent;
+        let parts: [(&str, &str, bool, Wrap, WrapDone); 2] = [
+            (
+                &response.reasoning,
+                &marks.reasoning_id,
+                marks.reasoning_started,
+                RunEvent::ReasoningMessageStarted,
+                RunEvent::ReasoningMessageCompleted,
+            ),
+            (
+                &response.text,
+                &marks.message_id,
+                marks.text_started,
+                RunEvent::AssistantMessageStarted,
+                RunEvent::AssistantMessageCompleted,
+            ),
+        ];
+        for (content, message_id, opened, start, done) in parts {
+            if content.is_empty() {
+                continue;
             }
-            change
-                .events
-                .push(RunEvent::ReasoningMessageCompleted(completed(
-                    &marks.reasoning_id,
-                    &response.reasoning,
-                )));
-        }
-        if !response.text.is_empty() {
-            if !marks.text_started {
-                change
-                    .events
-                    .push(RunEvent::AssistantMessageStarted(started(
-                        &marks.message_id,
-                    )));
+            if !opened {
+                change.events.push(start(ev::MessageStarted {
+                    message_id: message_id.to_string(),
+                }));
             }
-            change
-                .events
-                .push(RunEvent::AssistantMessageCompleted(completed(
-                    &marks.message_id,
-                    &response.text,
-                )));
+            change.events.push(done(ev::MessageCompleted {
+                message_id: message_id.to_string(),
+                content: content.to_string(),
+                encrypted_value: String::new(),
+            }));
         }
         for (index, call) in response.tool_calls.iter().enumerate() {
             if !marks.tools_started.iter().any(|(_, id)| id == &call.id)
@@ -686,17 +682,17 @@ pub(crate) fn tool_result_events(
         RunEvent::ToolCallResult(ev::ToolCallResult {
             tool_call_id: call_id.to_string(),
             tool_name: tool_name.to_string(),
-            content: truncate(content, 16 * 1024),
+            content: clip(content, 16 * 1024),
             result_message_id,
         }),
         RunEvent::ToolCallFinished(ev::ToolCallFinished {
             tool_call_id: call_id.to_string(),
             tool_name: tool_name.to_string(),
-            tool_input: truncate(arguments, 16 * 1024),
-            output_summary: truncate(content, 512),
+            tool_input: clip(arguments, 16 * 1024),
+            output_summary: clip(content, 512),
             duration_ms,
             error: if is_error {
-                truncate(content, 2048)
+                clip(content, 2048)
             } else {
                 String::new()
             },
