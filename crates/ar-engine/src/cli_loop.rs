@@ -24,7 +24,6 @@
 //!   `run.failed`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use ar_core::agent_cli::{CliEvent, CliOutcome, CliTurnRequest};
 use ar_core::event::{self as ev, RunEvent};
@@ -41,7 +40,7 @@ use crate::error::EngineResult;
 use crate::model_route::{default_model, resolve_route};
 use crate::native::tool_result_events;
 use crate::native::RouteProblem;
-use crate::owner::OwnerHandle;
+use crate::owner::Owner;
 use crate::records::{
     clip, mark_failed, mark_paused, mark_turn_done, message, record_tool_output, tool_call_record,
     usage_checkpoint,
@@ -198,7 +197,7 @@ impl Engine {
         &self,
         mut run: Run,
         agent: Agent,
-        handle: &Arc<OwnerHandle>,
+        owner: &mut Owner,
     ) -> EngineResult<()> {
         let Some(cli) = self.deps().agent_cli.clone() else {
             self.fail_run(
@@ -213,10 +212,10 @@ impl Engine {
             return Ok(());
         };
         let mut state = self.load_state(&run).await?;
-        if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
+        if owner.inbox.stop_requested() || self.inner.shutdown.is_cancelled() {
             return Ok(());
         }
-        if handle.pause_requested() || run.state.pause_requested() {
+        if owner.inbox.pause_requested() || run.state.pause_requested() {
             let checkpoint = self.checkpoint(&run, &state);
             self.cli_commit(&mut run, |run, change| {
                 mark_paused(run, change, PauseReason::Manual)?;
@@ -245,7 +244,9 @@ impl Engine {
         let route = match self.cli_route(&run, &agent).await {
             Ok(route) => {
                 // The CLI's key is in its environment: anything it prints is scrubbed of it.
-                handle.hold_secret(route.as_ref().and_then(|route| route.api_key.as_ref()));
+                owner
+                    .secrets
+                    .hold(route.as_ref().and_then(|route| route.api_key.as_ref()));
                 route
             }
             Err(RouteProblem::Authentication(reason)) | Err(RouteProblem::Other(reason)) => {
@@ -298,7 +299,7 @@ impl Engine {
         let mut killed = false;
         loop {
             let next = tokio::select! {
-                _ = handle.cancel.cancelled(), if !killed => {
+                () = owner.inbox.stopped(), if !killed => {
                     killed = true;
                     control.cancel();
                     continue;
@@ -325,10 +326,10 @@ impl Engine {
                 control.cancel();
             }
         }
-        if killed || handle.cancel.is_cancelled() {
+        if killed || owner.inbox.stop_requested() {
             return Ok(());
         }
-        self.cli_finish(run, state, marks, ended, handle).await
+        self.cli_finish(run, state, marks, ended, owner).await
     }
 
     /// Records one CLI event; false when the run is no longer running.
@@ -500,7 +501,7 @@ impl Engine {
         mut state: LoopState,
         marks: TurnMarks,
         ended: Option<(CliOutcome, i32, String)>,
-        handle: &Arc<OwnerHandle>,
+        owner: &mut Owner,
     ) -> EngineResult<()> {
         let (outcome, exit_code, error) = ended.unwrap_or((
             CliOutcome::Failed,
@@ -518,7 +519,7 @@ impl Engine {
         }
         let checkpoint = self.checkpoint(&run, &state);
         let usage = state.usage;
-        let pause_now = handle.pause_requested();
+        let pause_now = owner.inbox.pause_requested();
         let failure = match outcome {
             CliOutcome::Succeeded => None,
             CliOutcome::Failed if error.is_empty() => {

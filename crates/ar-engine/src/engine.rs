@@ -10,13 +10,12 @@ use ar_core::redact::Redactor;
 use ar_core::store::{Committed, LeaseChange, RunChange, Store, StoreError};
 use ar_core::tool::ToolHost;
 use ar_core::{Run, RunStatus};
-use dashmap::DashMap;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::EngineConfig;
 use crate::error::{EngineError, EngineResult};
-use crate::owner::OwnerHandle;
+use crate::owner::{OwnerMsg, Owners, StopReason};
 use crate::sealer::Sealer;
 
 /// The adapters the engine drives.
@@ -37,8 +36,8 @@ pub struct EngineDeps {
 pub(crate) struct Inner {
     pub(crate) deps: EngineDeps,
     pub(crate) config: EngineConfig,
-    /// Runs executing in this process, by run id.
-    pub(crate) owners: DashMap<String, Arc<OwnerHandle>>,
+    /// Runs executing in this process, by run id, and how to reach their owners.
+    pub(crate) owners: Owners,
     /// Striped per-run mutation locks (bounded memory however many runs exist).
     locks: Vec<tokio::sync::Mutex<()>>,
     pub(crate) tasks: TaskTracker,
@@ -72,7 +71,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 deps,
                 config,
-                owners: DashMap::new(),
+                owners: Owners::default(),
                 locks,
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
@@ -161,16 +160,11 @@ impl Engine {
             match self.inner.deps.store.commit(change).await {
                 Ok(mut committed) => {
                     next.version = committed.version;
-                    if next.is_terminal() || releases {
-                        if let Some(owner) = self.inner.owners.get(run_id) {
-                            use std::sync::atomic::Ordering;
-                            if next.is_terminal() {
-                                owner.terminal.store(true, Ordering::Release);
-                            }
-                            if releases {
-                                owner.lease_released.store(true, Ordering::Release);
-                            }
-                        }
+                    if next.is_terminal() {
+                        self.inner.owners.tell(run_id, OwnerMsg::Ended);
+                    }
+                    if releases {
+                        self.inner.owners.tell(run_id, OwnerMsg::LeaseReleased);
                     }
                     // Published, not handed back: no caller reads a commit's events.
                     for event in std::mem::take(&mut committed.events) {
@@ -191,8 +185,7 @@ impl Engine {
 
     /// The secrets of a run executing here (none known for runs owned elsewhere).
     pub(crate) fn redactor_of(&self, run_id: &str) -> Option<Arc<Redactor>> {
-        let redactor = self.inner.owners.get(run_id)?.redactor();
-        (!redactor.is_empty()).then_some(redactor)
+        self.inner.owners.redactor(run_id)
     }
 
     /// Publishes a transient (never persisted) event to live subscribers, its text scrubbed
@@ -240,9 +233,9 @@ impl Engine {
             remaining = self.inner.owners.len(),
             "shutdown deadline passed; abandoning in-flight steps"
         );
-        for owner in self.inner.owners.iter() {
-            owner.cancel.cancel();
-        }
+        self.inner
+            .owners
+            .tell_all(&OwnerMsg::Stop(StopReason::Abandoned));
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.inner.tasks.wait())
             .await
             .is_err()

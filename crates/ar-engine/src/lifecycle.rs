@@ -18,6 +18,7 @@ use crate::admission::{normalize_turn_policy, MODEL_CREDENTIAL_SECRET};
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
 use crate::model_route::RunCredential;
+use crate::owner::{OwnerMsg, StopReason};
 use crate::records::{mark_cancelled, mark_completed, mark_paused, message};
 use crate::transcript::{Decision, LoopState};
 
@@ -348,9 +349,9 @@ impl Engine {
                 Ok(Decide::Commit(()))
             })
             .await?;
-        if let Some(owner) = self.inner.owners.get(&run_id) {
-            owner.cancel.cancel();
-        }
+        self.inner
+            .owners
+            .tell(&run_id, OwnerMsg::Stop(StopReason::Cancelled));
         Ok(run)
     }
 
@@ -374,11 +375,7 @@ impl Engine {
                 }
             })
             .await?;
-        if let Some(owner) = self.inner.owners.get(run_id) {
-            owner
-                .pause
-                .store(true, std::sync::atomic::Ordering::Release);
-        }
+        self.inner.owners.tell(run_id, OwnerMsg::Pause);
         Ok(run)
     }
 

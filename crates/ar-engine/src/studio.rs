@@ -13,8 +13,9 @@ use serde_json::{json, Value};
 
 use crate::admission::StartRun;
 use crate::engine::{Decide, Engine};
-use crate::error::EngineError;
+use crate::error::{EngineError, EngineResult};
 use crate::lifecycle::ResumeRun;
+use crate::owner::OwnerMsg;
 use crate::transcript::{Decision, LoopState};
 
 pub use ar_core::studio::{SideEffects, StudioEngine, StudioPolicy};
@@ -684,33 +685,36 @@ impl Engine {
                 "run {run_id} has finished"
             )));
         }
-        let owner = self.inner.owners.get(run_id).map(|h| h.value().clone());
-        if let Some(handle) = owner {
-            handle.steers.lock().push(message.to_string());
-        } else if run.status() == RunStatus::Paused {
-            let mut state = self.recorded_state(run_id).await?;
-            state.queued_user_messages.push(message.to_string());
-            let checkpoint = ar_core::store::Checkpoint {
-                run_id: run_id.to_string(),
-                step: state.step,
-                state: state.to_json(),
-                created_at: self.now(),
-            };
-            self.transact(app_id, run_id, Some(run), |run, change| {
-                if run.status() != RunStatus::Paused {
-                    return Err(EngineError::invalid("run is no longer paused; steer again"));
-                }
-                change.checkpoint = Some(checkpoint.clone());
-                Ok(Decide::Commit(()))
-            })
-            .await?;
-        } else {
+        let delivered = self
+            .inner
+            .owners
+            .tell(run_id, OwnerMsg::Steer(message.to_string()));
+        if !delivered && run.status() == RunStatus::Paused {
+            self.queue_steer(app_id, run, message).await?;
+        } else if !delivered {
             return Err(StudioRunError::Conflict(format!(
                 "run {run_id} is not executing in this process"
             )));
         }
         self.append_message(app_id, run_id, "user", message, "")
             .await?;
+        Ok(())
+    }
+
+    /// Queues a steer message in a paused run's checkpoint, for the turn that resumes it.
+    async fn queue_steer(&self, app_id: &str, run: Run, message: &str) -> EngineResult<()> {
+        let run_id = run.id.clone();
+        let mut state = self.recorded_state(&run_id).await?;
+        state.queued_user_messages.push(message.to_string());
+        let checkpoint = self.checkpoint(&run, &state);
+        self.transact(app_id, &run_id, Some(run), |run, change| {
+            if run.status() != RunStatus::Paused {
+                return Err(EngineError::invalid("run is no longer paused; steer again"));
+            }
+            change.checkpoint = Some(checkpoint.clone());
+            Ok(Decide::Commit(()))
+        })
+        .await?;
         Ok(())
     }
 

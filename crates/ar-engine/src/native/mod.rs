@@ -1,8 +1,6 @@
 //! The native agent loop (`runtime_kind: native_sdk`): model rounds, tool rounds, the approval
 //! gate, runtime-control tools, explicit completion, checkpoints after every step.
 
-use std::sync::Arc;
-
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
 use ar_core::model::{ChatMessage, ModelError, ModelRequest, ModelRoute, ModelToolCall, ToolSpec};
@@ -18,7 +16,7 @@ use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
 use crate::model_route::{has_expired, resolve_route, RunCredential};
-use crate::owner::OwnerHandle;
+use crate::owner::Owner;
 use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
 use crate::transcript::LoopState;
 
@@ -89,7 +87,7 @@ impl Engine {
         &self,
         app_id: &str,
         run_id: &str,
-        handle: &Arc<OwnerHandle>,
+        owner: &mut Owner,
         start: Option<crate::owner::OwnerStart>,
     ) -> EngineResult<()> {
         // The creating request's copy saves reading the run back (not for a run waiting for
@@ -165,8 +163,8 @@ impl Engine {
             }
         };
         match run.runtime_kind {
-            RuntimeKind::NativeSdk => self.native_loop(run, agent, handle, fresh).await,
-            kind if self.serves_cli(kind) => self.cli_loop(run, agent, handle).await,
+            RuntimeKind::NativeSdk => self.native_loop(run, agent, owner, fresh).await,
+            kind if self.serves_cli(kind) => self.cli_loop(run, agent, owner).await,
             other => {
                 self.fail_run(
                     app_id,
@@ -254,7 +252,7 @@ impl Engine {
         &self,
         mut run: Run,
         agent: Agent,
-        handle: &Arc<OwnerHandle>,
+        owner: &mut Owner,
         fresh: bool,
     ) -> EngineResult<()> {
         let mut state = if fresh {
@@ -274,10 +272,10 @@ impl Engine {
         let mut route: Option<(ModelRoute, Option<DateTime<Utc>>)> = None;
         loop {
             // Safe point: cancel, shutdown, pause.
-            if handle.cancel.is_cancelled() || self.inner.shutdown.is_cancelled() {
+            if owner.inbox.stop_requested() || self.inner.shutdown.is_cancelled() {
                 return Ok(());
             }
-            if handle.pause_requested() || run.state.pause_requested() {
+            if owner.inbox.pause_requested() || run.state.pause_requested() {
                 let checkpoint = self.checkpoint(&run, &state);
                 self.commit_step(&mut run, |run, change| {
                     mark_paused(run, change, PauseReason::Manual)?;
@@ -309,7 +307,7 @@ impl Engine {
                 }
                 continue;
             }
-            state.queued_user_messages.extend(handle.take_steers());
+            state.queued_user_messages.extend(owner.inbox.take_steers());
             state.flush_queued_messages();
             let limit = self.step_limit(&run);
             if state.turn_steps >= limit {
@@ -329,7 +327,7 @@ impl Engine {
             // The route (and the sealed credential behind it) is read once per owner and
             // again only when the credential may have changed (replaced or revoked while the
             // run runs) or has expired, so a step costs no secret read.
-            if handle.take_route_stale() {
+            if owner.inbox.take_route_stale() {
                 route = None;
             }
             let cached = match route.take() {
@@ -359,7 +357,7 @@ impl Engine {
                 tools: specs.clone(),
             };
             let model_route = &route.insert(current).0;
-            handle.hold_secret(model_route.api_key.as_ref());
+            owner.secrets.hold(model_route.api_key.as_ref());
             let mut marks = StreamMarks {
                 message_id: new_id(prefix::MESSAGE),
                 reasoning_id: new_id(prefix::MESSAGE),
@@ -368,7 +366,7 @@ impl Engine {
                 tools_started: Vec::new(),
             };
             let response = match self
-                .call_model(&mut run, model_route, &request, handle, &mut marks)
+                .call_model(&mut run, model_route, &request, owner, &mut marks)
                 .await?
             {
                 Some(Ok(response)) => response,

@@ -1,8 +1,6 @@
 //! Streaming one model call: deltas published live, `*_started` events committed as the
 //! stream opens them (or folded into the step's commit when the answer arrives at once).
 
-use std::sync::Arc;
-
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::model::{ModelError, ModelRequest, ModelResponse, ModelRoute, StreamDelta};
 use ar_core::tool::canonical_tool_name;
@@ -11,7 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::engine::Engine;
 use crate::error::EngineResult;
-use crate::owner::OwnerHandle;
+use crate::owner::Owner;
 
 use super::*;
 
@@ -58,7 +56,7 @@ impl Engine {
         run: &mut Run,
         route: &ModelRoute,
         request: &ModelRequest,
-        handle: &Arc<OwnerHandle>,
+        owner: &mut Owner,
         marks: &mut StreamMarks,
     ) -> EngineResult<Option<Result<ModelResponse, ModelError>>> {
         if let Some(answer) = self.scripted_answer(run, request).await? {
@@ -72,11 +70,11 @@ impl Engine {
             };
             models.complete(route, request, &mut sink).await
         };
-        let cancel = handle.cancel.clone();
+        let inbox = &mut owner.inbox;
         let guarded = async move {
             tokio::select! {
                 result = call => Some(result),
-                _ = cancel.cancelled() => None,
+                () = inbox.stopped() => None,
             }
         };
         let consume = async {

@@ -1,70 +1,14 @@
 //! Run ownership: one owner task per executing run, its lease in the store, the heartbeat that
 //! keeps leases alive, and the sweeper that takes over runs whose owner died.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use ar_core::redact::Redactor;
 use ar_core::store::LeaseChange;
 use ar_core::{Agent, Run, RunStatus};
 use futures::FutureExt;
-use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Decide, Engine};
 
-/// Signals from API requests to the task executing a run in this process.
-#[derive(Debug, Default)]
-pub(crate) struct OwnerHandle {
-    /// Cancelled when the run is cancelled: aborts in-flight model requests and tools.
-    pub(crate) cancel: CancellationToken,
-    /// Set by `pause`; the owner stops at its next safe point.
-    pub(crate) pause: AtomicBool,
-    /// Steer messages for the loop's next safe boundary (studio runs).
-    pub(crate) steers: parking_lot::Mutex<Vec<String>>,
-    /// Set when a commit made the run terminal (final: nothing can resume it).
-    pub(crate) terminal: AtomicBool,
-    /// Set when a commit of this run gave up this process's lease with the change that
-    /// stopped it (nothing left to release).
-    pub(crate) lease_released: AtomicBool,
-    /// Set when the run's model credential may have changed since the loop resolved its
-    /// model route (replaced or revoked here, or the run changed under another process).
-    pub(crate) route_stale: AtomicBool,
-    /// Every secret this run's routes carried, scrubbed from all it records and streams.
-    pub(crate) redactor: parking_lot::Mutex<Arc<Redactor>>,
-}
-
-impl OwnerHandle {
-    /// Remembers a secret the run holds (a model key handed to its route).
-    pub(crate) fn hold_secret(&self, secret: Option<&ar_core::secret::Secret>) {
-        let Some(secret) = secret else { return };
-        let mut current = self.redactor.lock();
-        if current.holds(secret) {
-            return;
-        }
-        let mut next = Redactor::clone(&current);
-        next.add(secret);
-        if next != **current {
-            *current = Arc::new(next);
-        }
-    }
-
-    pub(crate) fn redactor(&self) -> Arc<Redactor> {
-        self.redactor.lock().clone()
-    }
-
-    pub(crate) fn take_steers(&self) -> Vec<String> {
-        std::mem::take(&mut *self.steers.lock())
-    }
-
-    /// Whether the cached model route must be resolved again (clears the mark).
-    pub(crate) fn take_route_stale(&self) -> bool {
-        self.route_stale.swap(false, Ordering::AcqRel)
-    }
-
-    pub(crate) fn pause_requested(&self) -> bool {
-        self.pause.load(Ordering::Acquire)
-    }
-}
+mod inbox;
+pub(crate) use inbox::{Owner, OwnerMsg, Owners, StopReason};
 
 /// What the request that created a run already read, handed to the run's first owner so it
 /// does not read it back: the run as created, its agent, and whether a checkpoint was created
@@ -93,9 +37,7 @@ impl Engine {
 
     /// Tells the run's owner in this process, if any, to resolve its model route again.
     pub(crate) fn mark_route_stale(&self, run_id: &str) {
-        if let Some(owner) = self.inner.owners.get(run_id) {
-            owner.route_stale.store(true, Ordering::Release);
-        }
+        self.inner.owners.tell(run_id, OwnerMsg::RouteStale);
     }
 
     /// Starts executing a run in this process unless it already is.
@@ -114,18 +56,14 @@ impl Engine {
         if self.inner.shutdown.is_cancelled() {
             return false;
         }
-        let handle = Arc::new(OwnerHandle::default());
-        match self.inner.owners.entry(run_id.to_string()) {
-            dashmap::mapref::entry::Entry::Occupied(_) => return true,
-            dashmap::mapref::entry::Entry::Vacant(slot) => {
-                slot.insert(handle.clone());
-            }
-        }
+        let Some(owner) = self.inner.owners.claim(run_id) else {
+            return true;
+        };
         let engine = self.clone();
         let app_id = app_id.to_string();
         let run_id = run_id.to_string();
         self.inner.tasks.spawn(async move {
-            engine.own(app_id, run_id, handle, start).await;
+            engine.own(app_id, run_id, owner, start).await;
         });
         true
     }
@@ -135,17 +73,17 @@ impl Engine {
         &self,
         app_id: String,
         run_id: String,
-        mut handle: Arc<OwnerHandle>,
+        mut owner: Owner,
         mut start: Option<OwnerStart>,
     ) {
         loop {
-            self.drive_with_lease(&app_id, &run_id, &handle, start.take())
+            self.drive_with_lease(&app_id, &run_id, &mut owner, start.take())
                 .await;
-            self.inner.owners.remove(&run_id);
+            self.inner.owners.release(&run_id);
             // A resume that landed while this owner was finishing saw an owner and did not
             // spawn one; look once more so the run is never left running without an owner.
             // A run seen committed terminal cannot be resumed: no need to look.
-            if self.inner.shutdown.is_cancelled() || handle.terminal.load(Ordering::Acquire) {
+            if self.inner.shutdown.is_cancelled() || owner.inbox.ended() {
                 return;
             }
             let needs_owner = matches!(
@@ -155,14 +93,10 @@ impl Engine {
             if !needs_owner {
                 return;
             }
-            let fresh = Arc::new(OwnerHandle::default());
-            match self.inner.owners.entry(run_id.clone()) {
-                dashmap::mapref::entry::Entry::Occupied(_) => return,
-                dashmap::mapref::entry::Entry::Vacant(slot) => {
-                    slot.insert(fresh.clone());
-                }
+            match self.inner.owners.claim(&run_id) {
+                Some(fresh) => owner = fresh,
+                None => return,
             }
-            handle = fresh;
         }
     }
 
@@ -170,7 +104,7 @@ impl Engine {
         &self,
         app_id: &str,
         run_id: &str,
-        handle: &Arc<OwnerHandle>,
+        owner: &mut Owner,
         start: Option<OwnerStart>,
     ) {
         let store = &self.deps().store;
@@ -194,7 +128,7 @@ impl Engine {
                 return;
             }
         }
-        let outcome = std::panic::AssertUnwindSafe(self.execute(app_id, run_id, handle, start))
+        let outcome = std::panic::AssertUnwindSafe(self.execute(app_id, run_id, owner, start))
             .catch_unwind()
             .await;
         match outcome {
@@ -210,7 +144,7 @@ impl Engine {
                     .await;
             }
         }
-        if handle.lease_released.load(Ordering::Acquire) {
+        if owner.inbox.lease_released() {
             return;
         }
         if let Err(error) = store
@@ -299,7 +233,7 @@ impl Engine {
 
     fn adopt(&self, runs: Vec<Run>) {
         for run in runs {
-            if !self.inner.owners.contains_key(&run.id) {
+            if !self.inner.owners.contains(&run.id) {
                 tracing::info!(run_id = %run.id, status = %run.status(), "taking over run");
                 self.spawn_owner(&run.app_id, &run.id);
             }
