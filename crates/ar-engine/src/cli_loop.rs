@@ -228,15 +228,7 @@ impl Engine {
         // The turn's input: the first instructions, or what resume queued.
         state.flush_queued_messages();
         if state.transcript.is_empty() {
-            state
-                .transcript
-                .push(ChatMessage::system(preamble(&agent, &run)));
-            let instructions = if run.input.instructions.is_empty() {
-                "Begin.".to_string()
-            } else {
-                run.input.instructions.clone()
-            };
-            state.transcript.push(ChatMessage::user(instructions));
+            state.open(preamble(&agent, &run), &run.input.instructions);
         } else if state.transcript.last().map(|m| m.role) != Some(ChatRole::User) {
             state.transcript.push(ChatMessage::user("Continue."));
         }

@@ -72,6 +72,21 @@ impl LoopState {
         })
     }
 
+    /// Opens an empty transcript with the system prompt and the run's instructions ("Begin."
+    /// when it has none).
+    pub fn open(&mut self, system_prompt: String, instructions: &str) {
+        if !self.transcript.is_empty() {
+            return;
+        }
+        let instructions = if instructions.is_empty() {
+            "Begin."
+        } else {
+            instructions
+        };
+        self.transcript.push(ChatMessage::system(system_prompt));
+        self.transcript.push(ChatMessage::user(instructions));
+    }
+
     /// Moves queued user messages into the transcript when no tool call is still open.
     pub fn flush_queued_messages(&mut self) {
         if self.pending.is_empty() {

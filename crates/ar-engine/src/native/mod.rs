@@ -3,7 +3,7 @@
 
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
-use ar_core::model::{ChatMessage, ModelError, ModelRequest, ModelRoute, ModelToolCall, ToolSpec};
+use ar_core::model::{ModelError, ModelRequest, ModelResponse, ModelRoute, ModelToolCall, ToolSpec};
 use ar_core::records::interaction_kind;
 use ar_core::store::{Checkpoint, RunChange};
 use ar_core::tool::{ToolDefinition, ToolOutput};
@@ -71,6 +71,22 @@ pub(crate) enum RouteProblem {
     Other(String),
 }
 
+/// The model route an owner resolved, with when its credential expires (`None`: never).
+#[derive(Default)]
+struct CachedRoute(Option<(ModelRoute, Option<DateTime<Utc>>)>);
+
+/// What the model is told about each tool.
+fn tool_specs(tools: &[ToolDefinition]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .map(|tool| ToolSpec {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            parameters: tool.input_schema.clone(),
+        })
+        .collect()
+}
+
 /// Live-event bookkeeping for one model call.
 struct StreamMarks {
     message_id: String,
@@ -79,6 +95,18 @@ struct StreamMarks {
     reasoning_started: bool,
     /// Tool calls (by index) whose `tool_call_started` was committed, with their ids.
     tools_started: Vec<(usize, String)>,
+}
+
+impl StreamMarks {
+    fn new() -> Self {
+        StreamMarks {
+            message_id: new_id(prefix::MESSAGE),
+            reasoning_id: new_id(prefix::MESSAGE),
+            text_started: false,
+            reasoning_started: false,
+            tools_started: Vec::new(),
+        }
+    }
 }
 
 impl Engine {
@@ -261,42 +289,15 @@ impl Engine {
             self.load_state(&run).await?
         };
         let tools = self.effective_tools(&run, &agent);
-        let specs: Vec<ToolSpec> = tools
-            .iter()
-            .map(|tool| ToolSpec {
-                name: tool.name.clone(),
-                description: tool.description.clone(),
-                parameters: tool.input_schema.clone(),
-            })
-            .collect();
-        let mut route: Option<(ModelRoute, Option<DateTime<Utc>>)> = None;
+        let specs = tool_specs(&tools);
+        let mut route = CachedRoute::default();
         loop {
-            // Safe point: cancel, shutdown, pause.
-            if owner.inbox.stop_requested() || self.inner.shutdown.is_cancelled() {
-                return Ok(());
-            }
-            if owner.inbox.pause_requested() || run.state.pause_requested() {
-                let checkpoint = self.checkpoint(&run, &state);
-                self.commit_step(&mut run, |run, change| {
-                    mark_paused(run, change, PauseReason::Manual)?;
-                    change.checkpoint = Some(checkpoint.clone());
-                    Ok(())
-                })
-                .await?;
+            if let Flow::Stop = self.safe_point(&mut run, &state, owner).await? {
                 return Ok(());
             }
             if state.transcript.is_empty() {
-                state
-                    .transcript
-                    .push(ChatMessage::system(Self::system_prompt(
-                        &agent, &run, &tools,
-                    )));
-                let instructions = if run.input.instructions.is_empty() {
-                    "Begin.".to_string()
-                } else {
-                    run.input.instructions.clone()
-                };
-                state.transcript.push(ChatMessage::user(instructions));
+                let prompt = Self::system_prompt(&agent, &run, &tools);
+                state.open(prompt, &run.input.instructions);
             }
             if !state.pending.is_empty() {
                 if let Flow::Stop = self
@@ -309,82 +310,23 @@ impl Engine {
             }
             state.queued_user_messages.extend(owner.inbox.take_steers());
             state.flush_queued_messages();
-            let limit = self.step_limit(&run);
-            if state.turn_steps >= limit {
-                let usage = state.usage;
-                self.commit_step(&mut run, |run, change| {
-                    mark_failed(
-                        run,
-                        change,
-                        &format!("tool step limit of {limit} reached"),
-                        Some(&usage),
-                        self.now(),
-                    )
-                })
-                .await?;
+            if let Flow::Stop = self.check_step_limit(&mut run, &state).await? {
                 return Ok(());
             }
-            // The route (and the sealed credential behind it) is read once per owner and
-            // again only when the credential may have changed (replaced or revoked while the
-            // run runs) or has expired, so a step costs no secret read.
-            if owner.inbox.take_route_stale() {
-                route = None;
-            }
-            let cached = match route.take() {
-                Some((resolved, expires_at)) if !has_expired(expires_at, self.now()) => {
-                    Ok((resolved, expires_at))
-                }
-                _ => self.route_for(&run).await,
-            };
-            let current = match cached {
-                Ok(current) => current,
-                Err(RouteProblem::Authentication(reason)) => {
-                    self.pause_for_authentication(&mut run, &state, &reason)
-                        .await?;
-                    return Ok(());
-                }
-                Err(RouteProblem::Other(reason)) => {
-                    let usage = state.usage;
-                    self.commit_step(&mut run, |run, change| {
-                        mark_failed(run, change, &reason, Some(&usage), self.now())
-                    })
-                    .await?;
-                    return Ok(());
-                }
+            let Some(model_route) = self.current_route(&mut run, &state, owner, &mut route).await?
+            else {
+                return Ok(());
             };
             let request = ModelRequest {
                 messages: state.transcript.clone(),
                 tools: specs.clone(),
             };
-            let model_route = &route.insert(current).0;
-            owner.secrets.hold(model_route.api_key.as_ref());
-            let mut marks = StreamMarks {
-                message_id: new_id(prefix::MESSAGE),
-                reasoning_id: new_id(prefix::MESSAGE),
-                text_started: false,
-                reasoning_started: false,
-                tools_started: Vec::new(),
-            };
-            let response = match self
-                .call_model(&mut run, model_route, &request, owner, &mut marks)
+            let mut marks = StreamMarks::new();
+            let Some(response) = self
+                .model_step(&mut run, &state, model_route, &request, owner, &mut marks)
                 .await?
-            {
-                Some(Ok(response)) => response,
-                Some(Err(ModelError::Authentication(reason))) => {
-                    self.pause_for_authentication(&mut run, &state, &reason)
-                        .await?;
-                    return Ok(());
-                }
-                Some(Err(error)) => {
-                    let usage = state.usage;
-                    let message = error.to_string();
-                    self.commit_step(&mut run, |run, change| {
-                        mark_failed(run, change, &message, Some(&usage), self.now())
-                    })
-                    .await?;
-                    return Ok(());
-                }
-                None => return Ok(()),
+            else {
+                return Ok(());
             };
             state.step += 1;
             state.turn_steps += 1;
@@ -395,6 +337,113 @@ impl Engine {
             {
                 return Ok(());
             }
+        }
+    }
+
+    /// The loop's safe point: `Stop` when the owner was told to stop, the process is shutting
+    /// down, or a pause was requested (then the run is paused at this checkpoint).
+    async fn safe_point(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        owner: &mut Owner,
+    ) -> EngineResult<Flow> {
+        if owner.inbox.stop_requested() || self.inner.shutdown.is_cancelled() {
+            return Ok(Flow::Stop);
+        }
+        if !owner.inbox.pause_requested() && !run.state.pause_requested() {
+            return Ok(Flow::Continue);
+        }
+        let checkpoint = self.checkpoint(run, state);
+        self.commit_step(run, |run, change| {
+            mark_paused(run, change, PauseReason::Manual)?;
+            change.checkpoint = Some(checkpoint.clone());
+            Ok(())
+        })
+        .await?;
+        Ok(Flow::Stop)
+    }
+
+    /// Fails the run (`Stop`) when its turn used up the step limit.
+    async fn check_step_limit(&self, run: &mut Run, state: &LoopState) -> EngineResult<Flow> {
+        let limit = self.step_limit(run);
+        if state.turn_steps < limit {
+            return Ok(Flow::Continue);
+        }
+        self.fail_step(run, state, &format!("tool step limit of {limit} reached"))
+            .await?;
+        Ok(Flow::Stop)
+    }
+
+    /// Fails the run with `reason`, recording the usage so far.
+    async fn fail_step(&self, run: &mut Run, state: &LoopState, reason: &str) -> EngineResult<()> {
+        let usage = state.usage;
+        self.commit_step(run, |run, change| {
+            mark_failed(run, change, reason, Some(&usage), self.now())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The model route for this step. The route (and the sealed credential behind it) is read
+    /// once per owner and again only when the credential may have changed (replaced or revoked
+    /// while the run runs) or has expired, so a step costs no secret read. `None` when the run
+    /// stopped for want of one (paused for authentication, or failed).
+    async fn current_route<'r>(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        owner: &mut Owner,
+        cache: &'r mut CachedRoute,
+    ) -> EngineResult<Option<&'r ModelRoute>> {
+        if owner.inbox.take_route_stale() {
+            cache.0 = None;
+        }
+        let cached = match cache.0.take() {
+            Some((resolved, expires_at)) if !has_expired(expires_at, self.now()) => {
+                Ok((resolved, expires_at))
+            }
+            _ => self.route_for(run).await,
+        };
+        match cached {
+            Ok(current) => {
+                let (route, _) = cache.0.insert(current);
+                owner.secrets.hold(route.api_key.as_ref());
+                Ok(Some(route))
+            }
+            Err(RouteProblem::Authentication(reason)) => {
+                self.pause_for_authentication(run, state, &reason).await?;
+                Ok(None)
+            }
+            Err(RouteProblem::Other(reason)) => {
+                self.fail_step(run, state, &reason).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// One model call; `None` when the run stopped meanwhile or because of its answer (paused
+    /// for authentication, failed).
+    async fn model_step(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        route: &ModelRoute,
+        request: &ModelRequest,
+        owner: &mut Owner,
+        marks: &mut StreamMarks,
+    ) -> EngineResult<Option<ModelResponse>> {
+        match self.call_model(run, route, request, owner, marks).await? {
+            Some(Ok(response)) => Ok(Some(response)),
+            Some(Err(ModelError::Authentication(reason))) => {
+                self.pause_for_authentication(run, state, &reason).await?;
+                Ok(None)
+            }
+            Some(Err(error)) => {
+                self.fail_step(run, state, &error.to_string()).await?;
+                Ok(None)
+            }
+            None => Ok(None),
         }
     }
 

@@ -17,6 +17,9 @@ use crate::transcript::{Decision, LoopState};
 
 use super::*;
 
+/// What settling one pending call produced: its output, the tool if it ran, and how long it took.
+type Settled = (ToolOutput, Option<ToolDefinition>, u64);
+
 impl Engine {
     /// Gives every pending call a result: executes approved ones (with a started marker first
     /// for mutations), answers rejected/answered ones, and reports unknown outcomes after a
@@ -28,21 +31,7 @@ impl Engine {
         tools: &[ToolDefinition],
         state: &mut LoopState,
     ) -> EngineResult<Flow> {
-        if state
-            .pending
-            .iter()
-            .any(|pending| pending.decision.is_none() && !pending.started)
-        {
-            // Still waiting: make sure the run is parked.
-            let reason = if state
-                .pending
-                .iter()
-                .any(|p| canonical_tool_name(&p.call.name) == control_tools::REQUEST_USER_INPUT)
-            {
-                PauseReason::HumanInput
-            } else {
-                PauseReason::HumanApproval
-            };
+        if let Some(reason) = waiting_for_a_person(state) {
             let checkpoint = self.checkpoint(run, state);
             self.commit_step(run, |run, change| {
                 change.checkpoint = Some(checkpoint.clone());
@@ -54,97 +43,156 @@ impl Engine {
         let context = self.tool_context(run);
         while !state.pending.is_empty() {
             let pending = state.pending[0].clone();
-            let name = canonical_tool_name(&pending.call.name);
-            let tool = tools.iter().find(|tool| tool.name == name).cloned();
             let input: Value = serde_json::from_str(&pending.call.arguments).unwrap_or(json!({}));
-            let (output, ran, duration) = match (&pending.decision, pending.started) {
-                (_, true) => (
-                    ToolOutput::error(format!(
-                        "outcome unknown: the runtime stopped while {name} was running; check its effect before repeating it"
-                    )),
-                    None,
-                    0,
-                ),
-                (Some(Decision::Rejected { reason }), _) => {
-                    let text = if reason.is_empty() { "the reviewer rejected this tool call".to_string() } else { format!("the reviewer rejected this tool call: {reason}") };
-                    (ToolOutput::error(text), None, 0)
-                }
-                (Some(Decision::Answered { content }), _) => (ToolOutput::text(content.clone()), None, 0),
-                (Some(Decision::Approved), _) => match tool {
-                    Some(tool) if control_tools::pauses(&tool.name) => (ToolOutput::text("approved"), None, 0),
-                    Some(tool) => {
-                        // Marker first: a crash during the call must not repeat a mutation.
-                        state.pending[0].started = true;
-                        let checkpoint = self.checkpoint(run, state);
-                        let mode = agent.approval_mode;
-                        if let Flow::Stop = self
-                            .commit_step(run, |run, change| {
-                                change.checkpoint = Some(checkpoint.clone());
-                                consume_approval(mode, run);
-                                Ok(())
-                            })
-                            .await?
-                        {
-                            return Ok(Flow::Stop);
-                        }
-                        let started = Instant::now();
-                        let output = self.deps().tools.call(&context, &tool.name, input.clone()).await;
-                        (output, Some(tool), started.elapsed().as_millis() as u64)
-                    }
-                    None => (ToolOutput::error(format!("tool {name} is not available to this run")), None, 0),
-                },
-                (None, false) => unreachable_pending(),
+            let Some(settled) = self
+                .settle_call(run, agent, tools, state, &context, &input)
+                .await?
+            else {
+                return Ok(Flow::Stop);
             };
             state.pending.remove(0);
             state.transcript.push(ChatMessage::tool_result(
                 pending.call.id.clone(),
-                output.content.clone(),
+                settled.0.content.clone(),
             ));
             state.flush_queued_messages();
-            let checkpoint = self.checkpoint(run, state);
-            let now = self.now();
-            let flow = self
-                .commit_step(run, |run, change| {
-                    if let Some(tool) = &ran {
-                        let mut row = tool_call_record(
-                            run,
-                            &tool.name,
-                            input.clone(),
-                            tool.mutating,
-                            pending.record_id.is_some(),
-                            now,
-                        );
-                        if let Some(id) = &pending.record_id {
-                            row.id = id.clone();
-                        }
-                        record_tool_output(&mut row, &output.content, output.is_error);
-                        change.tool_calls.push(row);
-                    }
-                    self.tool_result_records(
-                        run,
-                        change,
-                        &pending.call,
-                        &output.content,
-                        output.is_error,
-                        duration,
-                    );
-                    change.checkpoint = Some(checkpoint.clone());
-                    Ok(())
-                })
-                .await?;
-            if let Flow::Stop = flow {
+            if let Flow::Stop = self.commit_settled(run, state, &pending, &input, settled).await? {
                 return Ok(Flow::Stop);
             }
         }
         Ok(Flow::Continue)
     }
+
+    /// The outcome of the first pending call; `None` when the run stopped before an approved
+    /// mutation could start.
+    async fn settle_call(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        tools: &[ToolDefinition],
+        state: &mut LoopState,
+        context: &ar_core::tool::ToolContext,
+        input: &Value,
+    ) -> EngineResult<Option<Settled>> {
+        let pending = &state.pending[0];
+        let name = canonical_tool_name(&pending.call.name);
+        if pending.started {
+            return Ok(Some(answered(ToolOutput::error(format!(
+                "outcome unknown: the runtime stopped while {name} was running; check its effect before repeating it"
+            )))));
+        }
+        let tool = match &pending.decision {
+            Some(Decision::Rejected { reason }) if reason.is_empty() => {
+                return Ok(Some(answered(ToolOutput::error(
+                    "the reviewer rejected this tool call",
+                ))))
+            }
+            Some(Decision::Rejected { reason }) => {
+                return Ok(Some(answered(ToolOutput::error(format!(
+                    "the reviewer rejected this tool call: {reason}"
+                )))))
+            }
+            Some(Decision::Answered { content }) => {
+                return Ok(Some(answered(ToolOutput::text(content.clone()))))
+            }
+            None => return Ok(Some(unreachable_pending())),
+            Some(Decision::Approved) => match tools.iter().find(|tool| tool.name == name) {
+                Some(tool) if control_tools::pauses(&tool.name) => {
+                    return Ok(Some(answered(ToolOutput::text("approved"))))
+                }
+                Some(tool) => tool.clone(),
+                None => {
+                    return Ok(Some(answered(ToolOutput::error(format!(
+                        "tool {name} is not available to this run"
+                    )))))
+                }
+            },
+        };
+        // Marker first: a crash during the call must not repeat a mutation.
+        state.pending[0].started = true;
+        let checkpoint = self.checkpoint(run, state);
+        let mode = agent.approval_mode;
+        let flow = self
+            .commit_step(run, |run, change| {
+                change.checkpoint = Some(checkpoint.clone());
+                consume_approval(mode, run);
+                Ok(())
+            })
+            .await?;
+        if let Flow::Stop = flow {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let output = self.deps().tools.call(context, &tool.name, input.clone()).await;
+        Ok(Some((output, Some(tool), started.elapsed().as_millis() as u64)))
+    }
+
+    /// Commits a settled call: its audit row (when it ran), result message and events, and
+    /// the checkpoint after it.
+    async fn commit_settled(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        pending: &crate::transcript::PendingCall,
+        input: &Value,
+        (output, ran, duration): Settled,
+    ) -> EngineResult<Flow> {
+        let checkpoint = self.checkpoint(run, state);
+        let now = self.now();
+        self.commit_step(run, |run, change| {
+            if let Some(tool) = &ran {
+                let mut row = tool_call_record(
+                    run,
+                    &tool.name,
+                    input.clone(),
+                    tool.mutating,
+                    pending.record_id.is_some(),
+                    now,
+                );
+                if let Some(id) = &pending.record_id {
+                    row.id = id.clone();
+                }
+                record_tool_output(&mut row, &output.content, output.is_error);
+                change.tool_calls.push(row);
+            }
+            self.tool_result_records(
+                run,
+                change,
+                &pending.call,
+                &output.content,
+                output.is_error,
+                duration,
+            );
+            change.checkpoint = Some(checkpoint.clone());
+            Ok(())
+        })
+        .await
+    }
 }
 
-/// Calls without a decision were filtered out above; answer defensively instead of panicking.
-fn unreachable_pending() -> (ToolOutput, Option<ToolDefinition>, u64) {
-    (
-        ToolOutput::error("tool call is still waiting for a decision"),
-        None,
-        0,
-    )
+/// Why the run must stay parked: a pending call still waits for a person's decision.
+fn waiting_for_a_person(state: &LoopState) -> Option<PauseReason> {
+    let waiting = |pending: &&crate::transcript::PendingCall| {
+        pending.decision.is_none() && !pending.started
+    };
+    state.pending.iter().find(waiting)?;
+    let asks_for_input = state
+        .pending
+        .iter()
+        .any(|p| canonical_tool_name(&p.call.name) == control_tools::REQUEST_USER_INPUT);
+    Some(if asks_for_input {
+        PauseReason::HumanInput
+    } else {
+        PauseReason::HumanApproval
+    })
+}
+
+/// A call answered without running anything.
+fn answered(output: ToolOutput) -> Settled {
+    (output, None, 0)
+}
+
+/// Calls without a decision were parked before settling; answer defensively instead of panicking.
+fn unreachable_pending() -> Settled {
+    answered(ToolOutput::error("tool call is still waiting for a decision"))
 }

@@ -403,48 +403,19 @@ impl Engine {
         let studio = gate.as_ref().map(|g| (g, state.transcript.as_slice()));
         let plans = self.plan_calls(run, agent, tools, &response.tool_calls, studio);
         let now = self.now();
-        let RoundPlan {
-            interactions,
-            gated_records,
-            pause_reason,
-            mut answered,
-            to_run,
-            plan_events,
-        } = Self::sort_plans(run, tools, state, &response.tool_calls, plans, now);
+        let mut round = Self::sort_plans(run, tools, state, &response.tool_calls, plans, now);
         // Non-mutating calls run in parallel; mutating ones one by one after a started marker.
-        let (mutating, reading): (Vec<_>, Vec<_>) =
-            to_run.into_iter().partition(|(_, tool, _)| tool.mutating);
-        let context = self.tool_context(run);
-        let results = futures::future::join_all(reading.into_iter().map(|(call, tool, input)| {
-            let context = &context;
-            async move {
-                let started = Instant::now();
-                let output = self
-                    .deps()
-                    .tools
-                    .call(context, &tool.name, input.clone())
-                    .await;
-                (
-                    call,
-                    output,
-                    Some((tool, input)),
-                    started.elapsed().as_millis() as u64,
-                )
-            }
-        }))
-        .await;
-        answered.extend(results);
-        // The first commit of the round records the response and everything answered so far.
-        let mut transcript_results: Vec<(String, String)> = Vec::new();
-        for (call, output, _, _) in &answered {
-            transcript_results.push((call.id.clone(), output.content.clone()));
-        }
-        for (id, content) in &transcript_results {
+        let (mutating, reading): (Vec<_>, Vec<_>) = std::mem::take(&mut round.to_run)
+            .into_iter()
+            .partition(|(_, tool, _)| tool.mutating);
+        let read = self.run_reading_calls(run, reading).await;
+        round.answered.extend(read);
+        for (call, output, _, _) in &round.answered {
             state
                 .transcript
-                .push(ChatMessage::tool_result(id.clone(), content.clone()));
+                .push(ChatMessage::tool_result(call.id.clone(), output.content.clone()));
         }
-        for (call, tool, _) in &mutating {
+        for (call, _, _) in &mutating {
             state.pending.push(PendingCall {
                 call: call.clone(),
                 interaction_id: None,
@@ -452,51 +423,21 @@ impl Engine {
                 decision: Some(Decision::Approved),
                 started: false,
             });
-            let _ = tool;
         }
-        // Order pending so the transcript keeps the model's call order for mutating calls.
-        let pause = pause_reason;
-        let only_parked = mutating.is_empty();
+        // The round's first commit records the response and everything answered so far; it
+        // pauses the run when parked calls are all that is left.
+        let pause = round.pause_reason.filter(|_| mutating.is_empty());
         let checkpoint = self.checkpoint(run, state);
         let usage = state.usage;
         let flow = self
             .commit_step(run, |run, change| {
                 self.response_records(run, &response, &marks, change);
-                for (call_id, input) in &plan_events {
-                    self.plan_records(run, change, call_id, input);
-                }
-                for (call, output, ran, duration) in &answered {
-                    let record = ran
-                        .as_ref()
-                        .map(|(tool, input)| (tool.mutating, input.clone()));
-                    if let Some((mutating, input)) = record {
-                        let mut row = tool_call_record(
-                            run,
-                            &canonical_tool_name(&call.name),
-                            input,
-                            mutating,
-                            false,
-                            now,
-                        );
-                        record_tool_output(&mut row, &output.content, output.is_error);
-                        change.tool_calls.push(row);
-                    }
-                    self.tool_result_records(
-                        run,
-                        change,
-                        call,
-                        &output.content,
-                        output.is_error,
-                        *duration,
-                    );
-                }
-                change.interactions.extend(interactions.iter().cloned());
-                change.tool_calls.extend(gated_records.iter().cloned());
+                self.round_records(run, change, &round, now);
                 if !usage.is_zero() {
                     change.events.push(usage_checkpoint(&usage));
                 }
                 change.checkpoint = Some(checkpoint.clone());
-                if let (Some(reason), true) = (pause, only_parked) {
+                if let Some(reason) = pause {
                     mark_paused(run, change, reason)?;
                 }
                 Ok(())
@@ -511,6 +452,58 @@ impl Engine {
             return self.settle_pending(run, agent, tools, state).await;
         }
         Ok(Flow::Continue)
+    }
+
+    /// Runs the round's reading (non-mutating) calls in parallel.
+    async fn run_reading_calls(
+        &self,
+        run: &Run,
+        reading: Vec<(ModelToolCall, ToolDefinition, Value)>,
+    ) -> Vec<Answered> {
+        let context = self.tool_context(run);
+        let context = &context;
+        futures::future::join_all(reading.into_iter().map(|(call, tool, input)| async move {
+            let started = Instant::now();
+            let output = self
+                .deps()
+                .tools
+                .call(context, &tool.name, input.clone())
+                .await;
+            let duration = started.elapsed().as_millis() as u64;
+            (call, output, Some((tool, input)), duration)
+        }))
+        .await
+    }
+
+    /// The rows and events of a round's answered and parked calls and its plan updates.
+    fn round_records(
+        &self,
+        run: &Run,
+        change: &mut RunChange,
+        round: &RoundPlan,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        for (call_id, input) in &round.plan_events {
+            self.plan_records(run, change, call_id, input);
+        }
+        for (call, output, ran, duration) in &round.answered {
+            if let Some((tool, input)) = ran {
+                let name = canonical_tool_name(&call.name);
+                let mut row = tool_call_record(run, &name, input.clone(), tool.mutating, false, now);
+                record_tool_output(&mut row, &output.content, output.is_error);
+                change.tool_calls.push(row);
+            }
+            self.tool_result_records(
+                run,
+                change,
+                call,
+                &output.content,
+                output.is_error,
+                *duration,
+            );
+        }
+        change.interactions.extend(round.interactions.iter().cloned());
+        change.tool_calls.extend(round.gated_records.iter().cloned());
     }
 
     /// Sorts a round's planned calls: answered at once, parked for a person (with their
