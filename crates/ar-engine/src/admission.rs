@@ -154,7 +154,6 @@ fn trim_target(target: &TargetRef) -> TargetRef {
 }
 
 impl Engine {
-    /// Admits a run: validates, persists it `queued` with `run.queued`, and starts executing it.
     /// The model route pinned into the run (secret-free): the request's, else the agent's
     /// provider and model (native runs only).
     fn pinned_model(&self, request: &StartRun, agent: &Agent) -> EngineResult<Option<RunModel>> {
@@ -199,100 +198,31 @@ impl Engine {
         })
     }
 
+    /// Admits a run: validates, persists it `queued` with `run.queued`, and starts executing it.
     pub async fn start_run(&self, request: StartRun) -> EngineResult<Run> {
         if self.is_shutting_down() {
             return Err(EngineError::ShuttingDown);
         }
-        // 1. Required fields.
-        let app_id = request.app_id.trim().to_string();
-        let agent_id = request.agent_id.trim().to_string();
-        let host_run_id = request.host_run_id.trim().to_string();
-        let target = trim_target(&request.target);
-        if app_id.is_empty() {
-            return Err(EngineError::invalid("app_id is required"));
-        }
-        validate_external_id("app_id", &app_id).map_err(EngineError::Invalid)?;
-        if agent_id.is_empty() {
-            return Err(EngineError::invalid("agent_id is required"));
-        }
-        validate_external_id("agent_id", &agent_id).map_err(EngineError::Invalid)?;
-        if target.target_type.is_empty() {
-            return Err(EngineError::invalid("target.type is required"));
-        }
-        if target.id.is_empty() {
-            return Err(EngineError::invalid("target.id is required"));
-        }
-        if !host_run_id.is_empty() {
-            validate_external_id("host_run_id", &host_run_id).map_err(EngineError::Invalid)?;
-        }
-        let invocation_mode = if request.mode.trim().is_empty() {
-            None
-        } else {
-            Some(
-                InvocationMode::parse(&request.mode)
-                    .map_err(|error| EngineError::invalid(error.to_string()))?,
-            )
-        };
-        let execution_mode = if request.execution_mode.trim().is_empty() {
-            ExecutionMode::Lightweight
-        } else {
-            ExecutionMode::parse(&request.execution_mode)
-                .map_err(|error| EngineError::invalid(error.to_string()))?
-        };
-        if execution_mode == ExecutionMode::Durable {
-            return Err(EngineError::invalid(
-                "execution_mode durable is not available: durable execution is not configured on this runtime",
-            ));
-        }
-        if request.mcp_server_count > 0 {
-            return Err(EngineError::invalid(
-                "mcp_servers are not supported by this runtime yet (capabilities.run_mcp.supported is false)",
-            ));
-        }
-
+        // 1. Required fields and modes.
+        let checked = CheckedRequest::from_request(&request)?;
         // 2. Idempotent start by host_run_id.
         let store = &self.deps().store;
-        if !host_run_id.is_empty() {
-            if let Some(existing) = store.get_run_by_host_run_id(&app_id, &host_run_id).await? {
+        if !checked.host_run_id.is_empty() {
+            if let Some(existing) = store
+                .get_run_by_host_run_id(&checked.app_id, &checked.host_run_id)
+                .await?
+            {
                 return Ok(existing);
             }
         }
-
-        // 3. Agent, model route and credential, turn policy.
+        // 3. Agent, model route and credential, turn policy, target type and tools.
         let agent = store
-            .get_agent(&app_id, &agent_id)
+            .get_agent(&checked.app_id, &checked.agent_id)
             .await?
             .ok_or_else(EngineError::agent_not_found)?;
-        let policy = self.config().app(&app_id);
         let now = self.now();
-        validate_run_model(
-            self.config(),
-            &policy,
-            request.model.as_ref(),
-            request.model_credential.as_ref(),
-            now,
-        )?;
-        let turn_policy = normalize_turn_policy(&request.turn_policy, agent.runtime_kind)?;
-
-        // 4. Target type and tool narrowing.
-        if !agent.allowed_targets.is_empty() && !agent.allowed_targets.contains(&target.target_type)
-        {
-            return Err(EngineError::invalid(format!(
-                "target type {:?} is not allowed for agent {}",
-                target.target_type, agent.id
-            )));
-        }
-        let allowed_tools = narrowed_tools(&agent, &request.allowed_tools)?;
-
-        let model = self.pinned_model(&request, &agent)?;
-        if agent.runtime_kind != RuntimeKind::NativeSdk && !self.serves_cli(agent.runtime_kind) {
-            return Err(EngineError::invalid(format!(
-                "runtime kind {} is not available on this runtime",
-                agent.runtime_kind
-            )));
-        }
-
-        // 6. Target context.
+        let input = self.run_input(&request, &checked, &agent, now)?;
+        // 4. Target context.
         let run_id = match &request.seed {
             Some(seed) if !seed.run_id.is_empty() => seed.run_id.clone(),
             _ => new_id(prefix::RUN),
@@ -301,55 +231,94 @@ impl Engine {
             .deps()
             .context
             .resolve(&ContextRequest {
-                app_id: app_id.clone(),
+                app_id: checked.app_id.clone(),
                 run_id: run_id.clone(),
                 agent_id: agent.id.clone(),
-                target: target.clone(),
+                target: checked.target.clone(),
                 trigger: request.trigger.clone(),
                 metadata: request.metadata.clone(),
             })
             .await?;
-
-        // 7. Persist atomically with the sealed credential; emit run.queued.
-        let credential_source = request
-            .model_credential
-            .is_some()
-            .then_some(CredentialSource::App);
-        let run = Run {
-            id: run_id.clone(),
-            app_id: app_id.clone(),
-            host_run_id,
-            agent_id: agent.id.clone(),
-            target,
-            runtime_kind: agent.runtime_kind,
-            execution_mode,
-            invocation_mode: invocation_mode.unwrap_or(agent.default_invocation_mode),
-            external_actor_id: request.external_actor_id.trim().to_string(),
-            state: RunState::queued(agent.approval_mode == ApprovalMode::Always),
-            input: RunInput {
-                model,
-                credential_source,
-                instructions: request.instructions.trim().to_string(),
-                allowed_tools,
-                trigger: request.trigger.clone(),
-                metadata: request.metadata.clone(),
-                context_summary: context.summary,
-                turn_policy,
-            },
-            output_summary: JsonMap::new(),
-            workspace_lease: None,
-            error_message: String::new(),
-            started_at: None,
-            completed_at: None,
-            created_at: now,
-            updated_at: now,
-            version: 1,
-            engine: EngineState {
-                studio: request.seed.as_ref().and_then(|seed| seed.policy.clone()),
-                ..EngineState::default()
-            },
+        let input = RunInput {
+            context_summary: context.summary,
+            ..input
         };
-        let mut change = RunChange::for_run(&run);
+        // 5. Persist atomically with the sealed credential; emit run.queued.
+        let run = new_run(run_id, checked, &agent, input, &request, now);
+        let change = self.creation_change(&run, &request, now)?;
+        match store.create_run(change).await? {
+            CreateRun::HostRunIdTaken(existing) => Ok(*existing),
+            CreateRun::Created(committed) => {
+                for stored in committed.events {
+                    self.deps()
+                        .bus
+                        .publish(ar_core::event::LiveEvent::Persisted(stored));
+                }
+                // 6. Dispatch (lightweight: this process).
+                self.hand_to_first_owner(&run, agent, request.seed.is_some())
+                    .await;
+                Ok(run)
+            }
+        }
+    }
+
+    /// The run's input as admitted (without the target context, resolved next): checks the
+    /// model route and credential, the turn policy, the target type, tools and runtime kind.
+    fn run_input(
+        &self,
+        request: &StartRun,
+        checked: &CheckedRequest,
+        agent: &Agent,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> EngineResult<RunInput> {
+        let policy = self.config().app(&checked.app_id);
+        validate_run_model(
+            self.config(),
+            &policy,
+            request.model.as_ref(),
+            request.model_credential.as_ref(),
+            now,
+        )?;
+        let turn_policy = normalize_turn_policy(&request.turn_policy, agent.runtime_kind)?;
+        let target_type = &checked.target.target_type;
+        if !agent.allowed_targets.is_empty() && !agent.allowed_targets.contains(target_type) {
+            return Err(EngineError::invalid(format!(
+                "target type {target_type:?} is not allowed for agent {}",
+                agent.id
+            )));
+        }
+        let allowed_tools = narrowed_tools(agent, &request.allowed_tools)?;
+        let model = self.pinned_model(request, agent)?;
+        if agent.runtime_kind != RuntimeKind::NativeSdk && !self.serves_cli(agent.runtime_kind) {
+            return Err(EngineError::invalid(format!(
+                "runtime kind {} is not available on this runtime",
+                agent.runtime_kind
+            )));
+        }
+        Ok(RunInput {
+            model,
+            credential_source: request
+                .model_credential
+                .is_some()
+                .then_some(CredentialSource::App),
+            instructions: request.instructions.trim().to_string(),
+            allowed_tools,
+            trigger: request.trigger.clone(),
+            metadata: request.metadata.clone(),
+            context_summary: String::new(),
+            turn_policy,
+        })
+    }
+
+    /// The change that creates `run`: the run with this process's lease, `run.queued`, the
+    /// studio seed's checkpoint, and the sealed model credential.
+    fn creation_change(
+        &self,
+        run: &Run,
+        request: &StartRun,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> EngineResult<RunChange> {
+        let mut change = RunChange::for_run(run);
         change.run = Some(run.clone());
         // This process executes the run next: it takes the lease with the run itself.
         change.lease = Some(self.lease_for_new_owner(now));
@@ -375,39 +344,127 @@ impl Engine {
                 ciphertext,
             });
         }
-        match store.create_run(change).await? {
-            CreateRun::HostRunIdTaken(existing) => Ok(*existing),
-            CreateRun::Created(committed) => {
-                for stored in committed.events {
-                    self.deps()
-                        .bus
-                        .publish(ar_core::event::LiveEvent::Persisted(stored));
-                }
-                // 8. Dispatch (lightweight: this process).
-                let started = self.spawn_owner_with(
-                    &run.app_id,
-                    &run.id,
-                    Some(crate::owner::OwnerStart {
-                        run: run.clone(),
-                        agent,
-                        seeded: request.seed.is_some(),
-                        leased: true,
-                    }),
-                );
-                if !started {
-                    // Shutting down: give the lease taken with the run back at once, so
-                    // another process (or this one restarted) picks the run up without
-                    // waiting for the lease to expire.
-                    if let Err(error) = store
-                        .release_lease(&run.id, &self.inner.config.instance_id)
-                        .await
-                    {
-                        tracing::warn!(run_id = %run.id, %error, "could not release the new run's lease");
-                    }
-                }
-                Ok(run)
-            }
+        Ok(change)
+    }
+
+    /// Starts the new run's owner with what admission read. When this process is shutting
+    /// down, the lease taken with the run is given back at once, so another process (or this
+    /// one restarted) picks the run up without waiting for the lease to expire.
+    async fn hand_to_first_owner(&self, run: &Run, agent: Agent, seeded: bool) {
+        let start = crate::owner::OwnerStart {
+            run: run.clone(),
+            agent,
+            seeded,
+            leased: true,
+        };
+        if self.spawn_owner_with(&run.app_id, &run.id, Some(start)) {
+            return;
         }
+        let released = self
+            .deps()
+            .store
+            .release_lease(&run.id, &self.inner.config.instance_id)
+            .await;
+        if let Err(error) = released {
+            tracing::warn!(run_id = %run.id, %error, "could not release the new run's lease");
+        }
+    }
+}
+
+/// A start request's identifiers and modes, trimmed and checked in the contract's order.
+struct CheckedRequest {
+    app_id: String,
+    agent_id: String,
+    host_run_id: String,
+    target: TargetRef,
+    invocation_mode: Option<InvocationMode>,
+    execution_mode: ExecutionMode,
+}
+
+impl CheckedRequest {
+    fn from_request(request: &StartRun) -> EngineResult<Self> {
+        let app_id = request.app_id.trim().to_string();
+        let agent_id = request.agent_id.trim().to_string();
+        let host_run_id = request.host_run_id.trim().to_string();
+        let target = trim_target(&request.target);
+        required_id("app_id", &app_id)?;
+        required_id("agent_id", &agent_id)?;
+        if target.target_type.is_empty() {
+            return Err(EngineError::invalid("target.type is required"));
+        }
+        if target.id.is_empty() {
+            return Err(EngineError::invalid("target.id is required"));
+        }
+        if !host_run_id.is_empty() {
+            validate_external_id("host_run_id", &host_run_id).map_err(EngineError::Invalid)?;
+        }
+        let invocation_mode = parse_optional(&request.mode, InvocationMode::parse)?;
+        let execution_mode = parse_optional(&request.execution_mode, ExecutionMode::parse)?
+            .unwrap_or(ExecutionMode::Lightweight);
+        if execution_mode == ExecutionMode::Durable {
+            return Err(EngineError::invalid(
+                "execution_mode durable is not available: durable execution is not configured on this runtime",
+            ));
+        }
+        if request.mcp_server_count > 0 {
+            return Err(EngineError::invalid(
+                "mcp_servers are not supported by this runtime yet (capabilities.run_mcp.supported is false)",
+            ));
+        }
+        Ok(CheckedRequest {
+            app_id,
+            agent_id,
+            host_run_id,
+            target,
+            invocation_mode,
+            execution_mode,
+        })
+    }
+}
+
+/// A required external identifier: present and well formed.
+fn required_id(field: &str, value: &str) -> EngineResult<()> {
+    if value.is_empty() {
+        return Err(EngineError::invalid(format!("{field} is required")));
+    }
+    validate_external_id(field, value).map_err(EngineError::Invalid)
+}
+
+/// A new queued run as admitted.
+fn new_run(
+    run_id: String,
+    checked: CheckedRequest,
+    agent: &Agent,
+    input: RunInput,
+    request: &StartRun,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Run {
+    Run {
+        id: run_id,
+        app_id: checked.app_id,
+        host_run_id: checked.host_run_id,
+        agent_id: agent.id.clone(),
+        target: checked.target,
+        runtime_kind: agent.runtime_kind,
+        execution_mode: checked.execution_mode,
+        invocation_mode: checked
+            .invocation_mode
+            .unwrap_or(agent.default_invocation_mode),
+        external_actor_id: request.external_actor_id.trim().to_string(),
+        state: RunState::queued(agent.approval_mode == ApprovalMode::Always),
+        input,
+        output_summary: JsonMap::new(),
+        workspace_lease: None,
+        error_message: String::new(),
+        started_at: None,
+        completed_at: None,
+        created_at: now,
+        updated_at: now,
+        version: 1,
+        engine: EngineState {
+            studio: request.seed.as_ref().and_then(|seed| seed.policy.clone()),
+            ..EngineState::default()
+        },
     }
 }
 

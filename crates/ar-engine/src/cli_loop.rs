@@ -39,7 +39,7 @@ use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::model_route::{default_model, resolve_route};
 use crate::native::tool_result_events;
-use crate::native::RouteProblem;
+use crate::native::{Flow, RouteProblem};
 use crate::owner::Owner;
 use crate::records::{
     clip, mark_failed, mark_paused, mark_turn_done, message, record_tool_output, tool_call_record,
@@ -125,6 +125,17 @@ pub(crate) fn turn_prompt(transcript: &[ChatMessage]) -> String {
     out
 }
 
+/// How the CLI process ended: its outcome, exit code and error text.
+type CliExit = (CliOutcome, i32, String);
+
+/// What the CLI reported about a tool call it finished.
+struct CliToolFinished {
+    name: String,
+    input: Value,
+    output: String,
+    is_error: bool,
+}
+
 /// Live bookkeeping of one turn.
 #[derive(Default)]
 struct TurnMarks {
@@ -200,94 +211,101 @@ impl Engine {
         owner: &mut Owner,
     ) -> EngineResult<()> {
         let Some(cli) = self.deps().agent_cli.clone() else {
-            self.fail_run(
-                &run.app_id,
-                &run.id,
-                &format!(
-                    "runtime kind {} is not available on this runtime",
-                    run.runtime_kind
-                ),
-            )
-            .await;
+            let reason = format!(
+                "runtime kind {} is not available on this runtime",
+                run.runtime_kind
+            );
+            self.fail_run(&run.app_id, &run.id, &reason).await;
             return Ok(());
         };
         let mut state = self.load_state(&run).await?;
-        if owner.inbox.stop_requested() || self.inner.shutdown.is_cancelled() {
+        if let Flow::Stop = self.safe_point(&mut run, &state, owner).await? {
             return Ok(());
         }
-        if owner.inbox.pause_requested() || run.state.pause_requested() {
-            let checkpoint = self.checkpoint(&run, &state);
-            self.cli_commit(&mut run, |run, change| {
-                mark_paused(run, change, PauseReason::Manual)?;
-                change.checkpoint = Some(checkpoint.clone());
-                Ok(())
-            })
-            .await?;
+        let Some(request) = self
+            .begin_cli_turn(&mut run, &agent, &mut state, owner)
+            .await?
+        else {
             return Ok(());
-        }
+        };
+        let turn = match cli.start_turn(request).await {
+            Ok(turn) => turn,
+            Err(error) => {
+                self.fail_step(&mut run, &state, &error.to_string()).await?;
+                return Ok(());
+            }
+        };
+        let mut marks = TurnMarks::default();
+        let Some(ended) = self
+            .follow_cli_turn(&mut run, turn, owner, &mut marks)
+            .await?
+        else {
+            return Ok(());
+        };
+        self.cli_finish(run, state, marks, ended, owner).await
+    }
+
+    /// Prepares the turn: its input in the transcript, the route handed to the CLI, and the
+    /// turn-start checkpoint. `None` when the run stopped (no route, or no longer running).
+    async fn begin_cli_turn(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        state: &mut LoopState,
+        owner: &mut Owner,
+    ) -> EngineResult<Option<CliTurnRequest>> {
         // The turn's input: the first instructions, or what resume queued.
         state.flush_queued_messages();
         if state.transcript.is_empty() {
-            state.open(preamble(&agent, &run), &run.input.instructions);
+            state.open(preamble(agent, run), &run.input.instructions);
         } else if state.transcript.last().map(|m| m.role) != Some(ChatRole::User) {
             state.transcript.push(ChatMessage::user("Continue."));
         }
         state.turn_steps = 0;
-        let route = match self.cli_route(&run, &agent).await {
-            Ok(route) => {
-                // The CLI's key is in its environment: anything it prints is scrubbed of it.
-                owner
-                    .secrets
-                    .hold(route.as_ref().and_then(|route| route.api_key.as_ref()));
-                route
-            }
+        let route = match self.cli_route(run, agent).await {
+            Ok(route) => route,
             Err(RouteProblem::Authentication(reason)) | Err(RouteProblem::Other(reason)) => {
-                let usage = state.usage;
-                self.cli_commit(&mut run, |run, change| {
-                    mark_failed(run, change, &reason, Some(&usage), self.now())
-                })
-                .await?;
-                return Ok(());
+                self.fail_step(run, state, &reason).await?;
+                return Ok(None);
             }
         };
+        // The CLI's key is in its environment: anything it prints is scrubbed of it.
+        owner
+            .secrets
+            .hold(route.as_ref().and_then(|route| route.api_key.as_ref()));
         // Turn-start checkpoint: an owner taking over re-runs this turn.
-        let checkpoint = self.checkpoint(&run, &state);
-        if !self
-            .cli_commit(&mut run, |_, change| {
+        let checkpoint = self.checkpoint(run, state);
+        let committed = self
+            .cli_commit(run, |_, change| {
                 change.checkpoint = Some(checkpoint.clone());
                 Ok(())
             })
-            .await?
-        {
-            return Ok(());
-        }
-        let request = CliTurnRequest {
+            .await?;
+        Ok(committed.then(|| CliTurnRequest {
             run_id: run.id.clone(),
             kind: run.runtime_kind,
             prompt: turn_prompt(&state.transcript),
-            workdir: Self::cli_workdir(&run),
+            workdir: Self::cli_workdir(run),
             route,
             env: vec![
                 ("AGENT_RUNTIME_RUN_ID".to_string(), run.id.clone()),
                 ("AGENT_RUNTIME_APP_ID".to_string(), run.app_id.clone()),
             ],
-        };
-        let turn = match cli.start_turn(request).await {
-            Ok(turn) => turn,
-            Err(error) => {
-                let usage = state.usage;
-                let reason = error.to_string();
-                self.cli_commit(&mut run, |run, change| {
-                    mark_failed(run, change, &reason, Some(&usage), self.now())
-                })
-                .await?;
-                return Ok(());
-            }
-        };
+        }))
+    }
+
+    /// Records the turn's events until the CLI exits; `None` when the turn was stopped (the
+    /// run cancelled, or no longer running) and its process killed.
+    async fn follow_cli_turn(
+        &self,
+        run: &mut Run,
+        turn: ar_core::agent_cli::CliTurn,
+        owner: &mut Owner,
+        marks: &mut TurnMarks,
+    ) -> EngineResult<Option<CliExit>> {
         let control = turn.control.clone();
         let mut events = turn.events;
-        let mut marks = TurnMarks::default();
-        let mut ended: Option<(CliOutcome, i32, String)> = None;
+        let mut ended: Option<CliExit> = None;
         let mut killed = false;
         loop {
             let next = tokio::select! {
@@ -312,16 +330,20 @@ impl Engine {
                 ended = Some((outcome, exit_code, error));
                 continue;
             }
-            if !self.cli_record(&mut run, &mut marks, cli_event).await? {
+            if !self.cli_record(run, marks, cli_event).await? {
                 // The run stopped running (cancelled through the API, failed elsewhere).
                 killed = true;
                 control.cancel();
             }
         }
         if killed || owner.inbox.stop_requested() {
-            return Ok(());
+            return Ok(None);
         }
-        self.cli_finish(run, state, marks, ended, owner).await
+        Ok(Some(ended.unwrap_or((
+            CliOutcome::Failed,
+            -1,
+            "the agent CLI ended without an exit status".to_string(),
+        ))))
     }
 
     /// Records one CLI event; false when the run is no longer running.
@@ -331,7 +353,6 @@ impl Engine {
         marks: &mut TurnMarks,
         cli_event: CliEvent,
     ) -> EngineResult<bool> {
-        let now = self.now();
         match cli_event {
             CliEvent::Started { workdir } => {
                 marks.workdir = workdir.clone();
@@ -344,82 +365,14 @@ impl Engine {
                 })
                 .await
             }
-            CliEvent::AssistantDelta { text } => {
-                if text.is_empty() {
-                    return Ok(true);
-                }
-                let (id, started) = marks
-                    .open_message
-                    .get_or_insert_with(|| (new_id(prefix::MESSAGE), false))
-                    .clone();
-                if !started {
-                    let opened = RunEvent::AssistantMessageStarted(ev::MessageStarted {
-                        message_id: id.clone(),
-                    });
-                    if !self
-                        .cli_commit(run, |_, change| {
-                            change.events.push(opened.clone());
-                            Ok(())
-                        })
-                        .await?
-                    {
-                        return Ok(false);
-                    }
-                    marks.open_message = Some((id.clone(), true));
-                }
-                self.publish_transient(
-                    run,
-                    RunEvent::AssistantMessageDelta(ev::MessageDelta {
-                        message_id: id,
-                        text,
-                    }),
-                );
-                Ok(true)
-            }
+            CliEvent::AssistantDelta { text } => self.cli_assistant_delta(run, marks, text).await,
             CliEvent::AssistantCompleted { text } => {
-                let (id, started) = marks
-                    .open_message
-                    .take()
-                    .unwrap_or_else(|| (new_id(prefix::MESSAGE), false));
-                if text.trim().is_empty() {
-                    return Ok(true);
-                }
-                marks.last_message = id.clone();
-                marks.texts.push(text.clone());
-                self.cli_commit(run, |run, change| {
-                    if !started {
-                        change
-                            .events
-                            .push(RunEvent::AssistantMessageStarted(ev::MessageStarted {
-                                message_id: id.clone(),
-                            }));
-                    }
-                    change
-                        .events
-                        .push(RunEvent::AssistantMessageCompleted(ev::MessageCompleted {
-                            message_id: id.clone(),
-                            content: text.clone(),
-                            encrypted_value: String::new(),
-                        }));
-                    let mut row = message(
-                        run,
-                        MessageRole::Assistant,
-                        &text,
-                        message_type::MESSAGE,
-                        now,
-                    );
-                    row.id = id.clone();
-                    row.runtime_message_id = id.clone();
-                    change.messages.push(row);
-                    Ok(())
-                })
-                .await
+                self.cli_assistant_completed(run, marks, text).await
             }
             CliEvent::ToolStarted { id, name, input: _ } => {
                 let call_id = new_id(prefix::TOOL_CALL);
                 marks.tools.insert(id, call_id.clone());
-                let parent = marks.last_message.clone();
-                let opened = tool_started(&call_id, &name, &parent);
+                let opened = tool_started(&call_id, &name, &marks.last_message);
                 self.cli_commit(run, |_, change| {
                     change.events.push(opened.clone());
                     Ok(())
@@ -433,43 +386,13 @@ impl Engine {
                 output,
                 is_error,
             } => {
-                let known = marks.tools.remove(&id);
-                let started = known.is_some();
-                let call_id = known.unwrap_or_else(|| new_id(prefix::TOOL_CALL));
-                let parent = marks.last_message.clone();
-                let clipped = clip(&output, MAX_TOOL_OUTPUT);
-                let input_text = input.to_string();
-                self.cli_commit(run, |run, change| {
-                    if !started {
-                        change.events.push(tool_started(&call_id, &name, &parent));
-                    }
-                    let mut row =
-                        tool_call_record(run, &name, input.clone(), !reads_only(&name), false, now);
-                    row.id = call_id.clone();
-                    record_tool_output(&mut row, &clipped, is_error);
-                    change.tool_calls.push(row);
-                    let mut result = message(
-                        run,
-                        MessageRole::Tool,
-                        &clipped,
-                        message_type::TOOL_RESULT,
-                        now,
-                    );
-                    result.runtime_message_id = call_id.clone();
-                    let result_id = result.id.clone();
-                    change.messages.push(result);
-                    change.events.extend(tool_result_events(
-                        &call_id,
-                        &name,
-                        &input_text,
-                        &output,
-                        is_error,
-                        0,
-                        result_id,
-                    ));
-                    Ok(())
-                })
-                .await
+                let finished = CliToolFinished {
+                    name,
+                    input,
+                    output,
+                    is_error,
+                };
+                self.cli_tool_finished(run, marks, &id, finished).await
             }
             CliEvent::Usage(usage) => {
                 marks.usage.add(&usage);
@@ -486,20 +409,154 @@ impl Engine {
         }
     }
 
+    /// A streamed piece of the CLI's answer: its message's start committed once, the delta
+    /// published live.
+    async fn cli_assistant_delta(
+        &self,
+        run: &mut Run,
+        marks: &mut TurnMarks,
+        text: String,
+    ) -> EngineResult<bool> {
+        if text.is_empty() {
+            return Ok(true);
+        }
+        let (id, started) = marks
+            .open_message
+            .get_or_insert_with(|| (new_id(prefix::MESSAGE), false))
+            .clone();
+        if !started {
+            let opened = RunEvent::AssistantMessageStarted(ev::MessageStarted {
+                message_id: id.clone(),
+            });
+            let running = self
+                .cli_commit(run, |_, change| {
+                    change.events.push(opened.clone());
+                    Ok(())
+                })
+                .await?;
+            if !running {
+                return Ok(false);
+            }
+            marks.open_message = Some((id.clone(), true));
+        }
+        let delta = ev::MessageDelta {
+            message_id: id,
+            text,
+        };
+        self.publish_transient(run, RunEvent::AssistantMessageDelta(delta));
+        Ok(true)
+    }
+
+    /// A whole CLI message: its events and its transcript row.
+    async fn cli_assistant_completed(
+        &self,
+        run: &mut Run,
+        marks: &mut TurnMarks,
+        text: String,
+    ) -> EngineResult<bool> {
+        let (id, started) = marks
+            .open_message
+            .take()
+            .unwrap_or_else(|| (new_id(prefix::MESSAGE), false));
+        if text.trim().is_empty() {
+            return Ok(true);
+        }
+        marks.last_message = id.clone();
+        marks.texts.push(text.clone());
+        let now = self.now();
+        self.cli_commit(run, |run, change| {
+            if !started {
+                change
+                    .events
+                    .push(RunEvent::AssistantMessageStarted(ev::MessageStarted {
+                        message_id: id.clone(),
+                    }));
+            }
+            change
+                .events
+                .push(RunEvent::AssistantMessageCompleted(ev::MessageCompleted {
+                    message_id: id.clone(),
+                    content: text.clone(),
+                    encrypted_value: String::new(),
+                }));
+            let mut row = message(
+                run,
+                MessageRole::Assistant,
+                &text,
+                message_type::MESSAGE,
+                now,
+            );
+            row.id = id.clone();
+            row.runtime_message_id = id.clone();
+            change.messages.push(row);
+            Ok(())
+        })
+        .await
+    }
+
+    /// A finished CLI tool call: its row, its result message and events.
+    async fn cli_tool_finished(
+        &self,
+        run: &mut Run,
+        marks: &mut TurnMarks,
+        cli_id: &str,
+        tool: CliToolFinished,
+    ) -> EngineResult<bool> {
+        let known = marks.tools.remove(cli_id);
+        let started = known.is_some();
+        let call_id = known.unwrap_or_else(|| new_id(prefix::TOOL_CALL));
+        let parent = marks.last_message.clone();
+        let clipped = clip(&tool.output, MAX_TOOL_OUTPUT);
+        let input_text = tool.input.to_string();
+        let now = self.now();
+        let CliToolFinished {
+            name,
+            input,
+            output,
+            is_error,
+        } = tool;
+        self.cli_commit(run, |run, change| {
+            if !started {
+                change.events.push(tool_started(&call_id, &name, &parent));
+            }
+            let mutating = !reads_only(&name);
+            let mut row = tool_call_record(run, &name, input.clone(), mutating, false, now);
+            row.id = call_id.clone();
+            record_tool_output(&mut row, &clipped, is_error);
+            change.tool_calls.push(row);
+            let mut result = message(
+                run,
+                MessageRole::Tool,
+                &clipped,
+                message_type::TOOL_RESULT,
+                now,
+            );
+            result.runtime_message_id = call_id.clone();
+            let result_id = result.id.clone();
+            change.messages.push(result);
+            change.events.extend(tool_result_events(
+                &call_id,
+                &name,
+                &input_text,
+                &output,
+                is_error,
+                0,
+                result_id,
+            ));
+            Ok(())
+        })
+        .await
+    }
+
     /// Ends the turn: transcript, usage, and the run's next state.
     async fn cli_finish(
         &self,
         mut run: Run,
         mut state: LoopState,
         marks: TurnMarks,
-        ended: Option<(CliOutcome, i32, String)>,
+        (outcome, exit_code, error): CliExit,
         owner: &mut Owner,
     ) -> EngineResult<()> {
-        let (outcome, exit_code, error) = ended.unwrap_or((
-            CliOutcome::Failed,
-            -1,
-            "the agent CLI ended without an exit status".to_string(),
-        ));
         state.step += 1;
         state.turn_steps += 1;
         state.usage.add(&marks.usage);

@@ -2,11 +2,11 @@
 //! request changes, auth completed, continue), cancel, pause, and the records hosts append.
 
 use ar_core::event::{self as ev, RunEvent};
-use ar_core::records::{message_type, Artifact, Message};
+use ar_core::records::{message_type, Artifact, Interaction, Message};
 use ar_core::store::{RunChange, SecretChange};
 use ar_core::{
     CredentialSource, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
-    ResumeIntent, Run, RunStatus,
+    ResumeIntent, Run, RunStatus, TurnPolicy,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -82,6 +82,214 @@ fn idle_expired(run: &Run, now: DateTime<Utc>) -> bool {
         && (now - run.updated_at).num_seconds() > policy.idle_timeout_seconds
 }
 
+/// Trims a resume request and checks its intent and provenance rules.
+fn check_resume_request(
+    request: &mut ResumeRun,
+) -> EngineResult<(ResumeIntent, Option<MessageProvenance>)> {
+    for field in [
+        &mut request.intent,
+        &mut request.content,
+        &mut request.resume_id,
+        &mut request.interaction_id,
+        &mut request.external_actor_id,
+    ] {
+        *field = field.trim().to_string();
+    }
+    if request.intent.is_empty() {
+        return Err(EngineError::invalid("intent is required"));
+    }
+    let intent = ResumeIntent::parse(&request.intent)
+        .map_err(|error| EngineError::invalid(error.to_string()))?;
+    let provenance = match request.message_provenance.trim() {
+        "" => None,
+        other => Some(
+            MessageProvenance::parse(other)
+                .map_err(|error| EngineError::invalid(error.to_string()))?,
+        ),
+    };
+    check_provenance(request, intent, provenance)?;
+    if let Some(payload) = &request.response_payload {
+        if !payload.is_object() && !payload.is_null() {
+            return Err(EngineError::invalid(
+                "response_payload must be a JSON object",
+            ));
+        }
+    }
+    Ok((intent, provenance))
+}
+
+/// What each message provenance allows.
+fn check_provenance(
+    request: &ResumeRun,
+    intent: ResumeIntent,
+    provenance: Option<MessageProvenance>,
+) -> EngineResult<()> {
+    match provenance {
+        Some(MessageProvenance::Human) if request.external_actor_id.is_empty() => Err(
+            EngineError::invalid("message_provenance human requires external_actor_id"),
+        ),
+        Some(MessageProvenance::Human) if intent == ResumeIntent::AuthCompleted => Err(
+            EngineError::invalid("message_provenance human cannot send auth_completed"),
+        ),
+        Some(MessageProvenance::SystemNotification) if intent != ResumeIntent::Reply => {
+            Err(EngineError::invalid(
+                "message_provenance system_notification requires intent reply",
+            ))
+        }
+        Some(MessageProvenance::SystemNotification)
+            if !request.interaction_id.is_empty() || request.response_payload.is_some() =>
+        {
+            Err(EngineError::invalid(
+                "message_provenance system_notification cannot carry interaction_id or response_payload",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether this resume was already applied (same `resume_id`, or the same request while the
+/// run still runs from it); an error when the run cannot be resumed at all.
+fn already_resumed(run: &Run, request: &ResumeRun, print: &str) -> EngineResult<bool> {
+    let last = last_resume(run);
+    if !request.resume_id.is_empty()
+        && last.map(|last| last.resume_id.as_str()) == Some(request.resume_id.as_str())
+    {
+        return Ok(true);
+    }
+    if run.is_terminal() {
+        return Err(EngineError::invalid("run is terminal"));
+    }
+    if run.status() == RunStatus::Paused {
+        return Ok(false);
+    }
+    if last.map(|last| last.fingerprint.as_str()) == Some(print) {
+        return Ok(true);
+    }
+    Err(EngineError::invalid("run is not paused"))
+}
+
+/// The resume's id: the host's, else one derived from the interaction it answers, else one
+/// derived from the run's state and the request.
+fn resume_id_for(
+    run: &Run,
+    request: &ResumeRun,
+    intent: ResumeIntent,
+    target: Option<&Interaction>,
+    print: &str,
+) -> String {
+    if !request.resume_id.is_empty() {
+        return request.resume_id.clone();
+    }
+    if let Some(interaction) = target {
+        return format!("interaction:{}:{}", interaction.id, intent.as_str());
+    }
+    format!(
+        "auto:{}:{}:{}",
+        run.id,
+        run.updated_at.timestamp_nanos_opt().unwrap_or_default(),
+        &print[..16]
+    )
+}
+
+/// The decision a resume records on the parked call it answers.
+fn decision_of(request: &ResumeRun, intent: ResumeIntent) -> Decision {
+    match intent {
+        ResumeIntent::Approve => Decision::Approved,
+        ResumeIntent::RequestChanges => Decision::Rejected {
+            reason: request.content.clone(),
+        },
+        ResumeIntent::Reply | ResumeIntent::Continue | ResumeIntent::AuthCompleted => {
+            Decision::Answered {
+                content: match &request.response_payload {
+                    Some(payload) if !payload.is_null() => payload.to_string(),
+                    _ => request.content.clone(),
+                },
+            }
+        }
+    }
+}
+
+/// What a resume answers.
+enum ResumeTarget {
+    /// This pending interaction, or none (a plain reply or continue).
+    Answers(Option<Interaction>),
+    /// The named interaction was already resolved by this same answer.
+    Repeat,
+}
+
+/// Everything a resume commits, decided before the commit.
+struct ResumePlan {
+    request: ResumeRun,
+    intent: ResumeIntent,
+    /// The interaction it resolves.
+    target: Option<Interaction>,
+    payload: Value,
+    resume_id: String,
+    print: String,
+    turn_policy: Option<TurnPolicy>,
+    checkpoint: ar_core::store::Checkpoint,
+    message_kind: &'static str,
+    now: DateTime<Utc>,
+}
+
+impl ResumePlan {
+    /// Resumes `run` (still paused) with the plan's interaction, message, policy and checkpoint.
+    fn apply(&self, run: &mut Run, change: &mut RunChange) -> EngineResult<()> {
+        let (request, now) = (&self.request, self.now);
+        if run.status() != RunStatus::Paused {
+            return Err(EngineError::invalid(if run.is_terminal() {
+                "run is terminal"
+            } else {
+                "run is not paused"
+            }));
+        }
+        if let Some(interaction) = &self.target {
+            let mut resolved = interaction.clone();
+            resolved.status = InteractionStatus::Resolved;
+            resolved.resolved_by_external_id = request.external_actor_id.clone();
+            resolved.resolved_at = Some(now);
+            resolved.updated_at = now;
+            resolved.response_payload = Some(self.payload.clone());
+            change.interactions.push(resolved);
+        }
+        if !request.content.is_empty() {
+            let mut row = message(
+                run,
+                MessageRole::User,
+                &request.content,
+                self.message_kind,
+                now,
+            );
+            row.runtime_message_id = self.resume_id.clone();
+            change.messages.push(row);
+        }
+        if let Some(policy) = &self.turn_policy {
+            run.input.turn_policy = policy.clone();
+        }
+        let interaction_id = self
+            .target
+            .as_ref()
+            .map(|i| i.id.clone())
+            .unwrap_or_default();
+        run.resume(self.intent, now)?;
+        run.engine.last_resume = Some(LastResume {
+            resume_id: self.resume_id.clone(),
+            fingerprint: self.print.clone(),
+            intent: self.intent.as_str().to_string(),
+            message_provenance: request.message_provenance.clone(),
+            content: request.content.clone(),
+            external_actor_id: request.external_actor_id.clone(),
+            interaction_id: interaction_id.clone(),
+        });
+        change.checkpoint = Some(self.checkpoint.clone());
+        change.events.push(RunEvent::RunResumed(ev::RunResumed {
+            resume_id: self.resume_id.clone(),
+            interaction_id,
+        }));
+        Ok(())
+    }
+}
+
 impl Engine {
     /// `POST /v1/runs/{id}/resume` and its shorthands.
     pub async fn resume(
@@ -93,118 +301,24 @@ impl Engine {
         if self.is_shutting_down() {
             return Err(EngineError::ShuttingDown);
         }
-        request.intent = request.intent.trim().to_string();
-        request.content = request.content.trim().to_string();
-        request.resume_id = request.resume_id.trim().to_string();
-        request.interaction_id = request.interaction_id.trim().to_string();
-        request.external_actor_id = request.external_actor_id.trim().to_string();
-        if request.intent.is_empty() {
-            return Err(EngineError::invalid("intent is required"));
-        }
-        let intent = ResumeIntent::parse(&request.intent)
-            .map_err(|error| EngineError::invalid(error.to_string()))?;
-        let provenance = match request.message_provenance.trim() {
-            "" => None,
-            other => Some(
-                MessageProvenance::parse(other)
-                    .map_err(|error| EngineError::invalid(error.to_string()))?,
-            ),
-        };
-        match provenance {
-            Some(MessageProvenance::Human) => {
-                if request.external_actor_id.is_empty() {
-                    return Err(EngineError::invalid(
-                        "message_provenance human requires external_actor_id",
-                    ));
-                }
-                if intent == ResumeIntent::AuthCompleted {
-                    return Err(EngineError::invalid(
-                        "message_provenance human cannot send auth_completed",
-                    ));
-                }
-            }
-            Some(MessageProvenance::SystemNotification) => {
-                if intent != ResumeIntent::Reply {
-                    return Err(EngineError::invalid(
-                        "message_provenance system_notification requires intent reply",
-                    ));
-                }
-                if !request.interaction_id.is_empty() || request.response_payload.is_some() {
-                    return Err(EngineError::invalid(
-                        "message_provenance system_notification cannot carry interaction_id or response_payload",
-                    ));
-                }
-            }
-            None => {}
-        }
-        if let Some(payload) = &request.response_payload {
-            if !payload.is_object() && !payload.is_null() {
-                return Err(EngineError::invalid(
-                    "response_payload must be a JSON object",
-                ));
-            }
-        }
+        let (intent, provenance) = check_resume_request(&mut request)?;
         let run = self.load_run(app_id, run_id).await?;
         let turn_policy = match &request.turn_policy {
             Some(policy) => Some(normalize_turn_policy(policy, run.runtime_kind)?),
             None => None,
         };
         let print = fingerprint(&request);
-        if !request.resume_id.is_empty()
-            && last_resume(&run).map(|last| last.resume_id.as_str())
-                == Some(request.resume_id.as_str())
-        {
+        if already_resumed(&run, &request, &print)? {
             return Ok(run);
-        }
-        if run.is_terminal() {
-            return Err(EngineError::invalid("run is terminal"));
-        }
-        if run.status() != RunStatus::Paused {
-            if last_resume(&run).map(|last| last.fingerprint.as_str()) == Some(print.as_str()) {
-                return Ok(run);
-            }
-            return Err(EngineError::invalid("run is not paused"));
         }
         let now = self.now();
         if idle_expired(&run, now) {
-            self.transact(app_id, run_id, Some(run), |run, change| {
-                if !idle_expired(run, now) {
-                    return Ok(Decide::Skip(()));
-                }
-                mark_completed(run, change, None, Some("idle_timeout"), now)?;
-                Ok(Decide::Commit(()))
-            })
-            .await?;
+            self.expire_idle(app_id, run_id, run, now).await?;
             return Err(EngineError::invalid("run idle timeout expired"));
         }
-        let interactions = self.deps().store.list_interactions(app_id, run_id).await?;
-        let target = if request.interaction_id.is_empty() {
-            interactions
-                .iter()
-                .rev()
-                .find(|i| i.status == InteractionStatus::Pending)
-                .cloned()
-        } else {
-            match interactions.iter().find(|i| i.id == request.interaction_id) {
-                None => {
-                    return Err(EngineError::invalid(format!(
-                        "interaction {} is not pending",
-                        request.interaction_id
-                    )))
-                }
-                Some(found) if found.status == InteractionStatus::Resolved => {
-                    let same = found.response_payload.as_ref()
-                        == Some(&self::response_payload(&request, intent));
-                    if same {
-                        return Ok(run);
-                    }
-                    return Err(EngineError::invalid(format!(
-                        "interaction {} is not pending",
-                        request.interaction_id
-                    )));
-                }
-                Some(found) => Some(found.clone()),
-            }
+        let target = match self.resume_target(&run, &request, intent).await? {
+            ResumeTarget::Answers(target) => target,
+            ResumeTarget::Repeat => return Ok(run),
         };
         if provenance == Some(MessageProvenance::SystemNotification)
             && (run.pause_reason() != PauseReason::AwaitingUserMessage || target.is_some())
@@ -213,116 +327,129 @@ impl Engine {
                 "system notifications can only resume a run awaiting a user message with no pending interactions",
             ));
         }
-        let resume_id = if !request.resume_id.is_empty() {
-            request.resume_id.clone()
-        } else if let Some(interaction) = &target {
-            format!("interaction:{}:{}", interaction.id, intent.as_str())
-        } else {
-            format!(
-                "auto:{}:{}:{}",
-                run.id,
-                run.updated_at.timestamp_nanos_opt().unwrap_or_default(),
-                &print[..16]
-            )
-        };
-        let mut state = match self.deps().store.latest_checkpoint(run_id).await? {
-            Some(checkpoint) => Some(LoopState::from_json(&checkpoint.state)?),
-            None => None,
-        };
-        let checkpoint_step = state.as_ref().map(|s| s.step).unwrap_or(0);
-        // Record the decision on the parked call, or queue the content as a user message.
-        let decision = match intent {
-            ResumeIntent::Approve => Decision::Approved,
-            ResumeIntent::RequestChanges => Decision::Rejected {
-                reason: request.content.clone(),
+        let resume_id = resume_id_for(&run, &request, intent, target.as_ref(), &print);
+        let state = self
+            .resumed_state(run_id, &request, intent, target.as_ref())
+            .await?;
+        let plan = ResumePlan {
+            payload: response_payload(&request, intent),
+            checkpoint: ar_core::store::Checkpoint {
+                run_id: run.id.clone(),
+                step: state.step,
+                state: state.to_json(),
+                created_at: now,
             },
-            ResumeIntent::Reply | ResumeIntent::Continue | ResumeIntent::AuthCompleted => {
-                Decision::Answered {
-                    content: match &request.response_payload {
-                        Some(payload) if !payload.is_null() => payload.to_string(),
-                        _ => request.content.clone(),
-                    },
-                }
-            }
-        };
-        let mut queue_content = !request.content.is_empty();
-        if let (Some(state), Some(interaction)) = (state.as_mut(), &target) {
-            if let Some(pending) = state
-                .pending
-                .iter_mut()
-                .find(|p| p.interaction_id.as_deref() == Some(interaction.id.as_str()))
-            {
-                pending.decision = Some(decision.clone());
-                // The reply or rejection reason already reaches the model as the call's result.
-                queue_content = false;
-            }
-        }
-        let mut state = state.unwrap_or_default();
-        if queue_content {
-            state.queued_user_messages.push(request.content.clone());
-        }
-        state.turn_steps = 0;
-        state.corrections = 0;
-        let payload = response_payload(&request, intent);
-        let new_checkpoint = ar_core::store::Checkpoint {
-            run_id: run.id.clone(),
-            step: checkpoint_step,
-            state: state.to_json(),
-            created_at: now,
-        };
-        let message_kind = if provenance == Some(MessageProvenance::SystemNotification) {
-            message_type::SYSTEM_NOTIFICATION
-        } else {
-            message_type::MESSAGE
+            message_kind: if provenance == Some(MessageProvenance::SystemNotification) {
+                message_type::SYSTEM_NOTIFICATION
+            } else {
+                message_type::MESSAGE
+            },
+            request,
+            intent,
+            target,
+            resume_id,
+            print,
+            turn_policy,
+            now,
         };
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
-                if run.status() != RunStatus::Paused {
-                    return Err(EngineError::invalid(if run.is_terminal() {
-                        "run is terminal"
-                    } else {
-                        "run is not paused"
-                    }));
-                }
-                if let Some(interaction) = &target {
-                    let mut resolved = interaction.clone();
-                    resolved.status = InteractionStatus::Resolved;
-                    resolved.resolved_by_external_id = request.external_actor_id.clone();
-                    resolved.resolved_at = Some(now);
-                    resolved.updated_at = now;
-                    resolved.response_payload = Some(payload.clone());
-                    change.interactions.push(resolved);
-                }
-                if !request.content.is_empty() {
-                    let mut row =
-                        message(run, MessageRole::User, &request.content, message_kind, now);
-                    row.runtime_message_id = resume_id.clone();
-                    change.messages.push(row);
-                }
-                if let Some(policy) = &turn_policy {
-                    run.input.turn_policy = policy.clone();
-                }
-                let interaction_id = target.as_ref().map(|i| i.id.clone()).unwrap_or_default();
-                run.resume(intent, now)?;
-                run.engine.last_resume = Some(LastResume {
-                    resume_id: resume_id.clone(),
-                    fingerprint: print.clone(),
-                    intent: intent.as_str().to_string(),
-                    message_provenance: request.message_provenance.clone(),
-                    content: request.content.clone(),
-                    external_actor_id: request.external_actor_id.clone(),
-                    interaction_id: interaction_id.clone(),
-                });
-                change.checkpoint = Some(new_checkpoint.clone());
-                change.events.push(RunEvent::RunResumed(ev::RunResumed {
-                    resume_id: resume_id.clone(),
-                    interaction_id,
-                }));
+                plan.apply(run, change)?;
                 Ok(Decide::Commit(()))
             })
             .await?;
         self.spawn_owner(app_id, run_id);
         Ok(run)
+    }
+
+    /// Completes a chat run that sat paused past its idle timeout.
+    async fn expire_idle(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        run: Run,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        self.transact(app_id, run_id, Some(run), |run, change| {
+            if !idle_expired(run, now) {
+                return Ok(Decide::Skip(()));
+            }
+            mark_completed(run, change, None, Some("idle_timeout"), now)?;
+            Ok(Decide::Commit(()))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The interaction a resume answers: the one named, else the latest pending one (none
+    /// when nothing is pending), or a repeat of the answer that resolved the named one.
+    async fn resume_target(
+        &self,
+        run: &Run,
+        request: &ResumeRun,
+        intent: ResumeIntent,
+    ) -> EngineResult<ResumeTarget> {
+        let interactions = self
+            .deps()
+            .store
+            .list_interactions(&run.app_id, &run.id)
+            .await?;
+        if request.interaction_id.is_empty() {
+            let latest = interactions
+                .iter()
+                .rev()
+                .find(|i| i.status == InteractionStatus::Pending);
+            return Ok(ResumeTarget::Answers(latest.cloned()));
+        }
+        let not_pending = || {
+            EngineError::invalid(format!(
+                "interaction {} is not pending",
+                request.interaction_id
+            ))
+        };
+        let found = interactions
+            .iter()
+            .find(|i| i.id == request.interaction_id)
+            .ok_or_else(not_pending)?;
+        if found.status != InteractionStatus::Resolved {
+            return Ok(ResumeTarget::Answers(Some(found.clone())));
+        }
+        if found.response_payload.as_ref() == Some(&response_payload(request, intent)) {
+            return Ok(ResumeTarget::Repeat);
+        }
+        Err(not_pending())
+    }
+
+    /// The loop state the resumed turn starts from: the decision recorded on the parked call
+    /// it answers, or the content queued as a user message; the turn's counters reset.
+    async fn resumed_state(
+        &self,
+        run_id: &str,
+        request: &ResumeRun,
+        intent: ResumeIntent,
+        target: Option<&Interaction>,
+    ) -> EngineResult<LoopState> {
+        let mut state = match self.deps().store.latest_checkpoint(run_id).await? {
+            Some(checkpoint) => LoopState::from_json(&checkpoint.state)?,
+            None => LoopState::default(),
+        };
+        let parked = target.and_then(|interaction| {
+            state
+                .pending
+                .iter_mut()
+                .find(|p| p.interaction_id.as_deref() == Some(interaction.id.as_str()))
+        });
+        match parked {
+            // The reply or rejection reason reaches the model as the call's result.
+            Some(pending) => pending.decision = Some(decision_of(request, intent)),
+            None if !request.content.is_empty() => {
+                state.queued_user_messages.push(request.content.clone());
+            }
+            None => {}
+        }
+        state.turn_steps = 0;
+        state.corrections = 0;
+        Ok(state)
     }
 
     /// `POST /v1/runs/{id}/cancel`: by run id or host run id; idempotent on terminal runs.

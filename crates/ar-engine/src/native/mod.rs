@@ -3,7 +3,9 @@
 
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
-use ar_core::model::{ModelError, ModelRequest, ModelResponse, ModelRoute, ModelToolCall, ToolSpec};
+use ar_core::model::{
+    ModelError, ModelRequest, ModelResponse, ModelRoute, ModelToolCall, ToolSpec,
+};
 use ar_core::records::interaction_kind;
 use ar_core::store::{Checkpoint, RunChange};
 use ar_core::tool::{ToolDefinition, ToolOutput};
@@ -313,7 +315,9 @@ impl Engine {
             if let Flow::Stop = self.check_step_limit(&mut run, &state).await? {
                 return Ok(());
             }
-            let Some(model_route) = self.current_route(&mut run, &state, owner, &mut route).await?
+            let Some(model_route) = self
+                .current_route(&mut run, &state, owner, &mut route)
+                .await?
             else {
                 return Ok(());
             };
@@ -342,7 +346,7 @@ impl Engine {
 
     /// The loop's safe point: `Stop` when the owner was told to stop, the process is shutting
     /// down, or a pause was requested (then the run is paused at this checkpoint).
-    async fn safe_point(
+    pub(crate) async fn safe_point(
         &self,
         run: &mut Run,
         state: &LoopState,
@@ -376,7 +380,12 @@ impl Engine {
     }
 
     /// Fails the run with `reason`, recording the usage so far.
-    async fn fail_step(&self, run: &mut Run, state: &LoopState, reason: &str) -> EngineResult<()> {
+    pub(crate) async fn fail_step(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        reason: &str,
+    ) -> EngineResult<()> {
         let usage = state.usage;
         self.commit_step(run, |run, change| {
             mark_failed(run, change, reason, Some(&usage), self.now())

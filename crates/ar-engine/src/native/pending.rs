@@ -56,7 +56,10 @@ impl Engine {
                 settled.0.content.clone(),
             ));
             state.flush_queued_messages();
-            if let Flow::Stop = self.commit_settled(run, state, &pending, &input, settled).await? {
+            if let Flow::Stop = self
+                .commit_settled(run, state, &pending, &input, settled)
+                .await?
+            {
                 return Ok(Flow::Stop);
             }
         }
@@ -123,8 +126,16 @@ impl Engine {
             return Ok(None);
         }
         let started = Instant::now();
-        let output = self.deps().tools.call(context, &tool.name, input.clone()).await;
-        Ok(Some((output, Some(tool), started.elapsed().as_millis() as u64)))
+        let output = self
+            .deps()
+            .tools
+            .call(context, &tool.name, input.clone())
+            .await;
+        Ok(Some((
+            output,
+            Some(tool),
+            started.elapsed().as_millis() as u64,
+        )))
     }
 
     /// Commits a settled call: its audit row (when it ran), result message and events, and
@@ -172,9 +183,8 @@ impl Engine {
 
 /// Why the run must stay parked: a pending call still waits for a person's decision.
 fn waiting_for_a_person(state: &LoopState) -> Option<PauseReason> {
-    let waiting = |pending: &&crate::transcript::PendingCall| {
-        pending.decision.is_none() && !pending.started
-    };
+    let waiting =
+        |pending: &&crate::transcript::PendingCall| pending.decision.is_none() && !pending.started;
     state.pending.iter().find(waiting)?;
     let asks_for_input = state
         .pending
@@ -194,5 +204,7 @@ fn answered(output: ToolOutput) -> Settled {
 
 /// Calls without a decision were parked before settling; answer defensively instead of panicking.
 fn unreachable_pending() -> Settled {
-    answered(ToolOutput::error("tool call is still waiting for a decision"))
+    answered(ToolOutput::error(
+        "tool call is still waiting for a decision",
+    ))
 }

@@ -411,9 +411,10 @@ impl Engine {
         let read = self.run_reading_calls(run, reading).await;
         round.answered.extend(read);
         for (call, output, _, _) in &round.answered {
-            state
-                .transcript
-                .push(ChatMessage::tool_result(call.id.clone(), output.content.clone()));
+            state.transcript.push(ChatMessage::tool_result(
+                call.id.clone(),
+                output.content.clone(),
+            ));
         }
         for (call, _, _) in &mutating {
             state.pending.push(PendingCall {
@@ -489,7 +490,8 @@ impl Engine {
         for (call, output, ran, duration) in &round.answered {
             if let Some((tool, input)) = ran {
                 let name = canonical_tool_name(&call.name);
-                let mut row = tool_call_record(run, &name, input.clone(), tool.mutating, false, now);
+                let mut row =
+                    tool_call_record(run, &name, input.clone(), tool.mutating, false, now);
                 record_tool_output(&mut row, &output.content, output.is_error);
                 change.tool_calls.push(row);
             }
@@ -502,8 +504,12 @@ impl Engine {
                 *duration,
             );
         }
-        change.interactions.extend(round.interactions.iter().cloned());
-        change.tool_calls.extend(round.gated_records.iter().cloned());
+        change
+            .interactions
+            .extend(round.interactions.iter().cloned());
+        change
+            .tool_calls
+            .extend(round.gated_records.iter().cloned());
     }
 
     /// Sorts a round's planned calls: answered at once, parked for a person (with their
