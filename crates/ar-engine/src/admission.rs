@@ -346,29 +346,6 @@ impl Engine {
         }
         Ok(change)
     }
-
-    /// Starts the new run's owner with what admission read. When this process is shutting
-    /// down, the lease taken with the run is given back at once, so another process (or this
-    /// one restarted) picks the run up without waiting for the lease to expire.
-    async fn hand_to_first_owner(&self, run: &Run, agent: Agent, seeded: bool) {
-        let start = crate::owner::OwnerStart {
-            run: run.clone(),
-            agent,
-            seeded,
-            leased: true,
-        };
-        if self.spawn_owner_with(&run.app_id, &run.id, Some(start)) {
-            return;
-        }
-        let released = self
-            .deps()
-            .store
-            .release_lease(&run.id, &self.inner.config.instance_id)
-            .await;
-        if let Err(error) = released {
-            tracing::warn!(run_id = %run.id, %error, "could not release the new run's lease");
-        }
-    }
 }
 
 /// A start request's identifiers and modes, trimmed and checked in the contract's order.

@@ -476,9 +476,7 @@ impl Engine {
                 Ok(Decide::Commit(()))
             })
             .await?;
-        self.inner
-            .owners
-            .tell(&run_id, OwnerMsg::Stop(StopReason::Cancelled));
+        self.tell_owner(&run_id, OwnerMsg::Stop(StopReason::Cancelled));
         Ok(run)
     }
 
@@ -502,7 +500,7 @@ impl Engine {
                 }
             })
             .await?;
-        self.inner.owners.tell(run_id, OwnerMsg::Pause);
+        self.tell_owner(run_id, OwnerMsg::Pause);
         Ok(run)
     }
 

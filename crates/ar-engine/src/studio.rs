@@ -685,10 +685,7 @@ impl Engine {
                 "run {run_id} has finished"
             )));
         }
-        let delivered = self
-            .inner
-            .owners
-            .tell(run_id, OwnerMsg::Steer(message.to_string()));
+        let delivered = self.tell_owner(run_id, OwnerMsg::Steer(message.to_string()));
         if !delivered && run.status() == RunStatus::Paused {
             self.queue_steer(app_id, run, message).await?;
         } else if !delivered {

@@ -352,7 +352,7 @@ impl Engine {
         state: &LoopState,
         owner: &mut Owner,
     ) -> EngineResult<Flow> {
-        if owner.inbox.stop_requested() || self.inner.shutdown.is_cancelled() {
+        if owner.inbox.stop_requested() || self.is_shutting_down() {
             return Ok(Flow::Stop);
         }
         if !owner.inbox.pause_requested() && !run.state.pause_requested() {
@@ -502,7 +502,7 @@ impl Engine {
         let expires_at = credential
             .as_ref()
             .and_then(|credential| credential.expires_at);
-        resolve_route(&self.inner.config, model, credential.as_ref())
+        resolve_route(self.config(), model, credential.as_ref())
             .map(|route| (route, expires_at))
             .map_err(RouteProblem::Other)
     }

@@ -47,7 +47,7 @@ impl Engine {
 
     /// `spawn_owner` with what the creating request knows (see [`OwnerStart`]). Returns
     /// whether an owner now runs the run (false when this process is shutting down).
-    pub(crate) fn spawn_owner_with(
+    fn spawn_owner_with(
         &self,
         app_id: &str,
         run_id: &str,
@@ -66,6 +66,34 @@ impl Engine {
             engine.own(app_id, run_id, owner, start).await;
         });
         true
+    }
+
+    /// Starts a new run's first owner with what admission read. When this process is shutting
+    /// down, the lease taken with the run is given back at once, so another process (or this
+    /// one restarted) picks the run up without waiting for the lease to expire.
+    pub(crate) async fn hand_to_first_owner(&self, run: &Run, agent: Agent, seeded: bool) {
+        let start = OwnerStart {
+            run: run.clone(),
+            agent,
+            seeded,
+            leased: true,
+        };
+        if self.spawn_owner_with(&run.app_id, &run.id, Some(start)) {
+            return;
+        }
+        let released = self
+            .deps()
+            .store
+            .release_lease(&run.id, &self.inner.config.instance_id)
+            .await;
+        if let Err(error) = released {
+            tracing::warn!(run_id = %run.id, %error, "could not release the new run's lease");
+        }
+    }
+
+    /// Sends `message` to the run's owner in this process; false when it has none here.
+    pub(crate) fn tell_owner(&self, run_id: &str, message: OwnerMsg) -> bool {
+        self.inner.owners.tell(run_id, message)
     }
 
     /// Drives the run until it pauses, ends or the process stops; then hands it back.
