@@ -325,7 +325,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("ar-engine/src/admission.rs", "start_run", 210),
     ("ar-engine/src/lifecycle.rs", "resume", 240),
     ("ar-store/src/postgres.rs", "bind_records", 239),
-    ("ar-engine/src/studio.rs", "prepare_studio_run", 203),
     ("ar-engine/src/cli_loop.rs", "cli_record", 160),
     (
         "agent-runtime/src/commands/bench/service.rs",
@@ -337,9 +336,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("ar-store/src/sqlite/commit.rs", "write_records", 135),
     ("ar-store/src/change.rs", "new", 131),
     ("ar-engine/src/native/pending.rs", "settle_pending", 117),
-    ("ar-engine/src/studio.rs", "studio_decide", 116),
-    ("ar-engine/src/model_route.rs", "validate_run_model", 103),
-    ("ar-engine/src/studio.rs", "apply_edits", 102),
 ];
 
 /// `(name, lines)` of every `fn` in production code, measured from its `fn` line to the
