@@ -1,6 +1,7 @@
 //! Model routes: validation of the model a run asks for, and resolution to a concrete endpoint.
 
 use ar_core::model::ModelRoute;
+use ar_core::run::ModelEndpoint;
 use ar_core::secret::Secret;
 use ar_core::RunModel;
 use chrono::{DateTime, Utc};
@@ -157,7 +158,27 @@ pub fn validate_run_model(
     credential: Option<&RunCredential>,
     now: DateTime<Utc>,
 ) -> EngineResult<()> {
-    if policy.require_run_model_credentials && (model.is_none() || credential.is_none()) {
+    validate_run_credential(config, policy, model.is_some(), credential, now)?;
+    let Some(model) = model else {
+        return Ok(());
+    };
+    let provider = validated_provider(model)?;
+    if let Some(controls) = &model.controls {
+        validate_controls(provider, controls)?;
+    }
+    validate_endpoint(policy, provider, model.endpoint.as_ref(), credential)?;
+    ensure_served(config, provider)
+}
+
+/// The app's rule for run credentials, and the credential itself when one is sent.
+fn validate_run_credential(
+    config: &EngineConfig,
+    policy: &AppPolicy,
+    has_model: bool,
+    credential: Option<&RunCredential>,
+    now: DateTime<Utc>,
+) -> EngineResult<()> {
+    if policy.require_run_model_credentials && (!has_model || credential.is_none()) {
         return Err(EngineError::invalid(
             "this app requires run model credentials: model and model_credential are required",
         ));
@@ -170,9 +191,11 @@ pub fn validate_run_model(
         }
         credential.validate(now)?;
     }
-    let Some(model) = model else {
-        return Ok(());
-    };
+    Ok(())
+}
+
+/// The model's provider, trimmed, once it and the model name are known to be well formed.
+fn validated_provider(model: &RunModel) -> EngineResult<&str> {
     let provider = model.provider.trim();
     if provider.is_empty() {
         return Err(EngineError::invalid("model.provider is required"));
@@ -189,50 +212,33 @@ pub fn validate_run_model(
             "model.model must be 1 to 256 characters",
         ));
     }
-    if let Some(controls) = &model.controls {
-        validate_controls(provider, controls)?;
-    }
-    match (provider, &model.endpoint) {
-        ("openai_compatible", None) => {
-            return Err(EngineError::invalid(
-                "model.endpoint is required for provider openai_compatible",
-            ))
-        }
+    Ok(provider)
+}
+
+/// Which providers take an endpoint, and which credential types each route accepts.
+fn validate_endpoint(
+    policy: &AppPolicy,
+    provider: &str,
+    endpoint: Option<&ModelEndpoint>,
+    credential: Option<&RunCredential>,
+) -> EngineResult<()> {
+    match (provider, endpoint) {
+        ("openai_compatible", None) => Err(EngineError::invalid(
+            "model.endpoint is required for provider openai_compatible",
+        )),
         ("openai_compatible", Some(endpoint)) => {
-            let approved = policy.model_endpoints.iter().find(|approved| {
-                approved.id == endpoint.id
-                    && approved.base_url == endpoint.base_url
-                    && approved.auth_mode == endpoint.auth_mode
-            });
-            if approved.is_none() {
-                return Err(EngineError::invalid(format!(
-                    "model.endpoint {:?} does not match an approved model endpoint of this app",
-                    endpoint.id
-                )));
-            }
-            let Some(credential) = credential else {
-                return Err(EngineError::invalid(
-                    "model_credential is required for provider openai_compatible (use type none for a no-auth endpoint)",
-                ));
-            };
-            if credential.credential_type != endpoint.auth_mode {
-                return Err(EngineError::invalid(format!(
-                    "model_credential.type {:?} does not match the endpoint auth_mode {:?}",
-                    credential.credential_type, endpoint.auth_mode
-                )));
-            }
+            validate_approved_endpoint(policy, endpoint, credential)
         }
-        (_, Some(_)) => {
-            return Err(EngineError::invalid(format!(
-                "model.endpoint is only supported for provider openai_compatible, not {provider}"
-            )))
-        }
+        (_, Some(_)) => Err(EngineError::invalid(format!(
+            "model.endpoint is only supported for provider openai_compatible, not {provider}"
+        ))),
         ("openai_chatgpt", None) => {
             if credential.map(|c| c.credential_type.as_str()) != Some("oauth") {
                 return Err(EngineError::invalid(
                     "provider openai_chatgpt requires a model_credential of type oauth",
                 ));
             }
+            Ok(())
         }
         (_, None) => {
             if matches!(credential, Some(c) if c.credential_type == "none") {
@@ -240,8 +246,45 @@ pub fn validate_run_model(
                     "model_credential type none is only valid for an approved no-auth endpoint, not provider {provider}"
                 )));
             }
+            Ok(())
         }
     }
+}
+
+/// An `openai_compatible` endpoint must be one the app approved, with a credential of the
+/// endpoint's auth mode.
+fn validate_approved_endpoint(
+    policy: &AppPolicy,
+    endpoint: &ModelEndpoint,
+    credential: Option<&RunCredential>,
+) -> EngineResult<()> {
+    let approved = policy.model_endpoints.iter().find(|approved| {
+        approved.id == endpoint.id
+            && approved.base_url == endpoint.base_url
+            && approved.auth_mode == endpoint.auth_mode
+    });
+    if approved.is_none() {
+        return Err(EngineError::invalid(format!(
+            "model.endpoint {:?} does not match an approved model endpoint of this app",
+            endpoint.id
+        )));
+    }
+    let Some(credential) = credential else {
+        return Err(EngineError::invalid(
+            "model_credential is required for provider openai_compatible (use type none for a no-auth endpoint)",
+        ));
+    };
+    if credential.credential_type != endpoint.auth_mode {
+        return Err(EngineError::invalid(format!(
+            "model_credential.type {:?} does not match the endpoint auth_mode {:?}",
+            credential.credential_type, endpoint.auth_mode
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a provider this runtime does not serve.
+fn ensure_served(config: &EngineConfig, provider: &str) -> EngineResult<()> {
     if !config
         .served_providers
         .iter()
@@ -271,15 +314,7 @@ pub fn default_model(
              send model and model_credential, or configure the provider on the runtime"
         )));
     };
-    if !config
-        .served_providers
-        .iter()
-        .any(|served| served == &provider)
-    {
-        return Err(EngineError::invalid(format!(
-            "model provider {provider} is not available on this runtime"
-        )));
-    }
+    ensure_served(config, &provider)?;
     let model = if agent_model.trim().is_empty() {
         defaults.default_model.clone()
     } else {
@@ -324,4 +359,74 @@ pub fn resolve_route(
         api_key,
         controls: model.controls.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ApprovedEndpoint;
+
+    fn credential(credential_type: &str) -> RunCredential {
+        RunCredential {
+            credential_type: credential_type.into(),
+            ..RunCredential::default()
+        }
+    }
+
+    #[test]
+    fn endpoints_are_only_for_approved_openai_compatible_routes() {
+        let endpoint = ModelEndpoint {
+            id: "local".into(),
+            base_url: "http://127.0.0.1:9000/v1".into(),
+            auth_mode: "none".into(),
+        };
+        let approving = AppPolicy {
+            model_endpoints: vec![ApprovedEndpoint {
+                id: endpoint.id.clone(),
+                base_url: endpoint.base_url.clone(),
+                auth_mode: endpoint.auth_mode.clone(),
+            }],
+            ..AppPolicy::default()
+        };
+        let none = credential("none");
+        let route = |policy: &AppPolicy, provider: &str, endpoint, credential| {
+            validate_endpoint(policy, provider, endpoint, credential).is_ok()
+        };
+        assert!(route(
+            &approving,
+            "openai_compatible",
+            Some(&endpoint),
+            Some(&none)
+        ));
+        assert!(!route(&approving, "openai_compatible", None, Some(&none)));
+        assert!(!route(
+            &AppPolicy::default(),
+            "openai_compatible",
+            Some(&endpoint),
+            Some(&none)
+        ));
+        assert!(!route(
+            &approving,
+            "openai_compatible",
+            Some(&endpoint),
+            None
+        ));
+        let key = credential("api_key");
+        assert!(!route(
+            &approving,
+            "openai_compatible",
+            Some(&endpoint),
+            Some(&key)
+        ));
+        assert!(!route(&approving, "openai", Some(&endpoint), Some(&none)));
+        assert!(!route(&approving, "openai", None, Some(&none)));
+        assert!(route(&approving, "openai", None, Some(&key)));
+        assert!(!route(&approving, "openai_chatgpt", None, Some(&key)));
+        assert!(route(
+            &approving,
+            "openai_chatgpt",
+            None,
+            Some(&credential("oauth"))
+        ));
+    }
 }

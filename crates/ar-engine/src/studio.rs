@@ -6,9 +6,12 @@
 //! response. A fork from step `N` keeps steps `0..N` of the source (tool results included) and
 //! runs step `N` fresh; the input record is context, not a step.
 
-use ar_core::model::{ChatMessage, ChatRole};
+use ar_core::model::{ChatMessage, ChatRole, ModelToolCall};
+use ar_core::records::Interaction;
+use ar_core::store::Checkpoint;
 use ar_core::tool::{canonical_tool_name, ToolDefinition};
 use ar_core::{Agent, InteractionStatus, Run, RunModel, RunStatus, TargetRef};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::admission::StartRun;
@@ -119,6 +122,39 @@ pub enum StudioDecision {
     Resolve { content: String },
 }
 
+impl StudioDecision {
+    /// The resume intent the decision stands for.
+    fn intent(&self) -> &'static str {
+        match self {
+            StudioDecision::Approve => "approve",
+            StudioDecision::Deny { .. } => "request_changes",
+            StudioDecision::Resolve { .. } => "reply",
+        }
+    }
+
+    /// The text the decision carries (a denial's reason, a resolution's result).
+    fn content(&self) -> String {
+        match self {
+            StudioDecision::Approve => String::new(),
+            StudioDecision::Deny { reason } => reason.clone(),
+            StudioDecision::Resolve { content } => content.clone(),
+        }
+    }
+
+    /// The decision as the native loop records it on the pending call.
+    fn engine_decision(&self) -> Decision {
+        match self {
+            StudioDecision::Approve => Decision::Approved,
+            StudioDecision::Deny { reason } => Decision::Rejected {
+                reason: reason.clone(),
+            },
+            StudioDecision::Resolve { content } => Decision::Answered {
+                content: content.clone(),
+            },
+        }
+    }
+}
+
 /// Positions of assistant messages in a transcript.
 fn assistant_positions(transcript: &[ChatMessage]) -> Vec<usize> {
     transcript
@@ -178,99 +214,153 @@ pub fn apply_edits(
     tools: &[ToolDefinition],
 ) -> Result<(), StudioRunError> {
     for (i, edit) in edits.iter().enumerate() {
-        let at = |what: String| StudioRunError::Invalid(format!("transcript_edits[{i}]: {what}"));
-        let kind = match edit.kind.as_str() {
-            "" if !edit.tool_result.is_empty() => "tool_result",
-            "" if edit.args.is_some() => "tool_args",
-            "" => "reply",
-            other => other,
-        };
-        if edit.step < 0 {
-            return Err(at("negative step".into()));
-        }
-        let inside = if kind == "insert" {
-            edit.step <= steps
-        } else {
-            edit.step < steps
-        };
-        if !inside {
-            return Err(at(format!(
-                "step {} is outside the kept prefix (steps before {steps})",
-                edit.step
-            )));
-        }
-        let positions = assistant_positions(transcript);
-        let step = edit.step as usize;
-        let no_step = || at(format!("the prefix has no step {step}"));
-        match kind {
-            "insert" => {
-                if edit.content.trim().is_empty() {
-                    return Err(at("insert needs content".into()));
-                }
-                let where_ = positions.get(step).copied().unwrap_or(transcript.len());
-                transcript.insert(where_, ChatMessage::user(edit.content.clone()));
-            }
-            "reply" => {
-                let pos = *positions.get(step).ok_or_else(no_step)?;
-                // A rewrite keeps the step's calls: only the text changes.
-                transcript[pos].content = edit.content.clone();
-            }
-            "user" => {
-                let end = *positions.get(step).ok_or_else(no_step)?;
-                let start = match step {
-                    0 => 0,
-                    _ => *positions.get(step - 1).ok_or_else(no_step)?,
-                };
-                let pos = (start..end)
-                    .rev()
-                    .find(|&p| transcript[p].role == ChatRole::User)
-                    .ok_or_else(|| at(format!("step {step} has no user message to edit")))?;
-                transcript[pos].content = edit.content.clone();
-            }
-            "tool_result" | "tool_args" => {
-                if edit.call_id.is_empty() {
-                    return Err(at("call_id is required".into()));
-                }
-                let pos = *positions.get(step).ok_or_else(no_step)?;
-                let Some(call) = transcript[pos]
-                    .tool_calls
-                    .iter_mut()
-                    .find(|c| c.id == edit.call_id)
-                else {
-                    return Err(at(format!(
-                        "call {} is not a call of step {step}",
-                        edit.call_id
-                    )));
-                };
-                if kind == "tool_args" {
-                    let args = edit.args.clone().unwrap_or(Value::Null);
-                    let name = canonical_tool_name(&call.name);
-                    if let Some(tool) = tools.iter().find(|t| t.name == name) {
-                        check_args(&tool.input_schema, &args)
-                            .map_err(|e| at(format!("{name}: {e}")))?;
-                    } else if !args.is_object() {
-                        return Err(at("args must be a JSON object".into()));
-                    }
-                    call.arguments = args.to_string();
-                } else {
-                    let content = if edit.tool_result.is_empty() {
-                        edit.content.clone()
-                    } else {
-                        edit.tool_result.clone()
-                    };
-                    let id = edit.call_id.clone();
-                    let result = transcript
-                        .iter_mut()
-                        .find(|m| {
-                            m.role == ChatRole::Tool && m.tool_call_id.as_deref() == Some(&id)
-                        })
-                        .ok_or_else(|| at(format!("call {id} has no result to edit")))?;
-                    result.content = content;
-                }
-            }
-            other => return Err(at(format!("unknown kind {other:?}"))),
-        }
+        apply_edit(transcript, steps, edit, tools)
+            .map_err(|what| StudioRunError::Invalid(format!("transcript_edits[{i}]: {what}")))?;
     }
+    Ok(())
+}
+
+/// The edit's kind, as sent or (when empty) as its fields imply.
+fn edit_kind(edit: &TranscriptEdit) -> &str {
+    match edit.kind.as_str() {
+        "" if !edit.tool_result.is_empty() => "tool_result",
+        "" if edit.args.is_some() => "tool_args",
+        "" => "reply",
+        other => other,
+    }
+}
+
+/// Applies one edit; the error says what is wrong with it.
+fn apply_edit(
+    transcript: &mut Vec<ChatMessage>,
+    steps: i64,
+    edit: &TranscriptEdit,
+    tools: &[ToolDefinition],
+) -> Result<(), String> {
+    let kind = edit_kind(edit);
+    if edit.step < 0 {
+        return Err("negative step".into());
+    }
+    // An insert may end the prefix; every other edit changes a kept step.
+    let inside = if kind == "insert" {
+        edit.step <= steps
+    } else {
+        edit.step < steps
+    };
+    if !inside {
+        return Err(format!(
+            "step {} is outside the kept prefix (steps before {steps})",
+            edit.step
+        ));
+    }
+    let positions = assistant_positions(transcript);
+    let step = edit.step as usize;
+    match kind {
+        "insert" => {
+            if edit.content.trim().is_empty() {
+                return Err("insert needs content".into());
+            }
+            let where_ = positions.get(step).copied().unwrap_or(transcript.len());
+            transcript.insert(where_, ChatMessage::user(edit.content.clone()));
+        }
+        "reply" => {
+            let pos = step_position(&positions, step)?;
+            // A rewrite keeps the step's calls: only the text changes.
+            transcript[pos].content = edit.content.clone();
+        }
+        "user" => {
+            let pos = user_message_of_step(transcript, &positions, step)?;
+            transcript[pos].content = edit.content.clone();
+        }
+        "tool_args" => edit_call_args(transcript, &positions, step, edit, tools)?,
+        "tool_result" => edit_call_result(transcript, &positions, step, edit)?,
+        other => return Err(format!("unknown kind {other:?}")),
+    }
+    Ok(())
+}
+
+/// The transcript position of step `step`'s response.
+fn step_position(positions: &[usize], step: usize) -> Result<usize, String> {
+    positions
+        .get(step)
+        .copied()
+        .ok_or_else(|| format!("the prefix has no step {step}"))
+}
+
+/// The position of the last user message before step `step` (and after the step before it).
+fn user_message_of_step(
+    transcript: &[ChatMessage],
+    positions: &[usize],
+    step: usize,
+) -> Result<usize, String> {
+    let end = step_position(positions, step)?;
+    let start = match step {
+        0 => 0,
+        _ => step_position(positions, step - 1)?,
+    };
+    (start..end)
+        .rev()
+        .find(|&p| transcript[p].role == ChatRole::User)
+        .ok_or_else(|| format!("step {step} has no user message to edit"))
+}
+
+/// The call `call_id` of step `step`.
+fn call_of_step<'a>(
+    transcript: &'a mut [ChatMessage],
+    positions: &[usize],
+    step: usize,
+    call_id: &str,
+) -> Result<&'a mut ModelToolCall, String> {
+    if call_id.is_empty() {
+        return Err("call_id is required".into());
+    }
+    let pos = step_position(positions, step)?;
+    transcript[pos]
+        .tool_calls
+        .iter_mut()
+        .find(|c| c.id == call_id)
+        .ok_or_else(|| format!("call {call_id} is not a call of step {step}"))
+}
+
+/// Replaces a call's arguments, checked against its tool's input schema.
+fn edit_call_args(
+    transcript: &mut [ChatMessage],
+    positions: &[usize],
+    step: usize,
+    edit: &TranscriptEdit,
+    tools: &[ToolDefinition],
+) -> Result<(), String> {
+    let call = call_of_step(transcript, positions, step, &edit.call_id)?;
+    let args = edit.args.clone().unwrap_or(Value::Null);
+    let name = canonical_tool_name(&call.name);
+    if let Some(tool) = tools.iter().find(|t| t.name == name) {
+        check_args(&tool.input_schema, &args).map_err(|e| format!("{name}: {e}"))?;
+    } else if !args.is_object() {
+        return Err("args must be a JSON object".into());
+    }
+    call.arguments = args.to_string();
+    Ok(())
+}
+
+/// Replaces the recorded result of a call of step `step`.
+fn edit_call_result(
+    transcript: &mut [ChatMessage],
+    positions: &[usize],
+    step: usize,
+    edit: &TranscriptEdit,
+) -> Result<(), String> {
+    call_of_step(transcript, positions, step, &edit.call_id)?;
+    let content = if edit.tool_result.is_empty() {
+        edit.content.clone()
+    } else {
+        edit.tool_result.clone()
+    };
+    let id = edit.call_id.as_str();
+    let result = transcript
+        .iter_mut()
+        .find(|m| m.role == ChatRole::Tool && m.tool_call_id.as_deref() == Some(id))
+        .ok_or_else(|| format!("call {id} has no result to edit"))?;
+    result.content = content;
     Ok(())
 }
 
@@ -313,7 +403,7 @@ pub fn kept_prefix(source: &LoopState, from_step: i64) -> Result<Vec<ChatMessage
 impl Engine {
     /// The step limit of a run (a studio run may narrow it).
     pub(crate) fn step_limit(&self, run: &Run) -> i64 {
-        let own = self.inner.config.max_tool_steps;
+        let own = self.config().max_tool_steps;
         match studio_policy(run) {
             Some(policy) if policy.max_steps > 0 => policy.max_steps.min(own),
             _ => own,
@@ -348,189 +438,39 @@ impl Engine {
         &self,
         spec: StudioRunSpec,
     ) -> Result<StartRun, StudioRunError> {
-        let store = &self.deps().store;
-        let agent = store
+        let agent = self
+            .deps()
+            .store
             .get_agent(&spec.app_id, &spec.agent_id)
             .await?
             .ok_or_else(|| StudioRunError::NotFound(format!("unknown agent {}", spec.agent_id)))?;
-        let mut policy = spec.policy.clone();
-        policy.engine = match spec.engine.trim() {
-            "" => StudioEngine::Live,
-            text => StudioEngine::parse(text).map_err(|_| {
-                StudioRunError::invalid(format!("unsupported engine {:?}", spec.engine))
-            })?,
-        };
-        policy.side_effects = match spec.side_effects.trim() {
-            "" => SideEffects::Substitute,
-            text => SideEffects::parse(text).map_err(|_| {
-                StudioRunError::invalid(format!("unsupported side_effects {:?}", spec.side_effects))
-            })?,
-        };
-        let from_step = spec.source.as_ref().map(|(_, n)| *n).unwrap_or(0);
-        if spec.input.is_some() && from_step > 0 {
-            return Err(StudioRunError::invalid(
-                "input re-runs the whole turn: it cannot be combined with from_step > 0",
-            ));
-        }
-        if spec.source.is_none() && !spec.edits.is_empty() {
-            return Err(StudioRunError::invalid(
-                "transcript_edits need a source run",
-            ));
-        }
-        if policy.scripted() {
-            if spec.source.is_none() {
-                return Err(StudioRunError::invalid(
-                    "the scripted engine replays a source run: source is required",
-                ));
-            }
-            if !policy.instructions.is_empty() || !spec.model.is_empty() {
-                return Err(StudioRunError::invalid(
-                    "the scripted engine replays recorded turns: an instructions or model override would be ignored",
-                ));
-            }
-        }
-        for name in spec.only_tools.iter().chain(&policy.park_on) {
-            if !agent.allowed_tools.contains(name) {
-                return Err(StudioRunError::invalid(format!("unknown tool {name}")));
-            }
-        }
-        let own = self.inner.config.max_tool_steps;
-        if policy.max_steps < 0 {
-            return Err(StudioRunError::invalid(
-                "options.max_steps must be at least 1",
-            ));
-        }
-        if policy.max_steps > own {
-            return Err(StudioRunError::Forbidden(format!(
-                "options.max_steps {} raises the runtime's limit {own}: overrides may only narrow",
-                policy.max_steps
-            )));
-        }
+        let policy = studio_run_policy(&spec)?;
+        check_studio_request(&spec, &policy)?;
+        self.check_studio_limits(&spec, &policy, &agent)?;
         let tools = self.studio_tools(&spec.app_id, &agent, &spec.only_tools);
-        if policy.side_effects == SideEffects::Allow {
-            for tool in tools.iter().filter(|t| t.mutating) {
-                if !policy.allow.contains(&tool.name) {
-                    return Err(StudioRunError::Forbidden(format!(
-                        "side_effects allow: tool {} is neither opted in nor replay-safe",
-                        tool.name
-                    )));
-                }
-            }
-        }
-
-        let mut target = TargetRef {
-            target_type: agent
-                .allowed_targets
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "studio".to_string()),
-            id: if policy.command_id.is_empty() {
-                spec.run_id.clone()
-            } else {
-                policy.command_id.clone()
-            },
-            ..TargetRef::default()
+        check_side_effects(&policy, &tools)?;
+        let forked = match &spec.source {
+            Some((source_id, from_step)) => Some(
+                self.fork_source(&spec, &policy, &agent, &tools, source_id, *from_step)
+                    .await?,
+            ),
+            None => None,
         };
-        let mut model: Option<RunModel> = None;
-        let mut seed_state: Option<LoopState> = None;
-        let mut instructions = spec.input.clone().unwrap_or_default();
-        if let Some((source_id, from_step)) = &spec.source {
-            let source = store
-                .get_run(&spec.app_id, source_id)
-                .await?
-                .ok_or_else(|| {
-                    StudioRunError::NotFound(format!("unknown source run {source_id}"))
-                })?;
-            if source.agent_id != agent.id {
-                return Err(StudioRunError::invalid(format!(
-                    "source run {source_id} belongs to agent {}, not {}",
-                    source.agent_id, agent.id
-                )));
-            }
-            target = source.target.clone();
-            if spec.input.is_none() {
-                instructions = source.input.instructions.clone();
-            }
-            model = source
-                .input
-                .model
-                .clone()
-                .filter(|m| m.endpoint.is_none())
-                .map(|m| RunModel {
-                    controls: None,
-                    ..m
-                });
-            let recorded = self.recorded_state(source_id).await?;
-            if recorded.transcript.is_empty() && *from_step > 0 {
-                return Err(StudioRunError::invalid(format!(
-                    "source run {source_id} has no recorded steps"
-                )));
-            }
-            if !recorded.transcript.is_empty() {
-                let mut prefix = kept_prefix(&recorded, *from_step)?;
-                if let (Some(input), Some(first)) = (
-                    spec.input.as_ref(),
-                    prefix.iter_mut().find(|m| m.role == ChatRole::User),
-                ) {
-                    first.content = input.clone();
-                }
-                apply_edits(&mut prefix, *from_step, &spec.edits, &tools)?;
-                if !policy.instructions.is_empty() {
-                    let old = source_agent_prompt(&agent);
-                    if let Some(system) = prefix.iter_mut().find(|m| m.role == ChatRole::System) {
-                        let tail = system
-                            .content
-                            .strip_prefix(old.as_str())
-                            .unwrap_or("")
-                            .to_string();
-                        system.content = format!("{}{tail}", policy.instructions.trim());
-                    }
-                }
-                seed_state = Some(LoopState {
-                    step: *from_step,
-                    transcript: prefix,
-                    ..LoopState::default()
-                });
-            } else if !spec.edits.is_empty() {
-                return Err(StudioRunError::invalid(
-                    "transcript_edits: the source run has no recorded transcript",
-                ));
-            }
-        }
-        if policy.scripted() {
-            // Never called: a scripted run answers from the recording. Any known provider.
-            let name = model.as_ref().map(|m| m.model.clone()).unwrap_or_default();
-            model = Some(RunModel {
-                provider: "openai".to_string(),
-                model: if name.is_empty() {
-                    "scripted".to_string()
-                } else {
-                    name
-                },
-                endpoint: None,
-                controls: None,
-            });
-        } else if !spec.model.is_empty() {
-            let provider = match (&model, agent.provider.is_empty()) {
-                (Some(m), _) => m.provider.clone(),
-                (None, false) => agent.provider.clone(),
-                (None, true) => self.inner.config.default_provider.clone(),
-            };
-            model = Some(RunModel {
-                provider,
-                model: spec.model.clone(),
-                endpoint: None,
-                controls: None,
-            });
-        } else if model
-            .as_ref()
-            .is_some_and(|m| !self.inner.config.providers.contains_key(&m.provider))
-        {
-            model = None;
-        }
-        if let Some((source_id, _)) = &spec.source {
-            policy.source_run_id.clone_from(source_id);
-        }
+        let (target, instructions, source_model, seed_state) = match forked {
+            Some(fork) => (
+                fork.target,
+                spec.input.clone().unwrap_or(fork.instructions),
+                fork.model,
+                fork.state,
+            ),
+            None => (
+                studio_target(&agent, &policy, &spec.run_id),
+                spec.input.clone().unwrap_or_default(),
+                None,
+                None,
+            ),
+        };
+        let model = self.studio_model(&spec, &policy, &agent, source_model);
         Ok(StartRun {
             app_id: spec.app_id.clone(),
             agent_id: agent.id.clone(),
@@ -546,6 +486,131 @@ impl Engine {
             }),
             ..StartRun::default()
         })
+    }
+
+    /// Refuses tools the agent lacks and a step limit that is negative or widens the runtime's.
+    fn check_studio_limits(
+        &self,
+        spec: &StudioRunSpec,
+        policy: &StudioPolicy,
+        agent: &Agent,
+    ) -> Result<(), StudioRunError> {
+        for name in spec.only_tools.iter().chain(&policy.park_on) {
+            if !agent.allowed_tools.contains(name) {
+                return Err(StudioRunError::invalid(format!("unknown tool {name}")));
+            }
+        }
+        let own = self.config().max_tool_steps;
+        if policy.max_steps < 0 {
+            return Err(StudioRunError::invalid(
+                "options.max_steps must be at least 1",
+            ));
+        }
+        if policy.max_steps > own {
+            return Err(StudioRunError::Forbidden(format!(
+                "options.max_steps {} raises the runtime's limit {own}: overrides may only narrow",
+                policy.max_steps
+            )));
+        }
+        Ok(())
+    }
+
+    /// What a fork takes from its source run: target, instructions, model and the kept and
+    /// edited prefix of its recorded transcript.
+    async fn fork_source(
+        &self,
+        spec: &StudioRunSpec,
+        policy: &StudioPolicy,
+        agent: &Agent,
+        tools: &[ToolDefinition],
+        source_id: &str,
+        from_step: i64,
+    ) -> Result<ForkedSource, StudioRunError> {
+        let source = self
+            .deps()
+            .store
+            .get_run(&spec.app_id, source_id)
+            .await?
+            .ok_or_else(|| StudioRunError::NotFound(format!("unknown source run {source_id}")))?;
+        if source.agent_id != agent.id {
+            return Err(StudioRunError::invalid(format!(
+                "source run {source_id} belongs to agent {}, not {}",
+                source.agent_id, agent.id
+            )));
+        }
+        // An endpoint-bound route needs the source's credential, which a fork does not have.
+        let model = source
+            .input
+            .model
+            .clone()
+            .filter(|m| m.endpoint.is_none())
+            .map(|m| RunModel {
+                controls: None,
+                ..m
+            });
+        let recorded = self.recorded_state(source_id).await?;
+        if recorded.transcript.is_empty() && from_step > 0 {
+            return Err(StudioRunError::invalid(format!(
+                "source run {source_id} has no recorded steps"
+            )));
+        }
+        let state = if recorded.transcript.is_empty() {
+            if !spec.edits.is_empty() {
+                return Err(StudioRunError::invalid(
+                    "transcript_edits: the source run has no recorded transcript",
+                ));
+            }
+            None
+        } else {
+            Some(forked_state(
+                &recorded, from_step, spec, policy, agent, tools,
+            )?)
+        };
+        Ok(ForkedSource {
+            target: source.target,
+            instructions: source.input.instructions,
+            model,
+            state,
+        })
+    }
+
+    /// The model a studio run asks for: a placeholder for a scripted replay, the command's
+    /// override on the source's (or agent's) provider, else the source's if still configured.
+    fn studio_model(
+        &self,
+        spec: &StudioRunSpec,
+        policy: &StudioPolicy,
+        agent: &Agent,
+        source_model: Option<RunModel>,
+    ) -> Option<RunModel> {
+        if policy.scripted() {
+            // Never called: a scripted run answers from the recording. Any known provider.
+            let name = source_model.map(|m| m.model).unwrap_or_default();
+            return Some(RunModel {
+                provider: "openai".to_string(),
+                model: if name.is_empty() {
+                    "scripted".to_string()
+                } else {
+                    name
+                },
+                endpoint: None,
+                controls: None,
+            });
+        }
+        if !spec.model.is_empty() {
+            let provider = match (&source_model, agent.provider.is_empty()) {
+                (Some(m), _) => m.provider.clone(),
+                (None, false) => agent.provider.clone(),
+                (None, true) => self.config().default_provider.clone(),
+            };
+            return Some(RunModel {
+                provider,
+                model: spec.model.clone(),
+                endpoint: None,
+                controls: None,
+            });
+        }
+        source_model.filter(|m| self.config().providers.contains_key(&m.provider))
     }
 
     /// Decides one parked call of a studio run. The run resumes once, when every parked call
@@ -565,56 +630,19 @@ impl Engine {
             )));
         }
         let state = self.recorded_state(run_id).await?;
-        let Some(pending) = state.pending.iter().find(|p| p.call.id == call_id) else {
-            return Err(StudioRunError::NotFound(format!(
-                "run {run_id} has no parked call {call_id}"
-            )));
-        };
-        if pending.decision.is_some() || pending.started {
-            return Err(StudioRunError::Conflict(format!(
-                "call {call_id} already has a decision"
-            )));
-        }
-        let Some(interaction_id) = pending.interaction_id.clone() else {
-            return Err(StudioRunError::Conflict(format!(
-                "call {call_id} is not parked"
-            )));
-        };
-        if run.status() != RunStatus::Paused {
-            return Err(StudioRunError::Conflict(format!(
-                "run {run_id} is not parked (it is {})",
-                run.status()
-            )));
-        }
+        let interaction_id = parked_interaction_id(&run, &state, run_id, call_id)?;
         let others_wait = state
             .pending
             .iter()
             .any(|p| p.call.id != call_id && p.decision.is_none() && !p.started);
-        let (intent, content, engine_decision) = match &decision {
-            StudioDecision::Approve => ("approve", String::new(), Decision::Approved),
-            StudioDecision::Deny { reason } => (
-                "request_changes",
-                reason.clone(),
-                Decision::Rejected {
-                    reason: reason.clone(),
-                },
-            ),
-            StudioDecision::Resolve { content } => (
-                "reply",
-                content.clone(),
-                Decision::Answered {
-                    content: content.clone(),
-                },
-            ),
-        };
         if !others_wait {
             let resumed = self
                 .resume(
                     app_id,
                     run_id,
                     ResumeRun {
-                        intent: intent.to_string(),
-                        content,
+                        intent: decision.intent().to_string(),
+                        content: decision.content(),
                         interaction_id,
                         external_actor_id: actor.to_string(),
                         ..ResumeRun::default()
@@ -624,30 +652,13 @@ impl Engine {
             return Ok(resumed);
         }
         // Other calls still wait: record this decision without resuming.
-        let interactions = self.deps().store.list_interactions(app_id, run_id).await?;
-        let Some(interaction) = interactions.into_iter().find(|i| i.id == interaction_id) else {
-            return Err(StudioRunError::NotFound(format!(
-                "interaction {interaction_id} not found"
-            )));
-        };
-        if interaction.status != InteractionStatus::Pending {
-            return Err(StudioRunError::Conflict(format!(
-                "call {call_id} already has a decision"
-            )));
-        }
-        let mut next = state.clone();
-        for p in next.pending.iter_mut().filter(|p| p.call.id == call_id) {
-            p.decision = Some(engine_decision.clone());
-        }
+        let interaction = self
+            .pending_interaction(app_id, run_id, &interaction_id, call_id)
+            .await?;
         let now = self.now();
-        let checkpoint = ar_core::store::Checkpoint {
-            run_id: run_id.to_string(),
-            step: next.step,
-            state: next.to_json(),
-            created_at: now,
-        };
+        let checkpoint = decided_checkpoint(&state, run_id, call_id, &decision, now);
         let payload =
-            json!({"intent": intent, "content": engine_content(&decision), "call_id": call_id});
+            json!({"intent": decision.intent(), "content": decision.content(), "call_id": call_id});
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
                 if run.status() != RunStatus::Paused {
@@ -665,6 +676,28 @@ impl Engine {
             })
             .await?;
         Ok(run)
+    }
+
+    /// The still-pending interaction `interaction_id` that parks call `call_id`.
+    async fn pending_interaction(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        interaction_id: &str,
+        call_id: &str,
+    ) -> Result<Interaction, StudioRunError> {
+        let interactions = self.deps().store.list_interactions(app_id, run_id).await?;
+        let Some(interaction) = interactions.into_iter().find(|i| i.id == interaction_id) else {
+            return Err(StudioRunError::NotFound(format!(
+                "interaction {interaction_id} not found"
+            )));
+        };
+        if interaction.status != InteractionStatus::Pending {
+            return Err(StudioRunError::Conflict(format!(
+                "call {call_id} already has a decision"
+            )));
+        }
+        Ok(interaction)
     }
 
     /// Adds a user message to a run at its next safe boundary (never between a tool call
@@ -722,11 +755,195 @@ impl Engine {
     }
 }
 
-fn engine_content(decision: &StudioDecision) -> String {
-    match decision {
-        StudioDecision::Approve => String::new(),
-        StudioDecision::Deny { reason } => reason.clone(),
-        StudioDecision::Resolve { content } => content.clone(),
+/// The interaction parking call `call_id` of the paused `run`, if the call still waits for a
+/// decision.
+fn parked_interaction_id(
+    run: &Run,
+    state: &LoopState,
+    run_id: &str,
+    call_id: &str,
+) -> Result<String, StudioRunError> {
+    let Some(pending) = state.pending.iter().find(|p| p.call.id == call_id) else {
+        return Err(StudioRunError::NotFound(format!(
+            "run {run_id} has no parked call {call_id}"
+        )));
+    };
+    if pending.decision.is_some() || pending.started {
+        return Err(StudioRunError::Conflict(format!(
+            "call {call_id} already has a decision"
+        )));
+    }
+    let Some(interaction_id) = pending.interaction_id.clone() else {
+        return Err(StudioRunError::Conflict(format!(
+            "call {call_id} is not parked"
+        )));
+    };
+    if run.status() != RunStatus::Paused {
+        return Err(StudioRunError::Conflict(format!(
+            "run {run_id} is not parked (it is {})",
+            run.status()
+        )));
+    }
+    Ok(interaction_id)
+}
+
+/// The checkpoint of `state` with `decision` recorded on call `call_id`.
+fn decided_checkpoint(
+    state: &LoopState,
+    run_id: &str,
+    call_id: &str,
+    decision: &StudioDecision,
+    now: DateTime<Utc>,
+) -> Checkpoint {
+    let mut next = state.clone();
+    for p in next.pending.iter_mut().filter(|p| p.call.id == call_id) {
+        p.decision = Some(decision.engine_decision());
+    }
+    Checkpoint {
+        run_id: run_id.to_string(),
+        step: next.step,
+        state: next.to_json(),
+        created_at: now,
+    }
+}
+
+/// What a fork takes from its source run.
+struct ForkedSource {
+    target: TargetRef,
+    /// The source's instructions (used unless the command sends its own input).
+    instructions: String,
+    /// The source's model, without endpoint-bound routes or controls.
+    model: Option<RunModel>,
+    /// The kept, edited prefix; `None` when the source has no recorded transcript.
+    state: Option<LoopState>,
+}
+
+/// The command's policy with its engine, side-effect mode and source resolved.
+fn studio_run_policy(spec: &StudioRunSpec) -> Result<StudioPolicy, StudioRunError> {
+    let mut policy = spec.policy.clone();
+    policy.engine = match spec.engine.trim() {
+        "" => StudioEngine::Live,
+        text => StudioEngine::parse(text).map_err(|_| {
+            StudioRunError::invalid(format!("unsupported engine {:?}", spec.engine))
+        })?,
+    };
+    policy.side_effects = match spec.side_effects.trim() {
+        "" => SideEffects::Substitute,
+        text => SideEffects::parse(text).map_err(|_| {
+            StudioRunError::invalid(format!("unsupported side_effects {:?}", spec.side_effects))
+        })?,
+    };
+    if let Some((source_id, _)) = &spec.source {
+        policy.source_run_id.clone_from(source_id);
+    }
+    Ok(policy)
+}
+
+/// Refuses contradictory commands: input with a later step, edits or a scripted replay
+/// without a source, overrides a replay would ignore.
+fn check_studio_request(spec: &StudioRunSpec, policy: &StudioPolicy) -> Result<(), StudioRunError> {
+    let from_step = spec.source.as_ref().map(|(_, n)| *n).unwrap_or(0);
+    if spec.input.is_some() && from_step > 0 {
+        return Err(StudioRunError::invalid(
+            "input re-runs the whole turn: it cannot be combined with from_step > 0",
+        ));
+    }
+    if spec.source.is_none() && !spec.edits.is_empty() {
+        return Err(StudioRunError::invalid(
+            "transcript_edits need a source run",
+        ));
+    }
+    if policy.scripted() {
+        if spec.source.is_none() {
+            return Err(StudioRunError::invalid(
+                "the scripted engine replays a source run: source is required",
+            ));
+        }
+        if !policy.instructions.is_empty() || !spec.model.is_empty() {
+            return Err(StudioRunError::invalid(
+                "the scripted engine replays recorded turns: an instructions or model override would be ignored",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Under [`SideEffects::Allow`], every mutating tool offered must be opted in.
+fn check_side_effects(
+    policy: &StudioPolicy,
+    tools: &[ToolDefinition],
+) -> Result<(), StudioRunError> {
+    if policy.side_effects != SideEffects::Allow {
+        return Ok(());
+    }
+    for tool in tools.iter().filter(|t| t.mutating) {
+        if !policy.allow.contains(&tool.name) {
+            return Err(StudioRunError::Forbidden(format!(
+                "side_effects allow: tool {} is neither opted in nor replay-safe",
+                tool.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The target of a run that forks nothing: the agent's first target type, named by the
+/// command (or the run).
+fn studio_target(agent: &Agent, policy: &StudioPolicy, run_id: &str) -> TargetRef {
+    TargetRef {
+        target_type: agent
+            .allowed_targets
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "studio".to_string()),
+        id: if policy.command_id.is_empty() {
+            run_id.to_string()
+        } else {
+            policy.command_id.clone()
+        },
+        ..TargetRef::default()
+    }
+}
+
+/// The fork's starting state: the source's kept prefix before `from_step`, with the
+/// command's input, edits and instructions override applied.
+fn forked_state(
+    recorded: &LoopState,
+    from_step: i64,
+    spec: &StudioRunSpec,
+    policy: &StudioPolicy,
+    agent: &Agent,
+    tools: &[ToolDefinition],
+) -> Result<LoopState, StudioRunError> {
+    let mut prefix = kept_prefix(recorded, from_step)?;
+    if let (Some(input), Some(first)) = (
+        spec.input.as_ref(),
+        prefix.iter_mut().find(|m| m.role == ChatRole::User),
+    ) {
+        first.content = input.clone();
+    }
+    apply_edits(&mut prefix, from_step, &spec.edits, tools)?;
+    if !policy.instructions.is_empty() {
+        replace_agent_prompt(&mut prefix, agent, &policy.instructions);
+    }
+    Ok(LoopState {
+        step: from_step,
+        transcript: prefix,
+        ..LoopState::default()
+    })
+}
+
+/// Swaps the agent's prompt at the head of the system message for `instructions`, keeping
+/// what the loop appended after it.
+fn replace_agent_prompt(prefix: &mut [ChatMessage], agent: &Agent, instructions: &str) {
+    let old = source_agent_prompt(agent);
+    if let Some(system) = prefix.iter_mut().find(|m| m.role == ChatRole::System) {
+        let tail = system
+            .content
+            .strip_prefix(old.as_str())
+            .unwrap_or("")
+            .to_string();
+        system.content = format!("{}{tail}", instructions.trim());
     }
 }
 
@@ -743,7 +960,6 @@ fn source_agent_prompt(agent: &Agent) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ar_core::model::ModelToolCall;
 
     fn recorded() -> LoopState {
         let call = ModelToolCall {
@@ -800,6 +1016,98 @@ mod tests {
             ..edit("tool_result", 0)
         };
         assert!(apply_edits(&mut prefix, 1, &[bad_call], &[]).is_err());
+    }
+
+    #[test]
+    fn contradictory_commands_are_refused() {
+        let policy = StudioPolicy::default();
+        let fork = |from_step: i64| StudioRunSpec {
+            source: Some(("run_src".into(), from_step)),
+            ..StudioRunSpec::default()
+        };
+        assert!(check_studio_request(&fork(1), &policy).is_ok());
+        let input_late = StudioRunSpec {
+            input: Some("again".into()),
+            ..fork(1)
+        };
+        assert!(check_studio_request(&input_late, &policy).is_err());
+        let edits_alone = StudioRunSpec {
+            edits: vec![TranscriptEdit::default()],
+            ..StudioRunSpec::default()
+        };
+        assert!(check_studio_request(&edits_alone, &policy).is_err());
+        let scripted = StudioPolicy {
+            engine: StudioEngine::Scripted,
+            ..StudioPolicy::default()
+        };
+        assert!(check_studio_request(&StudioRunSpec::default(), &scripted).is_err());
+        assert!(check_studio_request(&fork(0), &scripted).is_ok());
+        let overridden = StudioRunSpec {
+            model: "other".into(),
+            ..fork(0)
+        };
+        assert!(check_studio_request(&overridden, &scripted).is_err());
+    }
+
+    #[test]
+    fn allowed_side_effects_need_every_mutating_tool_opted_in() {
+        let tool = |name: &str, mutating: bool| ToolDefinition {
+            name: name.into(),
+            description: String::new(),
+            category: String::new(),
+            input_schema: json!({}),
+            mutating,
+            risk_level: None,
+            supported_target_types: Vec::new(),
+        };
+        let tools = [tool("read", false), tool("write", true)];
+        let allow = StudioPolicy {
+            side_effects: SideEffects::Allow,
+            ..StudioPolicy::default()
+        };
+        assert!(check_side_effects(&StudioPolicy::default(), &tools).is_ok());
+        assert!(matches!(
+            check_side_effects(&allow, &tools),
+            Err(StudioRunError::Forbidden(_))
+        ));
+        let opted_in = StudioPolicy {
+            allow: vec!["write".into()],
+            ..allow
+        };
+        assert!(check_side_effects(&opted_in, &tools).is_ok());
+    }
+
+    #[test]
+    fn a_decision_on_one_of_several_calls_is_checkpointed_on_that_call() {
+        let parked = |id: &str| crate::transcript::PendingCall {
+            call: ModelToolCall {
+                id: id.into(),
+                name: "lookup".into(),
+                arguments: "{}".into(),
+            },
+            interaction_id: Some(format!("int_{id}")),
+            record_id: None,
+            decision: None,
+            started: false,
+        };
+        let mut state = recorded();
+        state.pending = vec![parked("c1"), parked("c2")];
+        let deny = StudioDecision::Deny {
+            reason: "no".into(),
+        };
+        let checkpoint = decided_checkpoint(&state, "run_1", "c2", &deny, Utc::now());
+        let next = LoopState::from_json(&checkpoint.state).unwrap();
+        assert_eq!(next.pending[0].decision, None);
+        assert_eq!(
+            next.pending[1].decision,
+            Some(Decision::Rejected {
+                reason: "no".into()
+            })
+        );
+        assert_eq!(
+            (deny.intent(), deny.content()),
+            ("request_changes", "no".into())
+        );
     }
 
     #[test]

@@ -47,12 +47,7 @@ impl Engine {
 
     /// `spawn_owner` with what the creating request knows (see [`OwnerStart`]). Returns
     /// whether an owner now runs the run (false when this process is shutting down).
-    fn spawn_owner_with(
-        &self,
-        app_id: &str,
-        run_id: &str,
-        start: Option<OwnerStart>,
-    ) -> bool {
+    fn spawn_owner_with(&self, app_id: &str, run_id: &str, start: Option<OwnerStart>) -> bool {
         if self.inner.shutdown.is_cancelled() {
             return false;
         }
