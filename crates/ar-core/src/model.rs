@@ -5,6 +5,8 @@
 //! [`StreamDelta`]s through a callback (to publish live events) and a final [`ModelResponse`].
 //! Cancelling is dropping the future.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -139,8 +141,12 @@ pub struct ModelResponse {
     pub finish_reason: String,
 }
 
+/// What failed underneath a model call (the transport's or the decoder's error), kept as the
+/// error's source; shared so the error stays `Clone`.
+pub type ModelCause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a model call failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ModelError {
     /// The credential was rejected (401/403): the run pauses for authentication.
     #[error("model authentication failed: {0}")]
@@ -151,13 +157,52 @@ pub enum ModelError {
     /// The request was refused (4xx other than auth and 429).
     #[error("model request rejected (status {status}): {message}")]
     Rejected { status: u16, message: String },
-    #[error("model transport error: {0}")]
-    Transport(String),
-    #[error("invalid model response: {0}")]
-    InvalidResponse(String),
+    /// The request could not be sent or built, or the stream broke or stalled.
+    #[error("model transport error: {message}")]
+    Transport {
+        message: String,
+        #[source]
+        cause: Option<ModelCause>,
+    },
+    /// The provider's answer did not have the expected shape.
+    #[error("invalid model response: {message}")]
+    InvalidResponse {
+        message: String,
+        #[source]
+        cause: Option<ModelCause>,
+    },
     /// No client serves this provider.
     #[error("model provider {0:?} is not configured")]
     UnsupportedProvider(String),
+}
+
+/// Equal when the kind and what is said agree; causes are not compared (they are opaque, and
+/// the message already says what they said).
+impl PartialEq for ModelError {
+    fn eq(&self, other: &Self) -> bool {
+        use ModelError::*;
+        match (self, other) {
+            (Authentication(a), Authentication(b)) => a == b,
+            (
+                Unavailable { status, message },
+                Unavailable {
+                    status: other_status,
+                    message: other_message,
+                },
+            )
+            | (
+                Rejected { status, message },
+                Rejected {
+                    status: other_status,
+                    message: other_message,
+                },
+            ) => status == other_status && message == other_message,
+            (Transport { message: a, .. }, Transport { message: b, .. })
+            | (InvalidResponse { message: a, .. }, InvalidResponse { message: b, .. }) => a == b,
+            (UnsupportedProvider(a), UnsupportedProvider(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// Receives streamed deltas while a call is in flight.
@@ -172,4 +217,42 @@ pub trait ModelClient: Send + Sync + 'static {
         request: &ModelRequest,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_transport_error_keeps_its_cause_through_clones() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let error = ModelError::Transport {
+            message: "connection refused".into(),
+            cause: Some(Arc::new(cause)),
+        };
+        let copy = error.clone();
+        assert_eq!(
+            copy.to_string(),
+            "model transport error: connection refused"
+        );
+        let source = copy.source().expect("the cause is the source");
+        assert_eq!(source.to_string(), "refused");
+        // Equality compares what the errors say, not their causes.
+        assert_eq!(
+            error,
+            ModelError::Transport {
+                message: "connection refused".into(),
+                cause: None,
+            }
+        );
+        assert_ne!(
+            error,
+            ModelError::InvalidResponse {
+                message: "connection refused".into(),
+                cause: None,
+            }
+        );
+    }
 }

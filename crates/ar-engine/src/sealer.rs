@@ -15,10 +15,29 @@ impl std::fmt::Debug for Sealer {
     }
 }
 
-/// Sealing or opening failed (wrong key, tampered data, bad key material).
+/// Why key material was refused, or sealing or opening failed.
 #[derive(Debug, thiserror::Error)]
-#[error("credential encryption error: {0}")]
-pub struct SealError(String);
+pub enum SealError {
+    /// Key material that is not 32 raw bytes must be base64 text, and this is not text.
+    #[error("credential encryption error: key is neither 32 bytes nor base64")]
+    KeyNotText(#[source] std::str::Utf8Error),
+    /// Key material that is not 32 raw bytes must be base64, and this is not.
+    #[error("credential encryption error: key is neither 32 bytes nor base64")]
+    KeyNotBase64(#[source] base64::DecodeError),
+    /// The key (decoded) has the wrong length.
+    #[error("credential encryption error: key must be 32 bytes, got {0}")]
+    KeyLength(usize),
+    /// The cipher refused to seal (AES-GCM says no more than that).
+    #[error("credential encryption error: encryption failed")]
+    SealFailed,
+    /// The blob is shorter than its nonce: it was never sealed here.
+    #[error("credential encryption error: ciphertext too short")]
+    TooShort,
+    /// The blob does not authenticate: tampered with, or sealed for another app, run, purpose
+    /// or key.
+    #[error("credential encryption error: decryption failed")]
+    OpenFailed,
+}
 
 const NONCE_LEN: usize = 12;
 
@@ -29,19 +48,13 @@ impl Sealer {
         let key: Vec<u8> = if material.len() == 32 {
             material.to_vec()
         } else {
-            let text = std::str::from_utf8(material)
-                .map_err(|_| SealError("key is neither 32 bytes nor base64".into()))?;
+            let text = std::str::from_utf8(material).map_err(SealError::KeyNotText)?;
             base64::engine::general_purpose::STANDARD
                 .decode(text.trim())
-                .map_err(|_| SealError("key is neither 32 bytes nor base64".into()))?
+                .map_err(SealError::KeyNotBase64)?
         };
-        if key.len() != 32 {
-            return Err(SealError(format!(
-                "key must be 32 bytes, got {}",
-                key.len()
-            )));
-        }
-        let cipher = Aes256Gcm::new_from_slice(&key).map_err(|e| SealError(e.to_string()))?;
+        let cipher =
+            Aes256Gcm::new_from_slice(&key).map_err(|_| SealError::KeyLength(key.len()))?;
         Ok(Sealer { cipher })
     }
 
@@ -69,7 +82,7 @@ impl Sealer {
                     aad: &aad,
                 },
             )
-            .map_err(|_| SealError("encryption failed".into()))?;
+            .map_err(|_| SealError::SealFailed)?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
         Ok(out)
@@ -102,7 +115,7 @@ impl Sealer {
         sealed: &[u8],
     ) -> Result<Vec<u8>, SealError> {
         if sealed.len() < NONCE_LEN {
-            return Err(SealError("ciphertext too short".into()));
+            return Err(SealError::TooShort);
         }
         let (nonce, body) = sealed.split_at(NONCE_LEN);
         let aad = Self::associated_data(app_id, run_id, purpose);
@@ -114,7 +127,7 @@ impl Sealer {
                     aad: &aad,
                 },
             )
-            .map_err(|_| SealError("decryption failed".into()))
+            .map_err(|_| SealError::OpenFailed)
     }
 }
 
@@ -134,9 +147,14 @@ mod tests {
                 .unwrap(),
             b"sk-secret"
         );
-        assert!(sealer
-            .open("app", "run_2", "model_credential", &sealed)
-            .is_err());
+        assert!(matches!(
+            sealer.open("app", "run_2", "model_credential", &sealed),
+            Err(SealError::OpenFailed)
+        ));
+        assert!(matches!(
+            sealer.open("app", "run_1", "model_credential", &sealed[..4]),
+            Err(SealError::TooShort)
+        ));
         assert!(!sealed.windows(9).any(|w| w == b"sk-secret"));
     }
 
@@ -145,6 +163,27 @@ mod tests {
         use base64::Engine as _;
         let text = base64::engine::general_purpose::STANDARD.encode([1u8; 32]);
         assert!(Sealer::from_key_material(text.as_bytes()).is_ok());
-        assert!(Sealer::from_key_material(b"short").is_err());
+        let short = base64::engine::general_purpose::STANDARD.encode([1u8; 16]);
+        assert!(matches!(
+            Sealer::from_key_material(short.as_bytes()),
+            Err(SealError::KeyLength(16))
+        ));
+    }
+
+    #[test]
+    fn bad_key_material_keeps_why_as_its_source() {
+        use std::error::Error as _;
+        let error = Sealer::from_key_material(b"short").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "credential encryption error: key is neither 32 bytes nor base64"
+        );
+        assert!(error
+            .source()
+            .is_some_and(|cause| cause.is::<base64::DecodeError>()));
+        let error = Sealer::from_key_material(&[0xff; 7]).unwrap_err();
+        assert!(error
+            .source()
+            .is_some_and(|cause| cause.is::<std::str::Utf8Error>()));
     }
 }

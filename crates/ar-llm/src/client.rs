@@ -121,7 +121,7 @@ impl LlmClient {
             // Contract: compatible endpoints are called exactly at the bound URL, no redirects.
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| LlmError::Request(e.to_string()))?;
+            .map_err(LlmError::request)?;
         Ok(Self { http, config })
     }
 
@@ -148,12 +148,12 @@ impl LlmClient {
     ) -> Result<ModelResponse, LlmError> {
         let base = if route.base_url.is_empty() {
             WireApi::default_base_url(&route.provider).ok_or_else(|| {
-                LlmError::Request(format!("route for {:?} has no base_url", route.provider))
+                LlmError::request_msg(format!("route for {:?} has no base_url", route.provider))
             })?
         } else {
             route.base_url.as_str()
         };
-        let encode = |error: serde_json::Error| LlmError::Request(error.to_string());
+        let encode = |error: serde_json::Error| LlmError::request(error);
         let as_bytes = |body: serde_json::Value| serde_json::to_vec(&body).map_err(encode);
         let (url, body, parser): (String, Vec<u8>, Box<dyn StreamParser>) = match wire {
             WireApi::ChatCompletions => (
@@ -206,8 +206,8 @@ impl LlmClient {
             let err = match make().send().await {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => status_error(resp).await,
-                Err(e) if e.is_builder() || e.is_redirect() => LlmError::Request(e.to_string()),
-                Err(e) => LlmError::Connect(e.to_string()),
+                Err(e) if e.is_builder() || e.is_redirect() => LlmError::request(e),
+                Err(e) => LlmError::Connect(e),
             };
             if !err.is_retryable() || attempt >= policy.max_retries {
                 return Err(err);
@@ -233,9 +233,9 @@ impl LlmClient {
         let mut terminal = false;
         'read: loop {
             let chunk = match tokio::time::timeout(idle, body.next()).await {
-                Err(_) => return Err(LlmError::Stream(format!("no data for {idle:?}"))),
+                Err(_) => return Err(LlmError::stream_msg(format!("no data for {idle:?}"))),
                 Ok(None) => break,
-                Ok(Some(Err(e))) => return Err(LlmError::Stream(e.to_string())),
+                Ok(Some(Err(e))) => return Err(LlmError::stream(e)),
                 Ok(Some(Ok(chunk))) => chunk,
             };
             decoder.push(&chunk);

@@ -1,8 +1,12 @@
 //! Provider-side failures, classified for the retry loop and mapped onto the domain `ModelError`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ar_core::model::ModelError;
+use ar_core::model::{ModelCause, ModelError};
+
+/// What made a request fail before it was sent (the HTTP client's or the encoder's error).
+pub type LlmCause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A failure inside one provider call, before it is reported to the engine.
 #[derive(Debug, thiserror::Error)]
@@ -17,26 +21,78 @@ pub enum LlmError {
     },
     /// The request could not be sent or no response head arrived (nothing consumed).
     #[error("request failed: {0}")]
-    Connect(String),
+    Connect(#[source] reqwest::Error),
     /// The request could not be built or was redirected (not retried).
-    #[error("request error: {0}")]
-    Request(String),
+    #[error("request error: {message}")]
+    Request {
+        message: String,
+        #[source]
+        cause: Option<LlmCause>,
+    },
     /// The response stream broke or stalled after it started.
-    #[error("stream failed: {0}")]
-    Stream(String),
+    #[error("stream failed: {message}")]
+    Stream {
+        message: String,
+        #[source]
+        cause: Option<reqwest::Error>,
+    },
     /// The vendor reported an error inside an otherwise successful stream; `status` is the HTTP
     /// status its error type stands for (see [`status_for_error_kind`]).
     #[error("provider error in stream ({status}): {message}")]
     InStream { status: u16, message: String },
-    /// Bytes arrived but did not have the expected shape.
-    #[error("invalid response: {0}")]
-    Decode(String),
+    /// Bytes arrived but were not JSON.
+    #[error("invalid response: {message}")]
+    Decode {
+        message: String,
+        #[source]
+        cause: serde_json::Error,
+    },
     /// No wire format serves the route's provider.
     #[error("unsupported provider {0:?}")]
     UnsupportedProvider(String),
 }
 
 impl LlmError {
+    /// A request that could not be built or sent, keeping why as its source.
+    pub(crate) fn request(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        LlmError::Request {
+            message: cause.to_string(),
+            cause: Some(Box::new(cause)),
+        }
+    }
+
+    /// A request refused before any I/O (nothing underneath).
+    pub(crate) fn request_msg(message: impl Into<String>) -> Self {
+        LlmError::Request {
+            message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// A stream the transport broke.
+    pub(crate) fn stream(cause: reqwest::Error) -> Self {
+        LlmError::Stream {
+            message: cause.to_string(),
+            cause: Some(cause),
+        }
+    }
+
+    /// A stream that stalled or ended early (nothing underneath).
+    pub(crate) fn stream_msg(message: impl Into<String>) -> Self {
+        LlmError::Stream {
+            message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// A streamed `what` whose data is not JSON; the message quotes the data.
+    pub(crate) fn not_json(what: &str, data: &str, cause: serde_json::Error) -> Self {
+        LlmError::Decode {
+            message: format!("{what} is not JSON ({cause}): {data}"),
+            cause,
+        }
+    }
+
     /// Whether a fresh attempt may succeed. Only failures that happen before any response byte
     /// is consumed are ever retried; the caller guarantees that.
     pub fn is_retryable(&self) -> bool {
@@ -71,16 +127,28 @@ impl From<LlmError> for ModelError {
                 s if is_retryable_status(s) => ModelError::Unavailable { status, message },
                 _ => ModelError::Rejected { status, message },
             },
-            LlmError::Connect(m) | LlmError::Stream(m) | LlmError::Request(m) => {
-                ModelError::Transport(m)
-            }
+            LlmError::Connect(cause) => ModelError::Transport {
+                message: cause.to_string(),
+                cause: Some(Arc::new(cause)),
+            },
+            LlmError::Request { message, cause } => ModelError::Transport {
+                message,
+                cause: cause.map(ModelCause::from),
+            },
+            LlmError::Stream { message, cause } => ModelError::Transport {
+                message,
+                cause: cause.map(|cause| Arc::new(cause) as ModelCause),
+            },
             LlmError::InStream { status, message } => LlmError::Status {
                 status,
                 message,
                 retry_after: None,
             }
             .into(),
-            LlmError::Decode(m) => ModelError::InvalidResponse(m),
+            LlmError::Decode { message, cause } => ModelError::InvalidResponse {
+                message,
+                cause: Some(Arc::new(cause)),
+            },
             LlmError::UnsupportedProvider(p) => ModelError::UnsupportedProvider(p),
         }
     }
@@ -173,7 +241,7 @@ mod tests {
         ));
         assert!(e(503).is_retryable());
         assert!(!e(401).is_retryable());
-        assert!(!LlmError::Stream("x".into()).is_retryable());
+        assert!(!LlmError::stream_msg("x").is_retryable());
         let e = in_stream(&serde_json::json!({"type": "overloaded_error", "message": "busy"}));
         assert!(matches!(
             ModelError::from(e),
@@ -185,6 +253,22 @@ mod tests {
             ModelError::from(e),
             ModelError::Rejected { status: 400, .. }
         ));
+    }
+
+    #[test]
+    fn decode_errors_keep_the_parser_error_as_their_source() {
+        use std::error::Error as _;
+        let parse = serde_json::from_str::<serde_json::Value>("{oops").unwrap_err();
+        let error = LlmError::not_json("chat chunk", "{oops", parse);
+        assert!(error
+            .to_string()
+            .starts_with("invalid response: chat chunk is not JSON ("));
+        assert!(error
+            .source()
+            .is_some_and(|cause| cause.is::<serde_json::Error>()));
+        let model = ModelError::from(error);
+        assert!(matches!(model, ModelError::InvalidResponse { .. }));
+        assert!(model.source().is_some(), "{model:?}");
     }
 
     #[test]

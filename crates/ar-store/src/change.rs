@@ -8,8 +8,10 @@ use ar_core::agent::Agent;
 use ar_core::ids::{new_id, prefix};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::redact::Redactor;
-use ar_core::store::{Committed, LeaseChange, RunChange, SecretChange, StoreError, StoreResult};
-use ar_core::{JsonMap, Run, StoredEvent};
+use ar_core::store::{
+    Checkpoint, Committed, LeaseChange, RunChange, SecretChange, StoreError, StoreResult,
+};
+use ar_core::{JsonMap, Run, RunEvent, StoredEvent};
 use chrono::{DateTime, Utc};
 
 use crate::codec::{
@@ -303,6 +305,136 @@ fn scrub_records(change: &mut RunChange, redactor: &Redactor) {
     }
 }
 
+/// The ids every record of a change is stamped with (the change's, cleaned).
+struct Owner<'a> {
+    app_id: &'a str,
+    run_id: &'a str,
+}
+
+impl Owner<'_> {
+    /// Sets a record's ids, reusing the strings it already holds.
+    fn stamp(&self, app_id: &mut String, run_id: &mut String) {
+        self.app_id.clone_into(app_id);
+        self.run_id.clone_into(run_id);
+    }
+}
+
+/// Encodes each record in order, failing on the first that cannot be.
+fn encode_each<T, R>(
+    records: Vec<T>,
+    mut encode: impl FnMut(T) -> StoreResult<R>,
+) -> StoreResult<Vec<R>> {
+    let mut rows = Vec::with_capacity(records.len());
+    for record in records {
+        rows.push(encode(record)?);
+    }
+    Ok(rows)
+}
+
+impl MessageRow {
+    fn encode(mut message: Message, owner: &Owner<'_>) -> StoreResult<MessageRow> {
+        owner.stamp(&mut message.app_id, &mut message.run_id);
+        clean_in_place(&mut message.id);
+        clean_in_place(&mut message.runtime_message_id);
+        clean_in_place(&mut message.content);
+        clean_in_place(&mut message.message_type);
+        message.created_at = micros(message.created_at);
+        let content_blocks = json_opt_text_mut(&mut message.content_blocks)?;
+        let tool_invocations = json_opt_text_mut(&mut message.tool_invocations)?;
+        Ok(MessageRow {
+            record: message,
+            content_blocks,
+            tool_invocations,
+        })
+    }
+}
+
+impl ArtifactRow {
+    fn encode(mut artifact: Artifact, owner: &Owner<'_>) -> StoreResult<ArtifactRow> {
+        owner.stamp(&mut artifact.app_id, &mut artifact.run_id);
+        clean_in_place(&mut artifact.id);
+        clean_in_place(&mut artifact.artifact_type);
+        clean_in_place(&mut artifact.format);
+        clean_in_place(&mut artifact.storage_mode);
+        clean_in_place(&mut artifact.inline_content);
+        artifact.created_at = micros(artifact.created_at);
+        let metadata = json_opt_text_mut(&mut artifact.metadata)?;
+        Ok(ArtifactRow {
+            record: artifact,
+            metadata,
+        })
+    }
+}
+
+impl InteractionRow {
+    fn encode(mut interaction: Interaction, owner: &Owner<'_>) -> StoreResult<InteractionRow> {
+        owner.stamp(&mut interaction.app_id, &mut interaction.run_id);
+        clean_in_place(&mut interaction.id);
+        clean_in_place(&mut interaction.interaction_kind);
+        clean_in_place(&mut interaction.title);
+        clean_in_place(&mut interaction.summary);
+        clean_in_place(&mut interaction.resolved_by_external_id);
+        interaction.resolved_at = interaction.resolved_at.map(micros);
+        interaction.created_at = micros(interaction.created_at);
+        interaction.updated_at = micros(interaction.updated_at);
+        let request_payload = json_opt_text_mut(&mut interaction.request_payload)?;
+        let response_payload = json_opt_text_mut(&mut interaction.response_payload)?;
+        Ok(InteractionRow {
+            record: interaction,
+            request_payload,
+            response_payload,
+        })
+    }
+}
+
+impl ToolCallRow {
+    fn encode(mut call: ToolCallRecord, owner: &Owner<'_>) -> StoreResult<ToolCallRow> {
+        owner.stamp(&mut call.app_id, &mut call.run_id);
+        clean_in_place(&mut call.id);
+        clean_in_place(&mut call.tool_name);
+        clean_in_place(&mut call.error);
+        call.created_at = micros(call.created_at);
+        let input = json_text_mut(&mut call.input)?;
+        let output = json_opt_text_mut(&mut call.output)?;
+        Ok(ToolCallRow {
+            record: call,
+            input,
+            output,
+        })
+    }
+}
+
+impl EventRow {
+    /// Renders the event's payload once (scrubbed of the run's secrets) and gives it its id.
+    fn encode(
+        event: RunEvent,
+        host_run_id: &str,
+        redactor: Option<&Redactor>,
+    ) -> StoreResult<EventRow> {
+        let mut data = event.data(host_run_id);
+        if let Some(redactor) = redactor {
+            redactor.scrub_map(&mut data);
+        }
+        let data_text = json_map_text_mut(&mut data)?;
+        Ok(EventRow {
+            event_id: new_id(prefix::EVENT),
+            kind: event.kind(),
+            data,
+            data_text,
+        })
+    }
+}
+
+impl CheckpointRow {
+    fn encode(mut checkpoint: Checkpoint) -> StoreResult<CheckpointRow> {
+        Ok(CheckpointRow {
+            step: checkpoint.step,
+            state: json_text_mut(&mut checkpoint.state)?,
+            created_at: micros(checkpoint.created_at),
+        })
+    }
+}
+
 impl Prepared {
     pub fn new(mut change: RunChange) -> StoreResult<Prepared> {
         let redactor = change
@@ -319,106 +451,19 @@ impl Prepared {
             .expected_version
             .or(change.run.as_ref().map(|run| run.version))
             .unwrap_or(0);
-
-        let mut messages = Vec::with_capacity(change.messages.len());
-        for mut message in change.messages {
-            message.app_id.clone_from(&app_id);
-            message.run_id.clone_from(&run_id);
-            clean_in_place(&mut message.id);
-            clean_in_place(&mut message.runtime_message_id);
-            clean_in_place(&mut message.content);
-            clean_in_place(&mut message.message_type);
-            message.created_at = micros(message.created_at);
-            let content_blocks = json_opt_text_mut(&mut message.content_blocks)?;
-            let tool_invocations = json_opt_text_mut(&mut message.tool_invocations)?;
-            messages.push(MessageRow {
-                record: message,
-                content_blocks,
-                tool_invocations,
-            });
-        }
-
-        let mut artifacts = Vec::with_capacity(change.artifacts.len());
-        for mut artifact in change.artifacts {
-            artifact.app_id.clone_from(&app_id);
-            artifact.run_id.clone_from(&run_id);
-            clean_in_place(&mut artifact.id);
-            clean_in_place(&mut artifact.artifact_type);
-            clean_in_place(&mut artifact.format);
-            clean_in_place(&mut artifact.storage_mode);
-            clean_in_place(&mut artifact.inline_content);
-            artifact.created_at = micros(artifact.created_at);
-            let metadata = json_opt_text_mut(&mut artifact.metadata)?;
-            artifacts.push(ArtifactRow {
-                record: artifact,
-                metadata,
-            });
-        }
-
-        let mut interactions = Vec::with_capacity(change.interactions.len());
-        for mut interaction in change.interactions {
-            interaction.app_id.clone_from(&app_id);
-            interaction.run_id.clone_from(&run_id);
-            clean_in_place(&mut interaction.id);
-            clean_in_place(&mut interaction.interaction_kind);
-            clean_in_place(&mut interaction.title);
-            clean_in_place(&mut interaction.summary);
-            clean_in_place(&mut interaction.resolved_by_external_id);
-            interaction.resolved_at = interaction.resolved_at.map(micros);
-            interaction.created_at = micros(interaction.created_at);
-            interaction.updated_at = micros(interaction.updated_at);
-            let request_payload = json_opt_text_mut(&mut interaction.request_payload)?;
-            let response_payload = json_opt_text_mut(&mut interaction.response_payload)?;
-            interactions.push(InteractionRow {
-                record: interaction,
-                request_payload,
-                response_payload,
-            });
-        }
-        let interactions = dedup_by_id(interactions, |row| &row.record.id);
-
-        let mut tool_calls = Vec::with_capacity(change.tool_calls.len());
-        for mut call in change.tool_calls {
-            call.app_id.clone_from(&app_id);
-            call.run_id.clone_from(&run_id);
-            clean_in_place(&mut call.id);
-            clean_in_place(&mut call.tool_name);
-            clean_in_place(&mut call.error);
-            call.created_at = micros(call.created_at);
-            let input = json_text_mut(&mut call.input)?;
-            let output = json_opt_text_mut(&mut call.output)?;
-            tool_calls.push(ToolCallRow {
-                record: call,
-                input,
-                output,
-            });
-        }
-        let tool_calls = dedup_by_id(tool_calls, |row| &row.record.id);
-
-        let mut events = Vec::with_capacity(change.events.len());
-        for event in change.events {
-            let mut data = event.data(&change.host_run_id);
-            if let Some(redactor) = &redactor {
-                redactor.scrub_map(&mut data);
-            }
-            let data_text = json_map_text_mut(&mut data)?;
-            events.push(EventRow {
-                event_id: new_id(prefix::EVENT),
-                kind: event.kind(),
-                data,
-                data_text,
-            });
-        }
-
-        let checkpoint = match change.checkpoint {
-            Some(mut checkpoint) => Some(CheckpointRow {
-                step: checkpoint.step,
-                state: json_text_mut(&mut checkpoint.state)?,
-                created_at: micros(checkpoint.created_at),
-            }),
-            None => None,
+        let owner = Owner {
+            app_id: &app_id,
+            run_id: &run_id,
         };
-
+        let messages = encode_each(change.messages, |m| MessageRow::encode(m, &owner))?;
+        let artifacts = encode_each(change.artifacts, |a| ArtifactRow::encode(a, &owner))?;
+        let interactions = encode_each(change.interactions, |i| InteractionRow::encode(i, &owner))?;
+        let tool_calls = encode_each(change.tool_calls, |c| ToolCallRow::encode(c, &owner))?;
+        let host_run_id = change.host_run_id.as_str();
+        let events = encode_each(change.events, |event| {
+            EventRow::encode(event, host_run_id, redactor.as_deref())
+        })?;
+        let checkpoint = change.checkpoint.map(CheckpointRow::encode).transpose()?;
         Ok(Prepared {
             app_id,
             run_id,
@@ -426,8 +471,8 @@ impl Prepared {
             expected_version,
             messages,
             artifacts,
-            interactions,
-            tool_calls,
+            interactions: dedup_by_id(interactions, |row| &row.record.id),
+            tool_calls: dedup_by_id(tool_calls, |row| &row.record.id),
             events,
             event_time: crate::codec::now(),
             checkpoint,

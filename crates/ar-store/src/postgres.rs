@@ -22,7 +22,10 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, PgConnection, Postgres, Row};
 
-use crate::change::{AgentRow, Counters, Prepared, RunRow};
+use crate::change::{
+    AgentRow, ArtifactRow, CheckpointRow, Counters, InteractionRow, MessageRow, Prepared, RunRow,
+    SecretPlan, ToolCallRow,
+};
 use crate::codec::{self, clean, micros, Cols};
 use crate::error::{corrupt, is_unique_violation, ConnectError};
 use crate::lanes::Lanes;
@@ -455,245 +458,110 @@ fn parts_of(change: &Prepared) -> u8 {
 
 type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
+/// One column of a record array: a value per row, bound as one PostgreSQL array.
+fn column<'q, T, V>(rows: &'q [T], value: impl FnMut(&'q T) -> V) -> Vec<V> {
+    rows.iter().map(value).collect()
+}
+
 /// Binds $1..$51: every record array, the counts, the run id and app id.
 fn bind_records<'q>(query: PgQuery<'q>, change: &'q Prepared) -> PgQuery<'q> {
-    let events = &change.events;
-    let messages = change.messages.iter().map(|row| &row.record);
-    let artifacts = change.artifacts.iter().map(|row| &row.record);
-    let interactions = change.interactions.iter().map(|row| &row.record);
-    let calls = change.tool_calls.iter().map(|row| &row.record);
-    let checkpoint = change.checkpoint.as_ref();
-    let secrets = &change.secrets;
-    query
-        // Events $1..$4.
-        .bind(
-            events
-                .iter()
-                .map(|event| event.event_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|event| event.kind.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            events
-                .iter()
-                .map(|event| event.data_text.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(change.event_time)
-        // Messages $5..$12.
-        .bind(messages.clone().map(|m| m.id.as_str()).collect::<Vec<_>>())
-        .bind(
-            messages
-                .clone()
-                .map(|m| m.runtime_message_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            messages
-                .clone()
-                .map(|m| m.role.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            messages
-                .clone()
-                .map(|m| m.content.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            messages
-                .clone()
-                .map(|m| m.message_type.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .messages
-                .iter()
-                .map(|row| row.content_blocks.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .messages
-                .iter()
-                .map(|row| row.tool_invocations.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(messages.map(|m| m.created_at).collect::<Vec<_>>())
-        // Artifacts $13..$19.
-        .bind(artifacts.clone().map(|a| a.id.as_str()).collect::<Vec<_>>())
-        .bind(
-            artifacts
-                .clone()
-                .map(|a| a.artifact_type.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            artifacts
-                .clone()
-                .map(|a| a.format.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            artifacts
-                .clone()
-                .map(|a| a.storage_mode.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            artifacts
-                .clone()
-                .map(|a| a.inline_content.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .artifacts
-                .iter()
-                .map(|row| row.metadata.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(artifacts.map(|a| a.created_at).collect::<Vec<_>>())
-        // Interactions $20..$31.
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.runtime_kind.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.interaction_kind.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.status.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.title.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.summary.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .interactions
-                .iter()
-                .map(|row| row.request_payload.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .interactions
-                .iter()
-                .map(|row| row.response_payload.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.resolved_by_external_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.resolved_at)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            interactions
-                .clone()
-                .map(|i| i.created_at)
-                .collect::<Vec<_>>(),
-        )
-        .bind(interactions.map(|i| i.updated_at).collect::<Vec<_>>())
-        // Tool calls $32..$39.
-        .bind(calls.clone().map(|c| c.id.as_str()).collect::<Vec<_>>())
-        .bind(
-            calls
-                .clone()
-                .map(|c| c.tool_name.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .tool_calls
-                .iter()
-                .map(|row| row.input.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            change
-                .tool_calls
-                .iter()
-                .map(|row| row.output.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(calls.clone().map(|c| c.error.as_str()).collect::<Vec<_>>())
-        .bind(calls.clone().map(|c| c.mutating).collect::<Vec<_>>())
-        .bind(
-            calls
-                .clone()
-                .map(|c| c.approval_required)
-                .collect::<Vec<_>>(),
-        )
-        .bind(calls.map(|c| c.created_at).collect::<Vec<_>>())
-        // Checkpoint $40..$42.
-        .bind(checkpoint.map(|c| c.step))
-        .bind(checkpoint.map(|c| c.state.as_str()))
-        .bind(checkpoint.map(|c| c.created_at))
-        // Secrets $43..$46.
-        .bind(secrets.delete_all)
-        .bind(
-            secrets
-                .deletes
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            secrets
-                .puts
-                .iter()
-                .map(|(kind, _)| kind.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            secrets
-                .puts
-                .iter()
-                .map(|(_, bytes)| bytes.as_slice())
-                .collect::<Vec<_>>(),
-        )
+    let query = bind_events(query, change);
+    let query = bind_messages(query, &change.messages);
+    let query = bind_artifacts(query, &change.artifacts);
+    let query = bind_interactions(query, &change.interactions);
+    let query = bind_tool_calls(query, &change.tool_calls);
+    let query = bind_checkpoint(query, change.checkpoint.as_ref());
+    bind_secrets(query, &change.secrets)
         // Counts $47..$49, run id $50, app id $51.
         .bind(change.events.len() as i64)
         .bind(change.messages.len() as i64)
         .bind(change.artifacts.len() as i64)
         .bind(change.run_id.as_str())
         .bind(change.app_id.as_str())
+}
+
+/// Events $1..$4 (`created_at` is one time for the whole change).
+fn bind_events<'q>(query: PgQuery<'q>, change: &'q Prepared) -> PgQuery<'q> {
+    let events = &change.events;
+    query
+        .bind(column(events, |event| event.event_id.as_str()))
+        .bind(column(events, |event| event.kind.as_str()))
+        .bind(column(events, |event| event.data_text.as_str()))
+        .bind(change.event_time)
+}
+
+/// Messages $5..$12.
+fn bind_messages<'q>(query: PgQuery<'q>, rows: &'q [MessageRow]) -> PgQuery<'q> {
+    query
+        .bind(column(rows, |row| row.record.id.as_str()))
+        .bind(column(rows, |row| row.record.runtime_message_id.as_str()))
+        .bind(column(rows, |row| row.record.role.as_str()))
+        .bind(column(rows, |row| row.record.content.as_str()))
+        .bind(column(rows, |row| row.record.message_type.as_str()))
+        .bind(column(rows, |row| row.content_blocks.as_deref()))
+        .bind(column(rows, |row| row.tool_invocations.as_deref()))
+        .bind(column(rows, |row| row.record.created_at))
+}
+
+/// Artifacts $13..$19.
+fn bind_artifacts<'q>(query: PgQuery<'q>, rows: &'q [ArtifactRow]) -> PgQuery<'q> {
+    query
+        .bind(column(rows, |row| row.record.id.as_str()))
+        .bind(column(rows, |row| row.record.artifact_type.as_str()))
+        .bind(column(rows, |row| row.record.format.as_str()))
+        .bind(column(rows, |row| row.record.storage_mode.as_str()))
+        .bind(column(rows, |row| row.record.inline_content.as_str()))
+        .bind(column(rows, |row| row.metadata.as_deref()))
+        .bind(column(rows, |row| row.record.created_at))
+}
+
+/// Interactions $20..$31.
+fn bind_interactions<'q>(query: PgQuery<'q>, rows: &'q [InteractionRow]) -> PgQuery<'q> {
+    query
+        .bind(column(rows, |row| row.record.id.as_str()))
+        .bind(column(rows, |row| row.record.runtime_kind.as_str()))
+        .bind(column(rows, |row| row.record.interaction_kind.as_str()))
+        .bind(column(rows, |row| row.record.status.as_str()))
+        .bind(column(rows, |row| row.record.title.as_str()))
+        .bind(column(rows, |row| row.record.summary.as_str()))
+        .bind(column(rows, |row| row.request_payload.as_deref()))
+        .bind(column(rows, |row| row.response_payload.as_deref()))
+        .bind(column(rows, |row| {
+            row.record.resolved_by_external_id.as_str()
+        }))
+        .bind(column(rows, |row| row.record.resolved_at))
+        .bind(column(rows, |row| row.record.created_at))
+        .bind(column(rows, |row| row.record.updated_at))
+}
+
+/// Tool calls $32..$39.
+fn bind_tool_calls<'q>(query: PgQuery<'q>, rows: &'q [ToolCallRow]) -> PgQuery<'q> {
+    query
+        .bind(column(rows, |row| row.record.id.as_str()))
+        .bind(column(rows, |row| row.record.tool_name.as_str()))
+        .bind(column(rows, |row| row.input.as_str()))
+        .bind(column(rows, |row| row.output.as_deref()))
+        .bind(column(rows, |row| row.record.error.as_str()))
+        .bind(column(rows, |row| row.record.mutating))
+        .bind(column(rows, |row| row.record.approval_required))
+        .bind(column(rows, |row| row.record.created_at))
+}
+
+/// Checkpoint $40..$42 (all NULL without one: its CTE then inserts nothing).
+fn bind_checkpoint<'q>(query: PgQuery<'q>, checkpoint: Option<&'q CheckpointRow>) -> PgQuery<'q> {
+    query
+        .bind(checkpoint.map(|c| c.step))
+        .bind(checkpoint.map(|c| c.state.as_str()))
+        .bind(checkpoint.map(|c| c.created_at))
+}
+
+/// Secrets $43..$46: delete everything?, kinds to delete, kinds and ciphertexts to put.
+fn bind_secrets<'q>(query: PgQuery<'q>, secrets: &'q SecretPlan) -> PgQuery<'q> {
+    query
+        .bind(secrets.delete_all)
+        .bind(column(&secrets.deletes, String::as_str))
+        .bind(column(&secrets.puts, |(kind, _)| kind.as_str()))
+        .bind(column(&secrets.puts, |(_, bytes)| bytes.as_slice()))
 }
 
 /// Binds the mutable run columns in `RUN_MUTABLE` order.

@@ -335,6 +335,15 @@ mod tests {
             err.to_string().contains("unreachable") && !err.to_string().contains("q-secret"),
             "{err}"
         );
+        // The HTTP client's error is the source, and it carries no URL either.
+        let cause = std::error::Error::source(&err).expect("the transport error is kept");
+        let transport = cause
+            .downcast_ref::<reqwest::Error>()
+            .expect("a reqwest error");
+        assert!(
+            transport.is_connect() && transport.url().is_none(),
+            "{transport:?}"
+        );
     }
 
     #[tokio::test]

@@ -197,9 +197,8 @@ impl StreamParser for Parser {
         if event.data.trim().is_empty() {
             return Ok(false);
         }
-        let v: Value = serde_json::from_str(&event.data).map_err(|e| {
-            LlmError::Decode(format!("messages event is not JSON ({e}): {}", event.data))
-        })?;
+        let v: Value = serde_json::from_str(&event.data)
+            .map_err(|e| LlmError::not_json("messages event", &event.data, e))?;
         let kind = v
             .get("type")
             .and_then(Value::as_str)
@@ -289,8 +288,8 @@ impl StreamParser for Parser {
     fn finish(self: Box<Self>, terminal: bool) -> Result<ModelResponse, LlmError> {
         let this = *self;
         let Some(stop) = this.stop_reason.or_else(|| terminal.then(String::new)) else {
-            return Err(LlmError::Stream(
-                "messages stream ended before message_stop".into(),
+            return Err(LlmError::stream_msg(
+                "messages stream ended before message_stop",
             ));
         };
         let tool_calls = this.calls.finish();

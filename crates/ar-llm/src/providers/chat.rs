@@ -373,8 +373,8 @@ impl StreamParser for Parser {
             self.on_view(chunk, sink)?;
             return Ok(false);
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| LlmError::Decode(format!("chat chunk is not JSON ({e}): {data}")))?;
+        let chunk: Value =
+            serde_json::from_str(data).map_err(|e| LlmError::not_json("chat chunk", data, e))?;
         self.on_value(&chunk, sink)?;
         Ok(false)
     }
@@ -386,8 +386,8 @@ impl StreamParser for Parser {
             (Some(f), _) => f,
             (None, true) => String::new(),
             (None, false) => {
-                return Err(LlmError::Stream(
-                    "chat stream ended before a finish_reason".into(),
+                return Err(LlmError::stream_msg(
+                    "chat stream ended before a finish_reason",
                 ))
             }
         };

@@ -169,9 +169,8 @@ impl StreamParser for Parser {
         if event.data.trim().is_empty() || event.data.trim() == "[DONE]" {
             return Ok(false);
         }
-        let v: Value = serde_json::from_str(&event.data).map_err(|e| {
-            LlmError::Decode(format!("responses event is not JSON ({e}): {}", event.data))
-        })?;
+        let v: Value = serde_json::from_str(&event.data)
+            .map_err(|e| LlmError::not_json("responses event", &event.data, e))?;
         let kind = v
             .get("type")
             .and_then(Value::as_str)
@@ -257,8 +256,8 @@ impl StreamParser for Parser {
     fn finish(self: Box<Self>, _terminal: bool) -> Result<ModelResponse, LlmError> {
         let this = *self;
         let Some(finish_reason) = this.finish else {
-            return Err(LlmError::Stream(
-                "responses stream ended before response.completed".into(),
+            return Err(LlmError::stream_msg(
+                "responses stream ended before response.completed",
             ));
         };
         let text = if this.text.is_empty() {

@@ -120,7 +120,10 @@ async fn broken_stream_is_not_replayed() {
         mock.push(Reply::text_deltas(["par", "tial"]).then_disconnect());
         mock.set_fallback(Some(Reply::text("replayed!")));
         let (res, deltas) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
-        assert!(matches!(res, Err(ModelError::Transport(_))), "{p}: {res:?}");
+        assert!(
+            matches!(res, Err(ModelError::Transport { .. })),
+            "{p}: {res:?}"
+        );
         assert!(
             deltas.contains(&StreamDelta::Text("par".into())),
             "{p}: deltas before the break are delivered: {deltas:?}"
@@ -142,7 +145,21 @@ async fn connection_refused_is_retried_then_reported() {
         &simple_request(),
     )
     .await;
-    assert!(matches!(res, Err(ModelError::Transport(_))), "{res:?}");
+    let error = res.unwrap_err();
+    assert!(matches!(error, ModelError::Transport { .. }), "{error:?}");
+    // The transport's own error survives as the source, down to the refused connection.
+    let mut chain = std::error::Error::source(&error);
+    let mut refused = false;
+    while let Some(cause) = chain {
+        refused |= cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        chain = cause.source();
+    }
+    assert!(
+        refused,
+        "no refused connection among the causes of {error:?}"
+    );
 }
 
 #[tokio::test]
@@ -162,7 +179,7 @@ async fn idle_stream_times_out() {
     )
     .await;
     assert!(
-        matches!(res, Err(ModelError::Transport(ref m)) if m.contains("no data")),
+        matches!(res, Err(ModelError::Transport { ref message, .. }) if message.contains("no data")),
         "{res:?}"
     );
     assert_eq!(deltas, vec![StreamDelta::Text("stalls".into())]);

@@ -14,7 +14,9 @@ use rusqlite::{params, Connection, Statement};
 
 use super::conn::{write_transaction, DbResult};
 use super::read_run_by_host_run_id;
-use crate::change::{Counters, Prepared, RunRow};
+use crate::change::{
+    ArtifactRow, Counters, InteractionRow, MessageRow, Prepared, RunRow, SecretPlan, ToolCallRow,
+};
 use crate::codec::ts_text;
 
 /// Which run-row statement a commit starts with.
@@ -343,109 +345,23 @@ fn missing(conn: &Connection, kind: Kind, change: &Prepared) -> DbResult<Applied
 fn write_records(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<Vec<i64>> {
     let run_id = change.run_id.as_str();
     let app_id = change.app_id.as_str();
-
-    let mut positions = Vec::with_capacity(change.events.len());
-    if !change.events.is_empty() {
-        let base = head.counters.events - change.events.len() as i64;
-        let created_at = ts_text(change.event_time);
-        let mut statement = conn.prepare_cached(INSERT_EVENT)?;
-        for (index, event) in change.events.iter().enumerate() {
-            positions.push(statement.insert(params![
-                run_id,
-                app_id,
-                head.host_run_id,
-                base + index as i64 + 1,
-                event.event_id,
-                event.kind.as_str(),
-                event.data_text,
-                created_at,
-            ])?);
-        }
-    }
-
-    if !change.messages.is_empty() {
-        let base = head.counters.messages - change.messages.len() as i64;
-        let mut statement = conn.prepare_cached(INSERT_MESSAGE)?;
-        for (index, row) in change.messages.iter().enumerate() {
-            let m = &row.record;
-            statement.execute(params![
-                run_id,
-                base + index as i64 + 1,
-                m.id,
-                app_id,
-                m.runtime_message_id,
-                m.role.as_str(),
-                m.content,
-                m.message_type,
-                row.content_blocks,
-                row.tool_invocations,
-                ts_text(m.created_at),
-            ])?;
-        }
-    }
-
-    if !change.artifacts.is_empty() {
-        let base = head.counters.artifacts - change.artifacts.len() as i64;
-        let mut statement = conn.prepare_cached(INSERT_ARTIFACT)?;
-        for (index, row) in change.artifacts.iter().enumerate() {
-            let a = &row.record;
-            statement.execute(params![
-                run_id,
-                base + index as i64 + 1,
-                a.id,
-                app_id,
-                a.artifact_type,
-                a.format,
-                a.storage_mode,
-                a.inline_content,
-                row.metadata,
-                ts_text(a.created_at),
-            ])?;
-        }
-    }
-
-    if !change.interactions.is_empty() {
-        let mut statement = conn.prepare_cached(UPSERT_INTERACTION)?;
-        for row in &change.interactions {
-            let i = &row.record;
-            statement.execute(params![
-                run_id,
-                i.id,
-                app_id,
-                i.runtime_kind.as_str(),
-                i.interaction_kind,
-                i.status.as_str(),
-                i.title,
-                i.summary,
-                row.request_payload,
-                row.response_payload,
-                i.resolved_by_external_id,
-                i.resolved_at.map(ts_text),
-                ts_text(i.created_at),
-                ts_text(i.updated_at),
-            ])?;
-        }
-    }
-
-    if !change.tool_calls.is_empty() {
-        let mut statement = conn.prepare_cached(UPSERT_TOOL_CALL)?;
-        for row in &change.tool_calls {
-            let c = &row.record;
-            statement.execute(params![
-                run_id,
-                c.id,
-                app_id,
-                c.tool_name,
-                row.input,
-                row.output,
-                c.error,
-                c.mutating,
-                c.approval_required,
-                ts_text(c.created_at),
-            ])?;
-        }
-    }
-
+    let positions = insert_events(conn, change, head)?;
+    insert_messages(
+        conn,
+        run_id,
+        app_id,
+        &change.messages,
+        head.counters.messages,
+    )?;
+    insert_artifacts(
+        conn,
+        run_id,
+        app_id,
+        &change.artifacts,
+        head.counters.artifacts,
+    )?;
+    upsert_interactions(conn, run_id, app_id, &change.interactions)?;
+    upsert_tool_calls(conn, run_id, app_id, &change.tool_calls)?;
     if let Some(checkpoint) = &change.checkpoint {
         conn.prepare_cached(UPSERT_CHECKPOINT)?.execute(params![
             run_id,
@@ -454,8 +370,165 @@ fn write_records(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
             ts_text(checkpoint.created_at),
         ])?;
     }
+    write_secrets(conn, run_id, &change.secrets)?;
+    Ok(positions)
+}
 
-    let secrets = &change.secrets;
+/// The sequence number before a batch of `count` rows, given the run's counter that already
+/// includes them.
+fn sequence_base(last: i64, count: usize) -> i64 {
+    last - count as i64
+}
+
+/// Inserts the events; returns their positions in sequence order.
+fn insert_events(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<Vec<i64>> {
+    let mut positions = Vec::with_capacity(change.events.len());
+    if change.events.is_empty() {
+        return Ok(positions);
+    }
+    let base = sequence_base(head.counters.events, change.events.len());
+    let created_at = ts_text(change.event_time);
+    let mut statement = conn.prepare_cached(INSERT_EVENT)?;
+    for (index, event) in change.events.iter().enumerate() {
+        positions.push(statement.insert(params![
+            change.run_id,
+            change.app_id,
+            head.host_run_id,
+            base + index as i64 + 1,
+            event.event_id,
+            event.kind.as_str(),
+            event.data_text,
+            created_at,
+        ])?);
+    }
+    Ok(positions)
+}
+
+/// Inserts the messages; `last` is the run's message counter after them.
+fn insert_messages(
+    conn: &Connection,
+    run_id: &str,
+    app_id: &str,
+    rows: &[MessageRow],
+    last: i64,
+) -> DbResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let base = sequence_base(last, rows.len());
+    let mut statement = conn.prepare_cached(INSERT_MESSAGE)?;
+    for (index, row) in rows.iter().enumerate() {
+        let m = &row.record;
+        statement.execute(params![
+            run_id,
+            base + index as i64 + 1,
+            m.id,
+            app_id,
+            m.runtime_message_id,
+            m.role.as_str(),
+            m.content,
+            m.message_type,
+            row.content_blocks,
+            row.tool_invocations,
+            ts_text(m.created_at),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Inserts the artifacts; `last` is the run's artifact counter after them.
+fn insert_artifacts(
+    conn: &Connection,
+    run_id: &str,
+    app_id: &str,
+    rows: &[ArtifactRow],
+    last: i64,
+) -> DbResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let base = sequence_base(last, rows.len());
+    let mut statement = conn.prepare_cached(INSERT_ARTIFACT)?;
+    for (index, row) in rows.iter().enumerate() {
+        let a = &row.record;
+        statement.execute(params![
+            run_id,
+            base + index as i64 + 1,
+            a.id,
+            app_id,
+            a.artifact_type,
+            a.format,
+            a.storage_mode,
+            a.inline_content,
+            row.metadata,
+            ts_text(a.created_at),
+        ])?;
+    }
+    Ok(())
+}
+
+fn upsert_interactions(
+    conn: &Connection,
+    run_id: &str,
+    app_id: &str,
+    rows: &[InteractionRow],
+) -> DbResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut statement = conn.prepare_cached(UPSERT_INTERACTION)?;
+    for row in rows {
+        let i = &row.record;
+        statement.execute(params![
+            run_id,
+            i.id,
+            app_id,
+            i.runtime_kind.as_str(),
+            i.interaction_kind,
+            i.status.as_str(),
+            i.title,
+            i.summary,
+            row.request_payload,
+            row.response_payload,
+            i.resolved_by_external_id,
+            i.resolved_at.map(ts_text),
+            ts_text(i.created_at),
+            ts_text(i.updated_at),
+        ])?;
+    }
+    Ok(())
+}
+
+fn upsert_tool_calls(
+    conn: &Connection,
+    run_id: &str,
+    app_id: &str,
+    rows: &[ToolCallRow],
+) -> DbResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut statement = conn.prepare_cached(UPSERT_TOOL_CALL)?;
+    for row in rows {
+        let c = &row.record;
+        statement.execute(params![
+            run_id,
+            c.id,
+            app_id,
+            c.tool_name,
+            row.input,
+            row.output,
+            c.error,
+            c.mutating,
+            c.approval_required,
+            ts_text(c.created_at),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Applies the secret plan: deletes first, then puts.
+fn write_secrets(conn: &Connection, run_id: &str, secrets: &SecretPlan) -> DbResult<()> {
     if secrets.delete_all {
         // Deleting everything before the puts has the net effect of "all but the puts".
         conn.prepare_cached(DELETE_ALL_SECRETS)?
@@ -472,6 +545,5 @@ fn write_records(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
             statement.execute(params![run_id, kind, ciphertext])?;
         }
     }
-
-    Ok(positions)
+    Ok(())
 }

@@ -191,160 +191,265 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
     mock.set_recording(false);
     mock.auto(AutoScript::five_step("get_context"));
     let server = start_server(store, &args.postgres_url, &mock).await?;
-    let pid = server.process.pid();
-    let idle_rss = rss_mib(pid).unwrap_or(0.0);
-    let client = &server.client;
-    let response = client
-        .put(format!("{}/v1/agents/bench?app_id={APP}", server.base))
-        .bearer_auth(TOKEN)
-        .json(&json!({"app_id": APP, "name": "bench", "allowed_tools": ["get_context", "request_user_input"]}))
-        .send()
-        .await?;
-    anyhow::ensure!(
-        response.status().is_success(),
-        "agent: {}",
-        response.status()
-    );
-
+    let idle_rss = rss_mib(server.process.pid()).unwrap_or(0.0);
+    server.put_agent().await?;
     // Warm-up.
     for _ in 0..20 {
         let id = server.start_run(&mock).await?;
         server.follow(&id).await?;
     }
-
-    // Sequential: latency, time to first SSE event, per-step overhead, CPU per run.
-    let sequential = args.sequential.max(1);
-    let cpu_before = server.cpu();
-    let switches_before = server.switches();
-    let mut latencies = Vec::with_capacity(sequential);
-    let mut first_events = Vec::with_capacity(sequential);
-    for _ in 0..sequential {
-        let started = Instant::now();
-        let id = server.start_run(&mock).await?;
-        let (first, completed) = server.follow(&id).await?;
-        anyhow::ensure!(completed, "run {id} did not complete");
-        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-        first_events.push(first.as_secs_f64() * 1000.0);
-    }
-    let cpu_per_run = (server.cpu() - cpu_before) / sequential as f64;
-    let switches_per_run = (server.switches() - switches_before) / sequential as f64;
-    latencies.sort_by(f64::total_cmp);
-    first_events.sort_by(f64::total_cmp);
-
-    // Concurrent throughput.
-    let total = args.runs;
-    let concurrency = args.concurrency.max(1);
-    let cpu_before = server.cpu();
-    let switches_before = server.switches();
-    let client_cpu_before = cpu_ms(std::process::id()).unwrap_or(0.0);
-    let started = Instant::now();
-    let mut concurrent_latencies: Vec<f64> = futures::stream::iter(0..total)
-        .map(|_| async {
-            let begun = Instant::now();
-            let id = server.start_run(&mock).await?;
-            let (_, completed) = server.follow(&id).await?;
-            anyhow::ensure!(completed, "run {id} did not complete");
-            Ok::<f64, anyhow::Error>(begun.elapsed().as_secs_f64() * 1000.0)
-        })
-        .buffer_unordered(concurrency)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let concurrent_cpu = (server.cpu() - cpu_before) / total as f64;
-    let concurrent_switches = (server.switches() - switches_before) / total as f64;
-    // The client and the mock provider share the machine with the server.
-    let client_cpu = (cpu_ms(std::process::id()).unwrap_or(0.0) - client_cpu_before) / total as f64;
-    concurrent_latencies.sort_by(f64::total_cmp);
-    let peak = peak_rss_mib(pid).unwrap_or(0.0);
-
-    // Memory of paused runs.
-    mock.clear_responder();
-    mock.set_fallback(Some(Reply::tool_call(
-        "request_user_input",
-        r#"{"questions":[{"id":"q","question":"?"}]}"#,
-    )));
-    let rss_before_paused = rss_mib(pid).unwrap_or(0.0);
-    futures::stream::iter(0..args.paused)
-        .map(|_| server.start_run(&mock))
-        .buffer_unordered(64)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    // Wait until every run has parked.
-    for _ in 0..600 {
-        let page: Value = client
-            .get(format!(
-                "{}/v1/runs/search?app_id={APP}&status=paused&limit=1",
-                server.base
-            ))
-            .bearer_auth(TOKEN)
-            .send()
-            .await?
-            .json()
-            .await?;
-        if page["total"].as_u64().unwrap_or(0) >= args.paused as u64 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let rss_paused = rss_mib(pid).unwrap_or(0.0);
+    let sequential = Sequential::measure(&server, &mock, args.sequential.max(1)).await?;
+    let concurrent =
+        Concurrent::measure(&server, &mock, args.runs, args.concurrency.max(1)).await?;
+    let paused = Paused::measure(&server, &mock, args.paused).await?;
 
     println!("store: {store}");
     if let Ok(workers) = ar_config::env::worker_threads(|name| std::env::var(name).ok()) {
         println!("  server worker threads: {workers} (AGENT_RUNTIME_WORKER_THREADS)");
     }
-    println!("  sequential runs: {sequential}");
-    println!(
-        "    p50 per run:               {:.2} ms",
-        percentile(&latencies, 0.5)
-    );
-    println!(
-        "    p99 per run:               {:.2} ms",
-        percentile(&latencies, 0.99)
-    );
-    println!(
-        "    p50 time to first SSE event: {:.2} ms",
-        percentile(&first_events, 0.5)
-    );
-    println!(
-        "    overhead per step (p50/5, mock model ~0 ms): {:.2} ms",
-        percentile(&latencies, 0.5) / 5.0
-    );
-    println!("    server CPU per run:        {cpu_per_run:.2} ms");
-    println!("    server context switches per run: {switches_per_run:.0}");
-    println!("  concurrent: {total} runs, {concurrency} at a time");
-    println!(
-        "    throughput:                {:.0} runs/s",
-        total as f64 / elapsed
-    );
-    println!(
-        "    p50 per run:               {:.2} ms",
-        percentile(&concurrent_latencies, 0.5)
-    );
-    println!(
-        "    p99 per run:               {:.2} ms",
-        percentile(&concurrent_latencies, 0.99)
-    );
-    println!("    server CPU per run:        {concurrent_cpu:.2} ms");
-    println!("    server context switches per run: {concurrent_switches:.0}");
-    println!("    client + mock model CPU per run: {client_cpu:.2} ms");
-    println!("  memory");
-    println!("    idle RSS:                  {idle_rss:.1} MiB");
-    println!("    peak RSS (throughput):     {peak:.1} MiB");
-    // The level before the paused runs still holds memory the throughput phase is giving
-    // back (it can even come out negative), so the figure the target is stated in, above
-    // idle, is printed as well.
-    println!(
-        "    {} paused runs:         {:.1} MiB above the level before them, {:.1} MiB above idle",
-        args.paused,
-        rss_paused - rss_before_paused,
-        rss_paused - idle_rss
-    );
+    sequential.print();
+    concurrent.print();
+    paused.print(idle_rss, concurrent.peak_rss);
     server.process.kill_group();
     Ok(())
+}
+
+impl Server {
+    /// Registers the agent every benchmark run starts.
+    async fn put_agent(&self) -> anyhow::Result<()> {
+        let response = self
+            .client
+            .put(format!("{}/v1/agents/bench?app_id={APP}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"app_id": APP, "name": "bench", "allowed_tools": ["get_context", "request_user_input"]}))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "agent: {}",
+            response.status()
+        );
+        Ok(())
+    }
+
+    /// Waits (up to a minute) until `count` runs are paused.
+    async fn wait_paused(&self, count: usize) -> anyhow::Result<()> {
+        for _ in 0..600 {
+            let page: Value = self
+                .client
+                .get(format!(
+                    "{}/v1/runs/search?app_id={APP}&status=paused&limit=1",
+                    self.base
+                ))
+                .bearer_auth(TOKEN)
+                .send()
+                .await?
+                .json()
+                .await?;
+            if page["total"].as_u64().unwrap_or(0) >= count as u64 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
+
+/// Runs one at a time: latency, time to first SSE event, per-step overhead, CPU per run.
+struct Sequential {
+    runs: usize,
+    /// Milliseconds, sorted.
+    latencies: Vec<f64>,
+    /// Milliseconds to the first SSE event, sorted.
+    first_events: Vec<f64>,
+    cpu_per_run: f64,
+    switches_per_run: f64,
+}
+
+impl Sequential {
+    async fn measure(server: &Server, mock: &MockProvider, runs: usize) -> anyhow::Result<Self> {
+        let cpu_before = server.cpu();
+        let switches_before = server.switches();
+        let mut latencies = Vec::with_capacity(runs);
+        let mut first_events = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let started = Instant::now();
+            let id = server.start_run(mock).await?;
+            let (first, completed) = server.follow(&id).await?;
+            anyhow::ensure!(completed, "run {id} did not complete");
+            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            first_events.push(first.as_secs_f64() * 1000.0);
+        }
+        let cpu_per_run = (server.cpu() - cpu_before) / runs as f64;
+        let switches_per_run = (server.switches() - switches_before) / runs as f64;
+        latencies.sort_by(f64::total_cmp);
+        first_events.sort_by(f64::total_cmp);
+        Ok(Sequential {
+            runs,
+            latencies,
+            first_events,
+            cpu_per_run,
+            switches_per_run,
+        })
+    }
+
+    fn print(&self) {
+        println!("  sequential runs: {}", self.runs);
+        println!(
+            "    p50 per run:               {:.2} ms",
+            percentile(&self.latencies, 0.5)
+        );
+        println!(
+            "    p99 per run:               {:.2} ms",
+            percentile(&self.latencies, 0.99)
+        );
+        println!(
+            "    p50 time to first SSE event: {:.2} ms",
+            percentile(&self.first_events, 0.5)
+        );
+        println!(
+            "    overhead per step (p50/5, mock model ~0 ms): {:.2} ms",
+            percentile(&self.latencies, 0.5) / 5.0
+        );
+        println!("    server CPU per run:        {:.2} ms", self.cpu_per_run);
+        println!(
+            "    server context switches per run: {:.0}",
+            self.switches_per_run
+        );
+    }
+}
+
+/// Many runs at once: throughput, latency under load, CPU per run, peak memory.
+struct Concurrent {
+    runs: usize,
+    concurrency: usize,
+    elapsed_secs: f64,
+    /// Milliseconds, sorted.
+    latencies: Vec<f64>,
+    cpu_per_run: f64,
+    switches_per_run: f64,
+    /// The client and the mock provider share the machine with the server.
+    client_cpu_per_run: f64,
+    peak_rss: f64,
+}
+
+impl Concurrent {
+    async fn measure(
+        server: &Server,
+        mock: &MockProvider,
+        runs: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<Self> {
+        let cpu_before = server.cpu();
+        let switches_before = server.switches();
+        let client_cpu_before = cpu_ms(std::process::id()).unwrap_or(0.0);
+        let started = Instant::now();
+        let mut latencies: Vec<f64> = futures::stream::iter(0..runs)
+            .map(|_| async {
+                let begun = Instant::now();
+                let id = server.start_run(mock).await?;
+                let (_, completed) = server.follow(&id).await?;
+                anyhow::ensure!(completed, "run {id} did not complete");
+                Ok::<f64, anyhow::Error>(begun.elapsed().as_secs_f64() * 1000.0)
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let elapsed_secs = started.elapsed().as_secs_f64();
+        let cpu_per_run = (server.cpu() - cpu_before) / runs as f64;
+        let switches_per_run = (server.switches() - switches_before) / runs as f64;
+        let client_cpu_per_run =
+            (cpu_ms(std::process::id()).unwrap_or(0.0) - client_cpu_before) / runs as f64;
+        latencies.sort_by(f64::total_cmp);
+        Ok(Concurrent {
+            runs,
+            concurrency,
+            elapsed_secs,
+            latencies,
+            cpu_per_run,
+            switches_per_run,
+            client_cpu_per_run,
+            peak_rss: peak_rss_mib(server.process.pid()).unwrap_or(0.0),
+        })
+    }
+
+    fn print(&self) {
+        println!(
+            "  concurrent: {} runs, {} at a time",
+            self.runs, self.concurrency
+        );
+        println!(
+            "    throughput:                {:.0} runs/s",
+            self.runs as f64 / self.elapsed_secs
+        );
+        println!(
+            "    p50 per run:               {:.2} ms",
+            percentile(&self.latencies, 0.5)
+        );
+        println!(
+            "    p99 per run:               {:.2} ms",
+            percentile(&self.latencies, 0.99)
+        );
+        println!("    server CPU per run:        {:.2} ms", self.cpu_per_run);
+        println!(
+            "    server context switches per run: {:.0}",
+            self.switches_per_run
+        );
+        println!(
+            "    client + mock model CPU per run: {:.2} ms",
+            self.client_cpu_per_run
+        );
+    }
+}
+
+/// Memory of runs parked waiting for an answer.
+struct Paused {
+    runs: usize,
+    rss_before: f64,
+    rss: f64,
+}
+
+impl Paused {
+    async fn measure(server: &Server, mock: &MockProvider, runs: usize) -> anyhow::Result<Self> {
+        mock.clear_responder();
+        mock.set_fallback(Some(Reply::tool_call(
+            "request_user_input",
+            r#"{"questions":[{"id":"q","question":"?"}]}"#,
+        )));
+        let pid = server.process.pid();
+        let rss_before = rss_mib(pid).unwrap_or(0.0);
+        futures::stream::iter(0..runs)
+            .map(|_| server.start_run(mock))
+            .buffer_unordered(64)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        server.wait_paused(runs).await?;
+        Ok(Paused {
+            runs,
+            rss_before,
+            rss: rss_mib(pid).unwrap_or(0.0),
+        })
+    }
+
+    /// The memory section, from idle through the throughput peak to the paused runs.
+    fn print(&self, idle_rss: f64, peak_rss: f64) {
+        println!("  memory");
+        println!("    idle RSS:                  {idle_rss:.1} MiB");
+        println!("    peak RSS (throughput):     {peak_rss:.1} MiB");
+        // The level before the paused runs still holds memory the throughput phase is giving
+        // back (it can even come out negative), so the figure the target is stated in, above
+        // idle, is printed as well.
+        println!(
+            "    {} paused runs:         {:.1} MiB above the level before them, {:.1} MiB above idle",
+            self.runs,
+            self.rss - self.rss_before,
+            self.rss - idle_rss
+        );
+    }
 }
 
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
