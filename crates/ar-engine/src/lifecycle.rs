@@ -212,7 +212,7 @@ fn decision_of(request: &ResumeRun, intent: ResumeIntent) -> Decision {
 /// What a resume answers.
 enum ResumeTarget {
     /// This pending interaction, or none (a plain reply or continue).
-    Answers(Option<Interaction>),
+    Answers(Option<Box<Interaction>>),
     /// The named interaction was already resolved by this same answer.
     Repeat,
 }
@@ -317,7 +317,7 @@ impl Engine {
             return Err(EngineError::invalid("run idle timeout expired"));
         }
         let target = match self.resume_target(&run, &request, intent).await? {
-            ResumeTarget::Answers(target) => target,
+            ResumeTarget::Answers(target) => target.map(|found| *found),
             ResumeTarget::Repeat => return Ok(run),
         };
         if provenance == Some(MessageProvenance::SystemNotification)
@@ -399,7 +399,7 @@ impl Engine {
                 .iter()
                 .rev()
                 .find(|i| i.status == InteractionStatus::Pending);
-            return Ok(ResumeTarget::Answers(latest.cloned()));
+            return Ok(ResumeTarget::Answers(latest.cloned().map(Box::new)));
         }
         let not_pending = || {
             EngineError::invalid(format!(
@@ -412,7 +412,7 @@ impl Engine {
             .find(|i| i.id == request.interaction_id)
             .ok_or_else(not_pending)?;
         if found.status != InteractionStatus::Resolved {
-            return Ok(ResumeTarget::Answers(Some(found.clone())));
+            return Ok(ResumeTarget::Answers(Some(Box::new(found.clone()))));
         }
         if found.response_payload.as_ref() == Some(&response_payload(request, intent)) {
             return Ok(ResumeTarget::Repeat);
