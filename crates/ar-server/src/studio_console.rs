@@ -2,7 +2,6 @@
 //! transcript, tool calls, interactions and usage, and its live timeline as SSE. Run content
 //! stays in the service: a standalone studio shows commands only.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,15 +9,16 @@ use ar_config::app::AppConfig;
 use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::transcript::LoopState;
+use ar_events::sse;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::convert;
 
@@ -222,15 +222,15 @@ async fn events(
                 .list_events_after(&app, &id, cursor, Some(200))
                 .await
                 .unwrap_or_default();
-            let mut frames: Vec<Result<Event, Infallible>> = Vec::new();
+            let mut frames = Vec::with_capacity(batch.len());
             for event in &batch {
                 cursor = cursor.max(event.sequence_no);
                 let wire = convert::event_to_v1(event);
                 let data = serde_json::to_string(&wire).unwrap_or_default();
-                frames.push(Ok(Event::default()
-                    .id(event.sequence_no.to_string())
-                    .event("run_event")
-                    .data(data)));
+                frames.push((
+                    sse::frame(Some(event.sequence_no), "run_event", &data),
+                    false,
+                ));
             }
             Some((
                 futures::stream::iter(frames),
@@ -239,7 +239,6 @@ async fn events(
         },
     );
     use futures::StreamExt as _;
-    Sse::new(stream.flatten())
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    // The timeline follows the run until the page closes it.
+    crate::routes::events::event_stream(stream.flatten(), CancellationToken::new())
 }

@@ -72,8 +72,17 @@ pub async fn stream_v1(
         let terminal = matches!(&event, LiveEvent::Persisted(stored) if stored.kind.is_terminal());
         (frame_for(&event, v2), terminal)
     });
-    let body_stream = async_stream(frames, state.draining.clone());
-    let mut response = Response::new(Body::from_stream(body_stream));
+    Ok(event_stream(frames, state.draining.clone()))
+}
+
+/// An SSE response of `frames` (each a whole frame, and whether it is the stream's last),
+/// interleaved with heartbeats; it ends after the last frame, when frames end, or when
+/// `draining` is cancelled. Every SSE response of the service is made here.
+pub(crate) fn event_stream(
+    frames: impl futures::Stream<Item = (String, bool)> + Send + 'static,
+    draining: tokio_util::sync::CancellationToken,
+) -> Response {
+    let mut response = Response::new(Body::from_stream(with_heartbeats(frames, draining)));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -82,12 +91,12 @@ pub async fn stream_v1(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    response
 }
 
 /// Interleaves frames with heartbeats; ends after the terminal frame, when events end, or when
 /// the server drains.
-fn async_stream(
+fn with_heartbeats(
     frames: impl futures::Stream<Item = (String, bool)> + Send + 'static,
     draining: tokio_util::sync::CancellationToken,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {

@@ -1,7 +1,7 @@
 //! The router: `/v1` (and its `/internal` alias), `/v2`, `/healthz`, JSON 404/405 answers.
 
 mod agents;
-mod events;
+pub(crate) mod events;
 mod meta;
 mod params;
 mod records;
