@@ -13,6 +13,7 @@ pub mod enums;
 pub mod event;
 pub mod host;
 pub mod ids;
+pub mod json;
 pub mod model;
 pub mod records;
 pub mod redact;

@@ -39,7 +39,8 @@ pub mod agents;
 pub mod artifacts;
 pub mod capabilities;
 pub mod codex;
-pub mod decode;
+/// The one body decoder (defined with the domain, shared with the studio).
+pub use ar_core::json as decode;
 pub mod error;
 pub mod event_data;
 pub mod events;

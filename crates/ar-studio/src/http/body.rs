@@ -24,5 +24,5 @@ pub(crate) async fn read_json<T: DeserializeOwned>(
     let bytes = axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| too_large())?;
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+    ar_core::json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
 }

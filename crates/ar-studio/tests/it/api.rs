@@ -406,3 +406,20 @@ async fn without_a_token_only_loopback_hosts_are_answered() {
         .expect("get");
     assert_eq!(resp.status(), 200);
 }
+
+/// serde reads a struct from a JSON array field by field; the studio decodes bodies with the
+/// service's one decoder, which refuses that, so an array is a 400 and nothing is created.
+#[tokio::test]
+async fn array_bodies_are_refused_and_change_nothing() {
+    let s = serve(test_config()).await;
+    let _st = connect(&s, "rt").await;
+    for body in [
+        json!(["rt", "helper", "hi"]),
+        json!({"runtime_id": "rt", "agent": "helper", "input": "hi", "source": ["src", 2]}),
+    ] {
+        let (status, v) = post_json(&s, "/api/playground/runs", &body).await;
+        assert_eq!(status, 400, "{body} -> {v}");
+        assert_eq!(v["error"]["code"], "bad_request", "{v}");
+    }
+    assert_eq!(s.server.command_count(), 0, "no refused run left a row");
+}

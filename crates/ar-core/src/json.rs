@@ -1,5 +1,6 @@
-//! The one way JSON text becomes a wire type: a struct is read only from a JSON object, at every
-//! depth; nothing may follow the value; an error names the field it happened at.
+//! The one way a request body becomes a typed value (the service's wire types, the studio's
+//! commands): a struct is read only from a JSON object, at every depth; nothing may follow the
+//! value; an error names the field it happened at.
 //!
 //! serde's derived `Deserialize` for a struct also accepts a JSON array and reads the fields
 //! from it in declaration order, so `["change it","u1"]` would decode as a request. Go's
@@ -57,7 +58,7 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
 }
 
 /// Decodes `T` from an already parsed value under the same rules (for fields read in two steps).
-pub(crate) fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, serde_json::Error> {
+pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, serde_json::Error> {
     T::deserialize(Objects(value))
 }
 
