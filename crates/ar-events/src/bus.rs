@@ -1,7 +1,8 @@
 //! The in-process event bus: a lazily created broadcast channel per run, removed when its last subscriber leaves.
 //!
 //! Publishing to a run nobody watches is a map lookup by `&str` and nothing else (no allocation,
-//! no channel). Persisted events also bump a store-wide "something was appended" signal that the
+//! no channel). A watched run's channel holds shared events (`Arc<LiveEvent>`): a slot is one
+//! pointer, however large an event is, and each subscriber receives the event without a copy. Persisted events also bump a store-wide "something was appended" signal that the
 //! callback outbox waits on, so deliveries start immediately instead of at the next poll.
 
 use std::collections::HashMap;
@@ -14,7 +15,7 @@ use tokio::sync::{broadcast, watch};
 pub const DEFAULT_CAPACITY: usize = 1024;
 
 struct Inner {
-    channels: RwLock<HashMap<String, broadcast::Sender<LiveEvent>>>,
+    channels: RwLock<HashMap<String, broadcast::Sender<Arc<LiveEvent>>>>,
     capacity: usize,
     /// Position of the latest persisted event published (0 before any).
     appended: watch::Sender<i64>,
@@ -109,7 +110,7 @@ impl EventBus for Bus {
         if let Some(sender) = channels.get(event.run_id()) {
             // An error only means every receiver is gone; the last `Subscription` drop removes
             // the channel, so there is nothing to do here.
-            let _ = sender.send(event);
+            let _ = sender.send(Arc::new(event));
         }
     }
 }
@@ -139,7 +140,7 @@ pub enum RecvError {
 
 /// A subscriber of one run's live events. Dropping it may remove the run's channel.
 pub struct Subscription {
-    receiver: Option<broadcast::Receiver<LiveEvent>>,
+    receiver: Option<broadcast::Receiver<Arc<LiveEvent>>>,
     run_id: String,
     bus: Arc<Inner>,
 }
@@ -157,8 +158,8 @@ impl Subscription {
         &self.run_id
     }
 
-    /// The next live event of the run.
-    pub async fn recv(&mut self) -> Result<LiveEvent, RecvError> {
+    /// The next live event of the run (shared with its other subscribers).
+    pub async fn recv(&mut self) -> Result<Arc<LiveEvent>, RecvError> {
         let Some(receiver) = self.receiver.as_mut() else {
             return Err(RecvError::Closed);
         };
@@ -217,8 +218,8 @@ mod tests {
 
         bus.publish(transient("run_a", 2));
         bus.publish(transient("run_b", 3));
-        assert_eq!(first.recv().await.unwrap(), transient("run_a", 2));
-        assert_eq!(second.recv().await.unwrap(), transient("run_a", 2));
+        assert_eq!(*first.recv().await.unwrap(), transient("run_a", 2));
+        assert_eq!(*second.recv().await.unwrap(), transient("run_a", 2));
 
         drop(first);
         assert_eq!(bus.channel_count(), 1);
@@ -234,6 +235,6 @@ mod tests {
             bus.publish(transient("run_a", n));
         }
         assert_eq!(sub.recv().await, Err(RecvError::Lagged(3)));
-        assert_eq!(sub.recv().await.unwrap(), transient("run_a", 3));
+        assert_eq!(*sub.recv().await.unwrap(), transient("run_a", 3));
     }
 }

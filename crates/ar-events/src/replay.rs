@@ -59,7 +59,7 @@ pub fn stream_run_events(
     run_id: &str,
     after: i64,
     run: RunState,
-) -> impl Stream<Item = LiveEvent> + Send + 'static {
+) -> impl Stream<Item = Arc<LiveEvent>> + Send + 'static {
     stream_run_events_with(
         store,
         bus,
@@ -80,7 +80,7 @@ pub fn stream_run_events_with(
     after: i64,
     run: RunState,
     options: ReplayOptions,
-) -> impl Stream<Item = LiveEvent> + Send + 'static {
+) -> impl Stream<Item = Arc<LiveEvent>> + Send + 'static {
     // Subscribing here, synchronously, is the "subscribe first" of the algorithm.
     let subscription = bus.subscribe(run_id);
     let state = Replay {
@@ -121,7 +121,7 @@ struct Replay {
     read_failed: bool,
     /// The store has been read up to its end since the last sign of a gap.
     caught_up: bool,
-    buffer: VecDeque<LiveEvent>,
+    buffer: VecDeque<Arc<LiveEvent>>,
     done: bool,
     options: ReplayOptions,
     /// Created on first use (so building the stream needs no runtime) and reset after every
@@ -130,13 +130,13 @@ struct Replay {
 }
 
 impl Replay {
-    async fn next(&mut self) -> Option<LiveEvent> {
+    async fn next(&mut self) -> Option<Arc<LiveEvent>> {
         loop {
             if self.done {
                 return None;
             }
             if let Some(event) = self.buffer.pop_front() {
-                if let LiveEvent::Persisted(stored) = &event {
+                if let LiveEvent::Persisted(stored) = &*event {
                     if stored.sequence_no <= self.last {
                         continue;
                     }
@@ -181,14 +181,44 @@ impl Replay {
                 if (page.len() as i64) < self.options.page_size {
                     self.caught_up = true;
                 }
-                self.buffer
-                    .extend(page.into_iter().map(LiveEvent::Persisted));
+                self.buffer.extend(
+                    page.into_iter()
+                        .map(|stored| Arc::new(LiveEvent::Persisted(stored))),
+                );
             }
             Err(err) => {
                 tracing::warn!(run_id = %self.run_id, error = %err, "reading run events failed; retrying at next poll");
                 // Retry on the next poll tick; live transient events keep flowing meanwhile.
                 self.read_failed = true;
                 self.caught_up = true;
+            }
+        }
+    }
+
+    /// Buffers a live event that continues the stream; a persisted one that skips ahead marks
+    /// a gap to read from the store.
+    fn take_live(&mut self, event: Arc<LiveEvent>) {
+        match &*event {
+            LiveEvent::Persisted(stored) => {
+                if stored.app_id != self.app_id {
+                    return;
+                }
+                if stored.sequence_no <= self.last {
+                    // Behind the cursor: a terminal event there still ends the stream.
+                    self.done = stored.kind.is_terminal();
+                    return;
+                }
+                if stored.sequence_no == self.last + 1 {
+                    self.buffer.push_back(event);
+                } else {
+                    // Something between `last` and this event never reached us live.
+                    self.caught_up = false;
+                }
+            }
+            LiveEvent::Transient(transient) => {
+                if transient.app_id == self.app_id {
+                    self.buffer.push_back(event);
+                }
             }
         }
     }
@@ -208,28 +238,7 @@ impl Replay {
         }
         tokio::select! {
             received = self.subscription.recv() => match received {
-                Ok(LiveEvent::Persisted(stored)) => {
-                    if stored.app_id != self.app_id {
-                        return;
-                    }
-                    if stored.sequence_no <= self.last {
-                        // Behind the cursor: a terminal event there still ends the stream.
-                        self.done = stored.kind.is_terminal();
-                        return;
-                    }
-                    if stored.sequence_no == self.last + 1 {
-                        self.buffer.push_back(LiveEvent::Persisted(stored));
-                    } else {
-                        // Something between `last` and this event never reached us live.
-                        self.caught_up = false;
-                    }
-                }
-                Ok(event @ LiveEvent::Transient(_)) => {
-                    let same_app = matches!(&event, LiveEvent::Transient(transient) if transient.app_id == self.app_id);
-                    if same_app {
-                        self.buffer.push_back(event);
-                    }
-                }
+                Ok(event) => self.take_live(event),
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(run_id = %self.run_id, missed, "live subscriber lagged; re-reading the log");
                     self.caught_up = false;
@@ -268,14 +277,18 @@ mod tests {
         })
     }
 
-    fn sequences(events: &[LiveEvent]) -> Vec<Option<i64>> {
-        events.iter().map(LiveEvent::sequence_no).collect()
+    fn sequences<E: std::borrow::Borrow<LiveEvent>>(events: &[E]) -> Vec<Option<i64>> {
+        events
+            .iter()
+            .map(|event| event.borrow().sequence_no())
+            .collect()
     }
 
-    async fn next(stream: &mut (impl Stream<Item = LiveEvent> + Unpin)) -> Option<LiveEvent> {
+    async fn next(stream: &mut (impl Stream<Item = Arc<LiveEvent>> + Unpin)) -> Option<LiveEvent> {
         tokio::time::timeout(Duration::from_secs(5), stream.next())
             .await
             .expect("stream stalled")
+            .map(Arc::unwrap_or_clone)
     }
 
     /// Appends to the store and publishes, as the engine does.
@@ -335,7 +348,7 @@ mod tests {
     }
 
     /// Collects a stream that must end by itself (bounded: a stream left open fails the test).
-    async fn collect_ended(stream: impl Stream<Item = LiveEvent>) -> Vec<LiveEvent> {
+    async fn collect_ended(stream: impl Stream<Item = Arc<LiveEvent>>) -> Vec<Arc<LiveEvent>> {
         tokio::time::timeout(Duration::from_secs(5), stream.collect())
             .await
             .expect("the stream did not end")
@@ -494,7 +507,7 @@ mod tests {
         let got: Vec<_> = (&mut stream).collect().await;
         assert_eq!(got.len(), 1);
         assert!(
-            matches!(&got[0], LiveEvent::Persisted(e) if e.run_id == "run_1" && e.app_id == "app")
+            matches!(&*got[0], LiveEvent::Persisted(e) if e.run_id == "run_1" && e.app_id == "app")
         );
         drop(stream);
         assert_eq!(bus.channel_count(), 0, "dropping the stream unsubscribes");

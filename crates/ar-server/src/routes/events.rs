@@ -69,7 +69,7 @@ pub async fn stream_v1(
         run_state,
     );
     let frames = events.map(move |event| {
-        let terminal = matches!(&event, LiveEvent::Persisted(stored) if stored.kind.is_terminal());
+        let terminal = matches!(&*event, LiveEvent::Persisted(stored) if stored.kind.is_terminal());
         (frame_for(&event, v2), terminal)
     });
     Ok(event_stream(frames, state.draining.clone()))
