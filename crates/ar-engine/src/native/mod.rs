@@ -456,6 +456,18 @@ impl Engine {
         }
     }
 
+    /// Runs one tool through the tool host: its output and how long it took (ms).
+    async fn timed_tool_call(
+        &self,
+        context: &ar_core::tool::ToolContext,
+        tool: &ToolDefinition,
+        input: Value,
+    ) -> (ToolOutput, u64) {
+        let started = std::time::Instant::now();
+        let output = self.deps().tools.call(context, &tool.name, input).await;
+        (output, started.elapsed().as_millis() as u64)
+    }
+
     /// The run's model route and when its credential expires (`None`: never).
     pub(crate) async fn route_for(
         &self,

@@ -1,8 +1,6 @@
 //! Pending tool calls settled: approved calls run (after a started marker for mutations),
 //! rejected or answered ones get their result, and a crash mid-call reports an unknown outcome.
 
-use std::time::Instant;
-
 use ar_core::model::ChatMessage;
 use ar_core::tool::{canonical_tool_name, ToolDefinition, ToolOutput};
 use ar_core::{Agent, PauseReason, Run};
@@ -125,17 +123,8 @@ impl Engine {
         if let Flow::Stop = flow {
             return Ok(None);
         }
-        let started = Instant::now();
-        let output = self
-            .deps()
-            .tools
-            .call(context, &tool.name, input.clone())
-            .await;
-        Ok(Some((
-            output,
-            Some(tool),
-            started.elapsed().as_millis() as u64,
-        )))
+        let (output, duration) = self.timed_tool_call(context, &tool, input.clone()).await;
+        Ok(Some((output, Some(tool), duration)))
     }
 
     /// Commits a settled call: its audit row (when it ran), result message and events, and

@@ -1,8 +1,6 @@
 //! One model response handled: finish or correct a turn, or plan and run a tool round
 //! through the approval gate, and the records and events each writes.
 
-use std::time::Instant;
-
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::model::{ChatMessage, ModelResponse, ModelToolCall};
 use ar_core::records::{interaction_kind, message_type, Interaction, ToolCallRecord};
@@ -464,13 +462,7 @@ impl Engine {
         let context = self.tool_context(run);
         let context = &context;
         futures::future::join_all(reading.into_iter().map(|(call, tool, input)| async move {
-            let started = Instant::now();
-            let output = self
-                .deps()
-                .tools
-                .call(context, &tool.name, input.clone())
-                .await;
-            let duration = started.elapsed().as_millis() as u64;
+            let (output, duration) = self.timed_tool_call(context, &tool, input.clone()).await;
             (call, output, Some((tool, input)), duration)
         }))
         .await
