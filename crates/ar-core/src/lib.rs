@@ -14,6 +14,7 @@ pub mod event;
 pub mod host;
 pub mod ids;
 pub mod json;
+pub mod mcp;
 pub mod model;
 pub mod records;
 pub mod redact;

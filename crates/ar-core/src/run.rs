@@ -102,6 +102,9 @@ pub struct RunInput {
     pub context_summary: String,
     #[serde(default)]
     pub turn_policy: TurnPolicy,
+    /// Remote MCP servers the host attached to this run (secret-free; not on the wire).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
 }
 
 /// A run record.

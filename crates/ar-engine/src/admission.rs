@@ -307,6 +307,7 @@ impl Engine {
             metadata: request.metadata.clone(),
             context_summary: String::new(),
             turn_policy,
+            mcp_servers: Vec::new(),
         })
     }
 

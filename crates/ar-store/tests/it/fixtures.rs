@@ -104,6 +104,16 @@ pub fn run(app_id: &str, host_run_id: &str, created: i64) -> Run {
                 completion_mode: Some(CompletionMode::Explicit),
                 max_completion_corrections: 2,
             },
+            mcp_servers: vec![ar_core::mcp::McpServer {
+                server_id: "docs-1".to_string(),
+                server_name: "docs".to_string(),
+                url: "https://mcp.example.com/mcp".to_string(),
+                tools: vec![ar_core::mcp::McpToolGrant {
+                    name: "search".to_string(),
+                    access: ar_core::mcp::McpAccess::Read,
+                }],
+                has_credential: true,
+            }],
         },
         output_summary: map(json!({"files": 3})),
         workspace_lease: Some(json!({"path": "/tmp/ws", "ttl": 60})),
