@@ -36,8 +36,8 @@ pub struct StartRun {
     pub trigger: Option<JsonMap>,
     pub metadata: Option<JsonMap>,
     pub turn_policy: TurnPolicyRequest,
-    /// How many run-scoped MCP servers were attached (validated by the caller's wire layer).
-    pub mcp_server_count: usize,
+    /// Run-scoped MCP servers to attach (checked here, after the `host_run_id` lookup).
+    pub mcp_servers: Vec<crate::mcp::McpServerRequest>,
     pub model: Option<RunModel>,
     pub model_credential: Option<RunCredential>,
     /// A studio-started run: its chosen id and starting transcript (see `studio`).
@@ -239,11 +239,13 @@ impl Engine {
                 metadata: request.metadata.clone(),
             })
             .await?;
+        // 5. Run-scoped MCP servers (URL policy, credentials).
         let input = RunInput {
             context_summary: context.summary,
+            mcp_servers: self.admit_mcp_servers(&request.mcp_servers, now)?,
             ..input
         };
-        // 5. Persist atomically with the sealed credential; emit run.queued.
+        // 6. Persist atomically with the sealed credentials; emit run.queued.
         let run = new_run(run_id, checked, &agent, input, &request, now);
         let change = self.creation_change(&run, &request, now)?;
         match store.create_run(change).await? {
@@ -254,7 +256,7 @@ impl Engine {
                         .bus
                         .publish(ar_core::event::LiveEvent::Persisted(stored));
                 }
-                // 6. Dispatch (lightweight: this process).
+                // 7. Dispatch (lightweight: this process).
                 self.hand_to_first_owner(&run, agent, request.seed.is_some())
                     .await;
                 Ok(run)
@@ -311,6 +313,24 @@ impl Engine {
         })
     }
 
+    /// The servers a run keeps of its request's `mcp_servers`; a 400 when run MCP is not
+    /// configured here or a server breaks a rule.
+    fn admit_mcp_servers(
+        &self,
+        requests: &[crate::mcp::McpServerRequest],
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> EngineResult<Vec<ar_core::mcp::McpServer>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.deps().mcp_sealer.is_none() || self.deps().mcp.is_none() {
+            return Err(EngineError::invalid(
+                "mcp_servers: run-scoped MCP servers are not configured on this runtime (AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY is not set)",
+            ));
+        }
+        crate::mcp::check_servers(requests, &self.config().mcp, now)
+    }
+
     /// The change that creates `run`: the run with this process's lease, `run.queued`, the
     /// studio seed's checkpoint, and the sealed model credential.
     fn creation_change(
@@ -344,6 +364,11 @@ impl Engine {
                 kind: MODEL_CREDENTIAL_SECRET.to_string(),
                 ciphertext,
             });
+        }
+        if let Some(sealer) = &self.deps().mcp_sealer {
+            let ids = (run.app_id.as_str(), run.id.as_str());
+            let sealed = crate::mcp::seal_credentials(sealer, ids, &request.mcp_servers, now)?;
+            change.secrets.extend(sealed);
         }
         Ok(change)
     }
@@ -382,11 +407,6 @@ impl CheckedRequest {
         if execution_mode == ExecutionMode::Durable {
             return Err(EngineError::invalid(
                 "execution_mode durable is not available: durable execution is not configured on this runtime",
-            ));
-        }
-        if request.mcp_server_count > 0 {
-            return Err(EngineError::invalid(
-                "mcp_servers are not supported by this runtime yet (capabilities.run_mcp.supported is false)",
             ));
         }
         Ok(CheckedRequest {

@@ -49,6 +49,8 @@ pub struct EngineConfig {
     pub max_tool_steps: i64,
     /// Whether run credentials can be accepted (an encryption key exists).
     pub credentials_enabled: bool,
+    /// How run-scoped MCP servers are checked at admission.
+    pub mcp: crate::mcp::McpSettings,
 }
 
 impl Default for EngineConfig {
@@ -63,6 +65,7 @@ impl Default for EngineConfig {
             default_provider: "openai".into(),
             max_tool_steps: 50,
             credentials_enabled: false,
+            mcp: crate::mcp::McpSettings::default(),
         }
     }
 }

@@ -29,6 +29,10 @@ pub struct EngineDeps {
     pub clock: Arc<dyn Clock>,
     /// Present when run credentials can be sealed at rest.
     pub sealer: Option<Arc<Sealer>>,
+    /// Present when run-scoped MCP servers are offered: their credentials' sealer
+    /// (`AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY`) and the MCP client.
+    pub mcp_sealer: Option<Arc<Sealer>>,
+    pub mcp: Option<Arc<dyn ar_core::mcp::McpClient>>,
     /// Present when agent CLIs (codex, claude_code, opencode) can run here.
     pub agent_cli: Option<Arc<dyn ar_core::agent_cli::AgentCli>>,
 }

@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
+use crate::mcp::Discovery;
+use crate::native::ToolRun;
 use crate::records::{interaction, mark_paused, record_tool_output, tool_call_record};
 
 /// Whether a call of `tool` must wait for a person under the agent's approval mode.
@@ -104,10 +106,25 @@ impl Engine {
         Ok((run, agent))
     }
 
-    /// `GET /v1/runs/{id}/tools`.
+    /// `GET /v1/runs/{id}/tools`: the run's effective tools and its MCP servers' tools (a
+    /// server that cannot list them now adds none; the run itself pauses or fails on it).
     pub async fn run_tools(&self, app_id: &str, run_id: &str) -> EngineResult<Vec<ToolDefinition>> {
         let (run, agent) = self.active_run_and_agent(app_id, run_id).await?;
-        Ok(self.effective_tools(&run, &agent))
+        Ok(self.gateway_tools(&run, &agent).await)
+    }
+
+    async fn gateway_tools(&self, run: &Run, agent: &Agent) -> Vec<ToolDefinition> {
+        let mut tools = self.effective_tools(run, agent);
+        match self.discover_mcp_tools(run).await {
+            Discovery::Tools(mcp) => tools.extend(mcp),
+            Discovery::NeedsAuthentication { server, reason } => {
+                tracing::info!(run_id = %run.id, server_id = %server.server_id, %reason, "gateway lists no tools of an MCP server that needs a credential");
+            }
+            Discovery::Failed(reason) => {
+                tracing::warn!(run_id = %run.id, %reason, "gateway lists no MCP tools");
+            }
+        }
+        tools
     }
 
     /// `POST /v1/runs/{id}/tools`: executes a tool for an external agent through the same gate.
@@ -124,7 +141,8 @@ impl Engine {
         }
         let (run, agent) = self.active_run_and_agent(app_id, run_id).await?;
         let Some(tool) = self
-            .effective_tools(&run, &agent)
+            .gateway_tools(&run, &agent)
+            .await
             .into_iter()
             .find(|tool| tool.name == name)
         else {
@@ -184,7 +202,13 @@ impl Engine {
             });
         }
         let context = self.tool_context(&run);
-        let output = self.deps().tools.call(&context, &name, input.clone()).await;
+        let output = match self.run_tool(&run, &context, &tool, input.clone()).await {
+            ToolRun::Done(output, _) => output,
+            ToolRun::NeedsAuthentication { server, reason } => ToolOutput::error(format!(
+                "mcp server {} needs a new credential: {reason}",
+                server.server_id
+            )),
+        };
         let now = self.now();
         let mode = agent.approval_mode;
         self.transact(app_id, run_id, None, |run, change| {

@@ -17,6 +17,7 @@ mod engine;
 pub mod error;
 mod gate;
 mod lifecycle;
+pub mod mcp;
 pub mod model_route;
 mod native;
 mod owner;

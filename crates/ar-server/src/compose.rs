@@ -393,6 +393,10 @@ impl Service {
             context: Arc::new(context),
             clock: Arc::new(SystemClock),
             sealer,
+            // Run-scoped MCP servers need an MCP client; until one is wired, their settings
+            // are refused at startup and admission refuses `mcp_servers`.
+            mcp_sealer: None,
+            mcp: None,
             agent_cli,
         };
         let engine = Engine::new(deps, config);

@@ -228,10 +228,45 @@ pub fn start_run_from_wire(request: ar_wire::StartRunRequest) -> StartRun {
         trigger: option_map(request.trigger),
         metadata: option_map(request.metadata),
         turn_policy: turn_policy_from_wire(request.turn_policy),
-        mcp_server_count: request.mcp_servers.len(),
+        mcp_servers: request
+            .mcp_servers
+            .into_iter()
+            .map(mcp_server_from_wire)
+            .collect(),
         model: request.model.map(model_from_wire),
         model_credential: request.model_credential.map(credential_from_wire),
         seed: None,
+    }
+}
+
+fn mcp_server_from_wire(server: ar_wire::RunMCPServer) -> ar_engine::mcp::McpServerRequest {
+    ar_engine::mcp::McpServerRequest {
+        server_id: server.server_id,
+        server_name: server.server_name,
+        transport: server.transport,
+        url: server.url,
+        tools: server
+            .tools
+            .into_iter()
+            .map(|tool| (tool.name, tool.access))
+            .collect(),
+        credential: server.credential.map(mcp_credential_from_wire),
+    }
+}
+
+/// A run MCP credential as the engine takes it (its secrets wrapped at once).
+pub fn mcp_credential_from_wire(
+    credential: ar_wire::RunMCPCredential,
+) -> ar_engine::mcp::McpCredentialRequest {
+    ar_engine::mcp::McpCredentialRequest {
+        credential_type: credential.credential_type,
+        access_token: ar_core::secret::Secret::new(credential.access_token),
+        headers: credential
+            .headers
+            .into_iter()
+            .map(|(name, value)| (name, ar_core::secret::Secret::new(value)))
+            .collect(),
+        expires_at: credential.expires_at,
     }
 }
 

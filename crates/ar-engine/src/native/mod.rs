@@ -17,6 +17,7 @@ use crate::admission::MODEL_CREDENTIAL_SECRET;
 use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
+use crate::mcp::{CallProblem, Discovery};
 use crate::model_route::{has_expired, resolve_route, RunCredential};
 use crate::owner::Owner;
 use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
@@ -71,6 +72,17 @@ type Answered = (
 pub(crate) enum RouteProblem {
     Authentication(String),
     Other(String),
+}
+
+/// What running one tool came to.
+pub(crate) enum ToolRun {
+    /// Its output and how long it took (ms).
+    Done(ToolOutput, u64),
+    /// Its MCP server refused the credential: the call waits for a new one.
+    NeedsAuthentication {
+        server: ar_core::mcp::McpServer,
+        reason: String,
+    },
 }
 
 /// The model route an owner resolved, with when its credential expires (`None`: never).
@@ -290,7 +302,9 @@ impl Engine {
         } else {
             self.load_state(&run).await?
         };
-        let tools = self.effective_tools(&run, &agent);
+        let Some(tools) = self.turn_tools(&mut run, &agent, &state).await? else {
+            return Ok(());
+        };
         let specs = tool_specs(&tools);
         let mut route = CachedRoute::default();
         loop {
@@ -340,6 +354,32 @@ impl Engine {
                 .await?
             {
                 return Ok(());
+            }
+        }
+    }
+
+    /// The tools of this turn: the run's effective tools and those its MCP servers add.
+    /// `None` when the run stopped (a server needs a new credential, or cannot serve it).
+    async fn turn_tools(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        state: &LoopState,
+    ) -> EngineResult<Option<Vec<ToolDefinition>>> {
+        let mut tools = self.effective_tools(run, agent);
+        match self.discover_mcp_tools(run).await {
+            Discovery::Tools(mcp) => {
+                tools.extend(mcp);
+                Ok(Some(tools))
+            }
+            Discovery::NeedsAuthentication { server, reason } => {
+                self.pause_for_mcp_authentication(run, state, &server, &reason)
+                    .await?;
+                Ok(None)
+            }
+            Discovery::Failed(reason) => {
+                self.fail_step(run, state, &reason).await?;
+                Ok(None)
             }
         }
     }
@@ -456,16 +496,23 @@ impl Engine {
         }
     }
 
-    /// Runs one tool through the tool host: its output and how long it took (ms).
-    async fn timed_tool_call(
+    /// Runs one tool: through the run's MCP server that grants it, else the tool host.
+    pub(crate) async fn run_tool(
         &self,
+        run: &Run,
         context: &ar_core::tool::ToolContext,
         tool: &ToolDefinition,
         input: Value,
-    ) -> (ToolOutput, u64) {
+    ) -> ToolRun {
         let started = std::time::Instant::now();
-        let output = self.deps().tools.call(context, &tool.name, input).await;
-        (output, started.elapsed().as_millis() as u64)
+        let output = match self.call_mcp_tool(run, &tool.name, input.clone()).await {
+            Some(Ok(output)) => output,
+            Some(Err(CallProblem::Authentication { server, reason })) => {
+                return ToolRun::NeedsAuthentication { server, reason }
+            }
+            None => self.deps().tools.call(context, &tool.name, input).await,
+        };
+        ToolRun::Done(output, started.elapsed().as_millis() as u64)
     }
 
     /// The run's model route and when its credential expires (`None`: never).

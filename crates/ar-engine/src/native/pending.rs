@@ -42,11 +42,19 @@ impl Engine {
         while !state.pending.is_empty() {
             let pending = state.pending[0].clone();
             let input: Value = serde_json::from_str(&pending.call.arguments).unwrap_or(json!({}));
-            let Some(settled) = self
+            let settled = match self
                 .settle_call(run, agent, tools, state, &context, &input)
                 .await?
-            else {
-                return Ok(Flow::Stop);
+            {
+                Step::Settled(settled) => settled,
+                Step::Stopped => return Ok(Flow::Stop),
+                Step::NeedsAuthentication { server, reason } => {
+                    // Not run: it waits, unstarted, for the host to rotate the credential.
+                    state.pending[0].started = false;
+                    self.pause_for_mcp_authentication(run, state, &server, &reason)
+                        .await?;
+                    return Ok(Flow::Stop);
+                }
             };
             state.pending.remove(0);
             state.transcript.push(ChatMessage::tool_result(
@@ -64,8 +72,7 @@ impl Engine {
         Ok(Flow::Continue)
     }
 
-    /// The outcome of the first pending call; `None` when the run stopped before an approved
-    /// mutation could start.
+    /// The outcome of the first pending call (see [`Step`]).
     async fn settle_call(
         &self,
         run: &mut Run,
@@ -74,36 +81,36 @@ impl Engine {
         state: &mut LoopState,
         context: &ar_core::tool::ToolContext,
         input: &Value,
-    ) -> EngineResult<Option<Settled>> {
+    ) -> EngineResult<Step> {
         let pending = &state.pending[0];
         let name = canonical_tool_name(&pending.call.name);
         if pending.started {
-            return Ok(Some(answered(ToolOutput::error(format!(
+            return Ok(Step::Settled(answered(ToolOutput::error(format!(
                 "outcome unknown: the runtime stopped while {name} was running; check its effect before repeating it"
             )))));
         }
         let tool = match &pending.decision {
             Some(Decision::Rejected { reason }) if reason.is_empty() => {
-                return Ok(Some(answered(ToolOutput::error(
+                return Ok(Step::Settled(answered(ToolOutput::error(
                     "the reviewer rejected this tool call",
                 ))))
             }
             Some(Decision::Rejected { reason }) => {
-                return Ok(Some(answered(ToolOutput::error(format!(
+                return Ok(Step::Settled(answered(ToolOutput::error(format!(
                     "the reviewer rejected this tool call: {reason}"
                 )))))
             }
             Some(Decision::Answered { content }) => {
-                return Ok(Some(answered(ToolOutput::text(content.clone()))))
+                return Ok(Step::Settled(answered(ToolOutput::text(content.clone()))))
             }
-            None => return Ok(Some(unreachable_pending())),
+            None => return Ok(Step::Settled(unreachable_pending())),
             Some(Decision::Approved) => match tools.iter().find(|tool| tool.name == name) {
                 Some(tool) if control_tools::pauses(&tool.name) => {
-                    return Ok(Some(answered(ToolOutput::text("approved"))))
+                    return Ok(Step::Settled(answered(ToolOutput::text("approved"))))
                 }
                 Some(tool) => tool.clone(),
                 None => {
-                    return Ok(Some(answered(ToolOutput::error(format!(
+                    return Ok(Step::Settled(answered(ToolOutput::error(format!(
                         "tool {name} is not available to this run"
                     )))))
                 }
@@ -121,10 +128,16 @@ impl Engine {
             })
             .await?;
         if let Flow::Stop = flow {
-            return Ok(None);
+            return Ok(Step::Stopped);
         }
-        let (output, duration) = self.timed_tool_call(context, &tool, input.clone()).await;
-        Ok(Some((output, Some(tool), duration)))
+        Ok(
+            match self.run_tool(run, context, &tool, input.clone()).await {
+                ToolRun::Done(output, duration) => Step::Settled((output, Some(tool), duration)),
+                ToolRun::NeedsAuthentication { server, reason } => {
+                    Step::NeedsAuthentication { server, reason }
+                }
+            },
+        )
     }
 
     /// Commits a settled call: its audit row (when it ran), result message and events, and
@@ -168,6 +181,18 @@ impl Engine {
         })
         .await
     }
+}
+
+/// What settling the first pending call came to.
+enum Step {
+    Settled(Settled),
+    /// The run stopped before an approved mutation could start.
+    Stopped,
+    /// Its MCP server refused the credential.
+    NeedsAuthentication {
+        server: ar_core::mcp::McpServer,
+        reason: String,
+    },
 }
 
 /// Why the run must stay parked: a pending call still waits for a person's decision.

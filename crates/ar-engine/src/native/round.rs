@@ -406,7 +406,7 @@ impl Engine {
         let (mutating, reading): (Vec<_>, Vec<_>) = std::mem::take(&mut round.to_run)
             .into_iter()
             .partition(|(_, tool, _)| tool.mutating);
-        let read = self.run_reading_calls(run, reading).await;
+        let (read, waiting) = self.run_reading_calls(run, reading).await;
         round.answered.extend(read);
         for (call, output, _, _) in &round.answered {
             state.transcript.push(ChatMessage::tool_result(
@@ -414,7 +414,9 @@ impl Engine {
                 output.content.clone(),
             ));
         }
-        for (call, _, _) in &mutating {
+        // Calls waiting for a credential run again, once, when the run resumes.
+        let retried = waiting.iter().map(|(call, _, _)| call);
+        for call in retried.chain(mutating.iter().map(|(call, _, _)| call)) {
             state.pending.push(PendingCall {
                 call: call.clone(),
                 interaction_id: None,
@@ -425,7 +427,9 @@ impl Engine {
         }
         // The round's first commit records the response and everything answered so far; it
         // pauses the run when parked calls are all that is left.
-        let pause = round.pause_reason.filter(|_| mutating.is_empty());
+        let pause = round
+            .pause_reason
+            .filter(|_| mutating.is_empty() && waiting.is_empty());
         let checkpoint = self.checkpoint(run, state);
         let usage = state.usage;
         let flow = self
@@ -445,6 +449,11 @@ impl Engine {
         if let Flow::Stop = flow {
             return Ok(Flow::Stop);
         }
+        if let Some((_, server, reason)) = waiting.first() {
+            self.pause_for_mcp_authentication(run, state, server, reason)
+                .await?;
+            return Ok(Flow::Stop);
+        }
         if !mutating.is_empty() {
             // Mutating calls (already approved or not gated) settle through the pending path,
             // which writes the started marker before each one.
@@ -453,19 +462,34 @@ impl Engine {
         Ok(Flow::Continue)
     }
 
-    /// Runs the round's reading (non-mutating) calls in parallel.
+    /// Runs the round's reading (non-mutating) calls in parallel: those answered, and those
+    /// whose MCP server wants a new credential.
     async fn run_reading_calls(
         &self,
         run: &Run,
         reading: Vec<(ModelToolCall, ToolDefinition, Value)>,
-    ) -> Vec<Answered> {
+    ) -> (Vec<Answered>, Vec<WaitingForCredential>) {
         let context = self.tool_context(run);
         let context = &context;
-        futures::future::join_all(reading.into_iter().map(|(call, tool, input)| async move {
-            let (output, duration) = self.timed_tool_call(context, &tool, input.clone()).await;
-            (call, output, Some((tool, input)), duration)
-        }))
-        .await
+        let runs =
+            futures::future::join_all(reading.into_iter().map(|(call, tool, input)| async move {
+                let ran = self.run_tool(run, context, &tool, input.clone()).await;
+                (call, tool, input, ran)
+            }))
+            .await;
+        let mut answered = Vec::new();
+        let mut waiting = Vec::new();
+        for (call, tool, input, ran) in runs {
+            match ran {
+                ToolRun::Done(output, duration) => {
+                    answered.push((call, output, Some((tool, input)), duration))
+                }
+                ToolRun::NeedsAuthentication { server, reason } => {
+                    waiting.push((call, server, reason))
+                }
+            }
+        }
+        (answered, waiting)
     }
 
     /// The rows and events of a round's answered and parked calls and its plan updates.
@@ -648,6 +672,9 @@ impl Engine {
         ));
     }
 }
+
+/// A call whose MCP server refused the credential, the server, and why.
+type WaitingForCredential = (ModelToolCall, ar_core::mcp::McpServer, String);
 
 /// What a round's plans came to (see `Engine::sort_plans`).
 struct RoundPlan {

@@ -58,7 +58,8 @@ fn api_routes() -> Router<AppState> {
         .route("/runs/{run_id}/pause", post(runs::pause))
         .route(
             "/runs/{run_id}/mcp-servers/{server_id}/credential",
-            put(runs::update_mcp_credential),
+            // A credential body is small: 128 KiB at most (the contract's limit).
+            put(runs::update_mcp_credential).layer(DefaultBodyLimit::max(128 * 1024)),
         )
         .route(
             "/runs/{run_id}/model-credential",

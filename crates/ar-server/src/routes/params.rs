@@ -69,3 +69,19 @@ impl<S: Send + Sync> FromRequestParts<S> for RunPath {
         Ok(RunPath(id))
     }
 }
+
+/// The `server_id` of a run MCP server route, checked for odd characters.
+pub struct ServerPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ServerPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(map) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|error| ApiError::bad_request(format!("invalid path: {error}")))?;
+        let id = map.get("server_id").cloned().unwrap_or_default();
+        ar_core::ids::validate_external_id("server_id", &id).map_err(ApiError::bad_request)?;
+        Ok(ServerPath(id))
+    }
+}

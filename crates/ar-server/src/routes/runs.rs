@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use super::params::{Params, RunPath};
+use super::params::{Params, RunPath, ServerPath};
 use crate::convert::{credential_from_wire, resume_from_wire, run_to_wire, start_run_from_wire};
 use crate::error::{json, ApiError, ApiJson, ApiResult, NoBody};
 use crate::state::AppState;
@@ -245,20 +245,29 @@ pub async fn revoke_model_credential(
     ))
 }
 
-/// Run-scoped MCP servers are not offered yet, so no run has a server to rotate.
+/// `PUT /v1/runs/{id}/mcp-servers/{server_id}/credential`: rotates an attached server's
+/// sealed credential; answers without the secret.
 pub async fn update_mcp_credential(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
+    ServerPath(server_id): ServerPath,
     params: Params,
-    ApiJson(_body): ApiJson<ar_wire::UpdateRunMCPCredentialRequest>,
+    ApiJson(body): ApiJson<ar_wire::UpdateRunMCPCredentialRequest>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    let run = load(&state, &app_id, &run_id).await?;
-    if run.is_terminal() {
-        return Err(ApiError::bad_request("run is terminal"));
-    }
-    Err(ApiError::bad_request(
-        "mcp server is not attached to this run",
+    let credential = crate::convert::mcp_credential_from_wire(body.credential);
+    let (run, expires_at) = state
+        .engine
+        .update_mcp_credential(&app_id, &run_id, &server_id, credential)
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &ar_wire::RunMCPCredentialUpdate {
+            run_id: run.id,
+            server_id,
+            expires_at,
+            updated_at: run.updated_at,
+        },
     ))
 }
 
