@@ -573,6 +573,11 @@ impl Engine {
 }
 
 impl Engine {
+    /// Whether runs may attach MCP servers here (a client and a credential key exist).
+    pub fn run_mcp_supported(&self) -> bool {
+        self.deps().mcp.is_some() && self.deps().mcp_sealer.is_some()
+    }
+
     /// `PUT /v1/runs/{id}/mcp-servers/{server_id}/credential`: seals a replacement credential
     /// for an attached server and emits `run.mcp_credential_updated` (never the secret).
     /// Returns the run as committed and the credential's expiry.

@@ -103,6 +103,10 @@ impl Engine {
             self.drive_with_lease(&app_id, &run_id, &mut owner, start.take())
                 .await;
             self.inner.owners.release(&run_id);
+            // A run that is not executing holds no MCP session (the next owner opens anew).
+            if let Some(mcp) = &self.deps().mcp {
+                mcp.close_run(&run_id).await;
+            }
             // A resume that landed while this owner was finishing saw an owner and did not
             // spawn one; look once more so the run is never left running without an owner.
             // A run seen committed terminal cannot be resumed: no need to look.

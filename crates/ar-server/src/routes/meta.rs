@@ -77,8 +77,8 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
             driver: facts.store_driver.clone(),
             in_memory: facts.store_in_memory,
         },
-        // Durable execution and run-scoped MCP are not supported by this version: their
-        // settings (TEMPORAL_*, AGENT_RUNTIME_MCP_*) are refused at startup.
+        // Durable execution is not supported by this version: its settings (TEMPORAL_*) are
+        // refused at startup.
         durable: ar_wire::DurableInfo {
             enabled: false,
             temporal_address: String::new(),
@@ -89,9 +89,9 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
         service_auth_enabled: state.service_token.is_some(),
         tools,
         run_mcp: ar_wire::RunMCPCapability {
-            supported: false,
+            supported: state.engine.run_mcp_supported(),
             transports: vec!["streamable_http".to_string()],
-            credential_encryption_configured: false,
+            credential_encryption_configured: state.engine.run_mcp_supported(),
         },
     };
     Ok(json(StatusCode::OK, &body))
