@@ -65,6 +65,21 @@ impl McpServer {
     }
 }
 
+/// Most MCP servers on one run.
+pub const MAX_SERVERS_PER_RUN: usize = 16;
+/// Most tools one run MCP server may grant.
+pub const MAX_TOOLS_PER_SERVER: usize = 128;
+/// Largest serialized run MCP credential, in bytes.
+pub const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
+/// Header names a `headers` credential may not set (compare case-insensitively).
+pub const FORBIDDEN_CREDENTIAL_HEADERS: &[&str] = &[
+    "Host",
+    "Content-Length",
+    "Mcp-Session-Id",
+    "Mcp-Protocol-Version",
+    "Origin",
+];
+
 /// Prefix of every run MCP tool alias.
 pub const ALIAS_PREFIX: &str = "mcp__";
 

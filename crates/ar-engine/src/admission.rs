@@ -15,9 +15,6 @@ use crate::engine::Engine;
 use crate::error::{EngineError, EngineResult};
 use crate::model_route::{default_model, validate_run_model, RunCredential};
 
-/// Most run-scoped MCP servers one run may attach.
-pub const MAX_MCP_SERVERS: usize = 16;
-
 /// Sealed-secret kind of the run model credential.
 pub(crate) const MODEL_CREDENTIAL_SECRET: &str = "model_credential";
 

@@ -27,7 +27,7 @@ pub mod studio;
 pub mod studio_replay;
 pub mod transcript;
 
-pub use admission::{StartRun, TurnPolicyRequest, MAX_MCP_SERVERS};
+pub use admission::{StartRun, TurnPolicyRequest};
 pub use agents::AgentInput;
 pub use config::{AppPolicy, ApprovedEndpoint, EngineConfig, ProviderDefaults};
 pub use engine::{Engine, EngineDeps};

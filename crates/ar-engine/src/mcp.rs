@@ -24,20 +24,10 @@ use crate::records::{interaction, mark_paused_with};
 use crate::sealer::Sealer;
 use crate::transcript::LoopState;
 
-/// Most run-scoped MCP servers one run may attach.
-pub const MAX_SERVERS: usize = 16;
-/// Most tools one server may grant.
-pub const MAX_TOOLS: usize = 128;
-/// Largest serialized credential of one server.
-pub const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
-/// Header names a `headers` credential may not set (compared case-insensitively).
-const FORBIDDEN_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "origin",
-];
+use ar_core::mcp::{
+    FORBIDDEN_CREDENTIAL_HEADERS, MAX_CREDENTIAL_BYTES, MAX_SERVERS_PER_RUN as MAX_SERVERS,
+    MAX_TOOLS_PER_SERVER as MAX_TOOLS,
+};
 
 /// One `mcp_servers` entry of a start-run request (after wire decoding).
 #[derive(Debug, Clone, Default)]
@@ -295,7 +285,10 @@ fn credential_headers(
                 format!("{name:?} is not a header name"),
             ));
         }
-        if FORBIDDEN_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        if FORBIDDEN_CREDENTIAL_HEADERS
+            .iter()
+            .any(|forbidden| forbidden.eq_ignore_ascii_case(name))
+        {
             return Err(invalid(
                 &format!("{at}.headers"),
                 format!("{name} may not be set by a credential"),

@@ -143,21 +143,9 @@ wire_values! {
     }
 }
 
-/// Header names a `headers` credential may not set (compare case-insensitively).
-pub const FORBIDDEN_CREDENTIAL_HEADERS: &[&str] = &[
-    "Host",
-    "Content-Length",
-    "Mcp-Session-Id",
-    "Mcp-Protocol-Version",
-    "Origin",
-];
-
-/// Maximum number of MCP servers on one run.
-pub const MAX_SERVERS_PER_RUN: usize = 16;
-/// Maximum number of tools per run MCP server.
-pub const MAX_TOOLS_PER_SERVER: usize = 128;
-/// Maximum serialized size of one run MCP credential, in bytes.
-pub const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
+pub use ar_core::mcp::{
+    FORBIDDEN_CREDENTIAL_HEADERS, MAX_CREDENTIAL_BYTES, MAX_SERVERS_PER_RUN, MAX_TOOLS_PER_SERVER,
+};
 
 /// `provider` value in an MCP `authentication` interaction payload.
 pub const AUTH_PROVIDER_MCP: &str = "mcp";
