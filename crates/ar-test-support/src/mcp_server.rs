@@ -59,6 +59,8 @@ pub struct McpTestOptions {
     pub token: Option<String>,
     /// When set, `tools/list` answers in pages of this many tools (with `nextCursor`).
     pub tools_page_size: Option<usize>,
+    /// Serve without sessions, answering each request with a plain JSON body (no SSE).
+    pub stateless_json: bool,
 }
 
 impl McpTestOptions {
@@ -108,6 +110,10 @@ impl McpTestServer {
         let mut config = StreamableHttpServerConfig::default();
         config.cancellation_token = shutdown.child_token();
         config.sse_keep_alive = None;
+        if options.stateless_json {
+            config.legacy_session_mode = false;
+            config.json_response = true;
+        }
         let tools = TestTools {
             shared: shared.clone(),
         };

@@ -108,3 +108,21 @@ async fn runs_and_servers_get_sessions_of_their_own() {
         .expect("run-b's session is still open");
     assert_eq!(server.initializations(), 3);
 }
+
+#[tokio::test]
+async fn a_stateless_server_answering_json_works() {
+    let server = McpTestServer::start(McpTestOptions {
+        stateless_json: true,
+        ..McpTestOptions::with_token("tok")
+    })
+    .await;
+    let mcp = client(loopback_policy());
+    let at = with_bearer(endpoint("run-json", &server.url()), "tok");
+    assert_eq!(mcp.list_tools(&at).await.expect("tools").len(), 2);
+    let output = mcp
+        .call_tool(&at, "record", json!({"entry": "j"}))
+        .await
+        .expect("record");
+    assert_eq!(output.content, "recorded entry 1");
+    mcp.close_run("run-json").await;
+}
