@@ -29,6 +29,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         ("ar-dispatch", &["ar-core", "ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
+        ("ar-mcp", &["ar-core", "ar-sse"][..]),
         (
             "ar-server",
             &[
@@ -41,6 +42,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-tools",
                 "ar-engine",
                 "ar-dispatch",
+                "ar-mcp",
                 "ar-process",
                 "ar-sse",
                 "ar-studio",
