@@ -385,29 +385,25 @@ pub const MCP_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(
     MCP,
     "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
     "AES-256 key for run-scoped MCP credentials: 32 raw bytes or base64 of 32 bytes.",
-)
-.not_yet(Capability::Mcp);
+);
 pub const MCP_ALLOWED_HOSTS: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOWED_HOSTS",
     None,
     "Optional allowlist of run MCP hosts, comma separated (exact or `*.suffix`).",
-)
-.not_yet(Capability::Mcp);
+);
 pub const MCP_ALLOW_PRIVATE_NETWORKS: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS",
     Some("false"),
     "Allow run MCP servers on private or loopback addresses.",
-)
-.not_yet(Capability::Mcp);
+);
 pub const MCP_ALLOW_HTTP: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOW_HTTP",
     Some("false"),
     "Allow plain-HTTP run MCP servers.",
-)
-.not_yet(Capability::Mcp);
+);
 
 // --- studio and nodes -----------------------------------------------------------------------
 
@@ -931,6 +927,7 @@ pub struct ServiceSettings {
     pub events: EventSettings,
     pub studio: StudioSettings,
     pub http: HttpSettings,
+    pub mcp: McpSettings,
 }
 
 impl ServiceSettings {
@@ -967,6 +964,7 @@ impl ServiceSettings {
             max_runs_per_experiment: r.count(&STUDIO_MAX_RUNS_PER_EXPERIMENT),
         };
         let http = read_http(&mut r);
+        let mcp = read_mcp(&mut r);
         if !r.diagnostics.is_empty() {
             return Err(r.diagnostics);
         }
@@ -983,6 +981,7 @@ impl ServiceSettings {
             events,
             studio,
             http,
+            mcp,
         })
     }
 
@@ -1203,6 +1202,30 @@ fn read_events(r: &mut Reader<'_>) -> EventSettings {
         r.report(&EVENT_SINK, "`none` cannot be combined with other sinks");
     }
     EventSettings { log: log && !none }
+}
+
+/// Run-scoped MCP servers: the key their credentials are sealed with (run MCP is offered only
+/// with one) and the destination policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpSettings {
+    pub credential_encryption_key: Option<EncryptionKey>,
+    /// Hosts a server may be on (exact or `*.suffix`); empty: any.
+    pub allowed_hosts: Vec<String>,
+    pub allow_private_networks: bool,
+    pub allow_http: bool,
+}
+
+fn read_mcp(r: &mut Reader<'_>) -> McpSettings {
+    McpSettings {
+        credential_encryption_key: r.key(&MCP_CREDENTIAL_ENCRYPTION_KEY),
+        allowed_hosts: r
+            .csv(&MCP_ALLOWED_HOSTS)
+            .into_iter()
+            .map(|host| host.to_ascii_lowercase())
+            .collect(),
+        allow_private_networks: r.flag(&MCP_ALLOW_PRIVATE_NETWORKS),
+        allow_http: r.flag(&MCP_ALLOW_HTTP),
+    }
 }
 
 /// Limits on the connections of HTTP clients.
@@ -1473,10 +1496,6 @@ mod tests {
         let err = ServiceSettings::from_env(lookup(&[
             ("AGENT_RUNTIME_NATS_URL", "nats://127.0.0.1:4222"),
             ("TEMPORAL_NAMESPACE", "default"),
-            (
-                "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
-                "k-very-secret",
-            ),
             ("AGENT_RUNTIME_CHATGPT_ENABLED", "yes"),
         ]))
         .unwrap_err();
@@ -1486,12 +1505,9 @@ mod tests {
                 "AGENT_RUNTIME_CHATGPT_ENABLED",
                 "AGENT_RUNTIME_NATS_URL",
                 "TEMPORAL_NAMESPACE",
-                "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
             ]
         );
         assert!(err[2].message.contains("durable execution (Temporal)"));
-        assert!(err[3].message.contains("MCP"));
-        assert!(!format!("{err:?}").contains("very-secret"));
     }
 
     #[test]
@@ -1499,8 +1515,6 @@ mod tests {
         let settings = ServiceSettings::from_env(lookup(&[
             ("AGENT_RUNTIME_CHATGPT_ENABLED", "false"),
             ("AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK", "0"),
-            ("AGENT_RUNTIME_MCP_ALLOW_HTTP", "off"),
-            ("AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS", ""),
         ]));
         assert!(settings.is_ok(), "{settings:?}");
         // A switch whose default is on is not "off by default": set at all, it is refused.

@@ -164,6 +164,29 @@ const ENV_READERS: &[Reader] = &[
         &["match &settings.models.credential_encryption_key"],
     ),
     reader(
+        "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
+        COMPOSE,
+        &["let Some(key) = &settings.credential_encryption_key else"],
+    ),
+    reader(
+        "AGENT_RUNTIME_MCP_ALLOW_HTTP",
+        COMPOSE,
+        &[
+            "allow_http: settings.mcp.allow_http",
+            "settings.allow_http,",
+        ],
+    ),
+    reader(
+        "AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS",
+        COMPOSE,
+        &["settings.allow_private_networks,"],
+    ),
+    reader(
+        "AGENT_RUNTIME_MCP_ALLOWED_HOSTS",
+        COMPOSE,
+        &["settings.allowed_hosts.clone()"],
+    ),
+    reader(
         "AGENT_RUNTIME_EVENT_SINK",
         COMPOSE,
         &["event_sinks(&settings.events, &bus)", "if events.log {"],

@@ -300,6 +300,27 @@ fn credential_sealer(
     Ok(Some(Arc::new(sealer)))
 }
 
+/// Run-scoped MCP, offered only with a credential key: the key's sealer and the client,
+/// enforcing the destination policy at connect time.
+fn run_mcp(
+    settings: &ar_config::env::McpSettings,
+) -> anyhow::Result<(
+    Option<Arc<Sealer>>,
+    Option<Arc<dyn ar_core::mcp::McpClient>>,
+)> {
+    let Some(key) = &settings.credential_encryption_key else {
+        return Ok((None, None));
+    };
+    let sealer = Sealer::from_key_material(key.bytes()).context("MCP credential key")?;
+    let policy = ar_mcp::McpPolicy::new(
+        settings.allow_http,
+        settings.allow_private_networks,
+        settings.allowed_hosts.clone(),
+    );
+    let client = ar_mcp::McpHttpClient::new(policy).context("MCP client")?;
+    Ok((Some(Arc::new(sealer)), Some(Arc::new(client))))
+}
+
 /// The configured instance id; on SQLite one kept beside the database, so a restarted process
 /// takes its own runs back at once.
 fn instance_id(settings: &ServiceSettings, dir: &Path) -> anyhow::Result<String> {
@@ -379,8 +400,12 @@ impl Service {
                 .collect(),
             default_provider: settings.models.native_provider.clone(),
             credentials_enabled: sealer.is_some(),
+            mcp: ar_engine::mcp::McpSettings {
+                allow_http: settings.mcp.allow_http,
+            },
             ..EngineConfig::default()
         };
+        let (mcp_sealer, mcp) = run_mcp(&settings.mcp)?;
         let tools =
             WithControlTools(ar_tools::HostToolHost::from_app_config(&apps).context("host tools")?);
         let context =
@@ -393,10 +418,8 @@ impl Service {
             context: Arc::new(context),
             clock: Arc::new(SystemClock),
             sealer,
-            // Run-scoped MCP servers need an MCP client; until one is wired, their settings
-            // are refused at startup and admission refuses `mcp_servers`.
-            mcp_sealer: None,
-            mcp: None,
+            mcp_sealer,
+            mcp,
             agent_cli,
         };
         let engine = Engine::new(deps, config);

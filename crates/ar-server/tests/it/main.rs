@@ -9,6 +9,7 @@ mod connections;
 mod events;
 mod host_tools;
 mod lifecycle;
+mod mcp;
 mod native_loop;
 mod nul;
 mod recovery;
