@@ -1,7 +1,7 @@
 //! Run-scoped MCP servers over HTTP: admission's rules (400 naming the field, nothing stored),
 //! the host_run_id lookup before them, and the credential rotation route.
 
-use ar_test_support::mock_provider::MockProvider;
+use ar_test_support::mock_provider::{MockProvider, Reply};
 use serde_json::{json, Value};
 
 use ar_test_support::service::*;
@@ -230,5 +230,222 @@ async fn capabilities_report_run_mcp_when_a_key_is_set() {
     assert_eq!(caps["run_mcp"]["supported"], true);
     assert_eq!(caps["run_mcp"]["credential_encryption_configured"], true);
     assert_eq!(caps["run_mcp"]["transports"], json!(["streamable_http"]));
+    server.stop().await;
+}
+
+/// A run attaching `url` as server `server_name` with `tools`, and optionally a bearer token.
+fn attach(server_name: &str, url: &str, tools: Value, token: Option<&str>) -> Value {
+    let mut server = json!({
+        "server_id": format!("{server_name}-1"),
+        "server_name": server_name,
+        "transport": "streamable_http",
+        "url": url,
+        "tools": tools
+    });
+    if let Some(token) = token {
+        server["credential"] = json!({"type": "bearer_token", "access_token": token});
+    }
+    json!({ "mcp_servers": [server] })
+}
+
+fn tool_rows<'a>(rows: &'a [Value], name: &str) -> Vec<&'a Value> {
+    rows.iter().filter(|row| row["tool_name"] == name).collect()
+}
+
+/// `@modelcontextprotocol/server-everything` (a real MCP server from npm) through a run: a
+/// read tool runs at once, a write tool waits for approval, and the run tool gateway lists
+/// and calls the server's tools while the run is paused.
+#[tokio::test]
+async fn server_everything_tools_run_through_the_gate_and_the_gateway() {
+    let Some(everything) = ar_test_support::mcp_everything::ServerEverything::start().await else {
+        return;
+    };
+    let mock = MockProvider::start().await;
+    let server = mcp_service(&mock).await;
+    let agent = server
+        .agent("mcp-agent", json!({"approval_mode": "mutating_tools"}))
+        .await;
+    mock.push(Reply::tool_call(
+        "mcp__everything__echo",
+        r#"{"message":"hi"}"#,
+    ));
+    mock.push(Reply::tool_call(
+        "mcp__everything__get-sum",
+        r#"{"a":2,"b":3}"#,
+    ));
+    mock.push(Reply::text("done"));
+    let tools = json!([{"name": "echo", "access": "read"}, {"name": "get-sum", "access": "write"}]);
+    let run = server
+        .start_run(
+            &mock,
+            &agent,
+            attach("everything", &everything.url(), tools, None),
+        )
+        .await;
+    let id = run["id"].as_str().unwrap();
+    let paused = server.wait_status(id, &["paused", "failed"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval", "{paused}");
+    // The model saw the server's tools under their aliases, with the server's schemas.
+    let offered = &mock.model_requests()[0].body["tools"];
+    let names: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"mcp__everything__echo"), "{names:?}");
+    let calls = server.list(id, "tool-calls").await;
+    let echo = tool_rows(&calls, "mcp__everything__echo");
+    assert_eq!(echo.len(), 1, "{calls:?}");
+    assert_eq!(echo[0]["output"]["content"], "Echo: hi", "{calls:?}");
+    // The gateway lists the aliases and calls a read tool through the server.
+    let (status, listed) = server
+        .get(&format!("/v1/runs/{id}/tools?app_id={APP}"))
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed.to_string().contains("mcp__everything__get-sum"),
+        "{listed}"
+    );
+    let (status, called) = server
+        .post(
+            &format!("/v1/runs/{id}/tools?app_id={APP}"),
+            json!({"tool_name": "mcp__everything__echo", "input": {"message": "gw"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{called}");
+    assert!(called.to_string().contains("Echo: gw"), "{called}");
+    // The write tool ran only after approval.
+    let (status, body) = server
+        .post(&format!("/v1/runs/{id}/approve?app_id={APP}"), json!({}))
+        .await;
+    assert!(status < 300, "{status} {body}");
+    let done = server.wait_status(id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let calls = server.list(id, "tool-calls").await;
+    let sum = tool_rows(&calls, "mcp__everything__get-sum");
+    assert!(
+        sum.iter()
+            .any(|row| row["output"]["content"].to_string().contains('5')),
+        "{calls:?}"
+    );
+    server.stop().await;
+}
+
+/// A server that refuses the credential pauses the run for authentication; a rotated
+/// credential and `auth_completed` continue it, and a call refused mid-run is retried once
+/// the credential is rotated again.
+#[tokio::test]
+async fn a_refused_credential_pauses_and_a_rotated_one_resumes_with_the_call_retried() {
+    use ar_test_support::mcp_server::{McpTestOptions, McpTestServer};
+    let mcp = McpTestServer::start(McpTestOptions::with_token("tok-1")).await;
+    let mock = MockProvider::start().await;
+    let server = mcp_service(&mock).await;
+    let agent = server.agent("mcp-agent", json!({})).await;
+    let tools = json!([{"name": "lookup", "access": "read"}]);
+    let run = server
+        .start_run(
+            &mock,
+            &agent,
+            attach("auth", &mcp.url(), tools, Some("tok-0")),
+        )
+        .await;
+    let id = run["id"].as_str().unwrap();
+    // 1. The tool list is refused before any model call.
+    let paused = server.wait_status(id, &["paused", "failed"]).await;
+    assert_eq!(paused["pause_reason"], "authentication", "{paused}");
+    assert_eq!(
+        mock.request_count(),
+        0,
+        "no model call without the server's tools"
+    );
+    let interactions = server.list(id, "interactions").await;
+    let auth = interactions
+        .iter()
+        .find(|i| i["interaction_kind"] == "authentication")
+        .unwrap_or_else(|| panic!("{interactions:?}"));
+    assert_eq!(auth["request_payload"]["provider"], "mcp", "{auth}");
+    assert_eq!(auth["request_payload"]["server_id"], "auth-1", "{auth}");
+    let events = server.events(id).await;
+    let paused_event = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "run.paused")
+        .unwrap();
+    assert_eq!(
+        paused_event["data"]["authentication"]["server_name"], "auth",
+        "{paused_event}"
+    );
+    // 2. Rotate and resume; the model's call is refused because the server moved on.
+    let rotate = |token: &'static str| {
+        let server = &server;
+        async move {
+            server
+                .put(
+                    &format!("/v1/runs/{id}/mcp-servers/auth-1/credential?app_id={APP}"),
+                    json!({"credential": {"type": "bearer_token", "access_token": token}}),
+                )
+                .await
+        }
+    };
+    let (status, rotated) = rotate("tok-1").await;
+    assert_eq!(status, 200, "{rotated}");
+    assert_eq!(
+        (rotated["run_id"].as_str(), rotated["server_id"].as_str()),
+        (Some(id), Some("auth-1"))
+    );
+    assert!(!rotated.to_string().contains("tok-1"), "{rotated}");
+    mock.push(
+        Reply::tool_call("mcp__auth__lookup", r#"{"key":"k1"}"#)
+            .delay(std::time::Duration::from_millis(400)),
+    );
+    mock.push(Reply::text("found it"));
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{id}/resume?app_id={APP}"),
+            json!({"intent": "auth_completed"}),
+        )
+        .await;
+    assert!(status < 300, "{status} {body}");
+    wait_for("the resumed turn to list tools", WAIT, || async {
+        (mcp.initializations() >= 1 && mock.request_count() >= 1).then_some(())
+    })
+    .await;
+    mcp.set_token(Some("tok-2"));
+    let paused = server
+        .wait_status(id, &["paused", "failed", "completed"])
+        .await;
+    assert_eq!(paused["pause_reason"], "authentication", "{paused}");
+    assert!(
+        mcp.calls().is_empty(),
+        "the refused call did not run: {:?}",
+        mcp.calls()
+    );
+    // 3. Rotate again: the call runs once, and the run completes.
+    let (status, _) = rotate("tok-2").await;
+    assert_eq!(status, 200);
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{id}/resume?app_id={APP}"),
+            json!({"intent": "auth_completed"}),
+        )
+        .await;
+    assert!(status < 300, "{status} {body}");
+    let done = server.wait_status(id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(mcp.calls(), ["lookup"]);
+    let events = server.events(id).await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "run.mcp_credential_updated")
+            .count(),
+        2
+    );
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(
+        !all.contains("tok-1") && !all.contains("tok-2"),
+        "a token reached the events"
+    );
     server.stop().await;
 }
