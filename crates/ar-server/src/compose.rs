@@ -300,14 +300,15 @@ fn credential_sealer(
     Ok(Some(Arc::new(sealer)))
 }
 
-/// Run-scoped MCP, offered only with a credential key: the key's sealer and the client,
-/// enforcing the destination policy at connect time.
-fn run_mcp(
-    settings: &ar_config::env::McpSettings,
-) -> anyhow::Result<(
+/// The credential sealer and the client of run-scoped MCP (both or neither).
+type RunMcp = (
     Option<Arc<Sealer>>,
     Option<Arc<dyn ar_core::mcp::McpClient>>,
-)> {
+);
+
+/// Run-scoped MCP, offered only with a credential key: the key's sealer and the client,
+/// enforcing the destination policy at connect time.
+fn run_mcp(settings: &ar_config::env::McpSettings) -> anyhow::Result<RunMcp> {
     let Some(key) = &settings.credential_encryption_key else {
         return Ok((None, None));
     };
