@@ -449,3 +449,53 @@ async fn a_refused_credential_pauses_and_a_rotated_one_resumes_with_the_call_ret
     );
     server.stop().await;
 }
+
+/// A granted tool the server does not advertise fails the run when it starts executing; a
+/// 10 MB tool result reaches the model cut, and the run goes on.
+#[tokio::test]
+async fn unadvertised_tools_fail_the_run_and_huge_results_are_cut() {
+    use ar_test_support::mcp_server::{McpTestOptions, McpTestServer, Misbehaviour, TEN_MB};
+    let mcp = McpTestServer::start(McpTestOptions::default()).await;
+    let mock = MockProvider::start().await;
+    let server = mcp_service(&mock).await;
+    let agent = server.agent("mcp-agent", json!({})).await;
+    let missing =
+        json!([{"name": "lookup", "access": "read"}, {"name": "ghost", "access": "read"}]);
+    let run = server
+        .start_run(&mock, &agent, attach("auth", &mcp.url(), missing, None))
+        .await;
+    let failed = server
+        .wait_status(run["id"].as_str().unwrap(), &["failed", "completed"])
+        .await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["error_message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not advertise tool \"ghost\""),
+        "{failed}"
+    );
+    mcp.set_misbehaviour(Misbehaviour::HugeText(TEN_MB));
+    mock.push(Reply::tool_call("mcp__auth__lookup", r#"{"key":"k"}"#));
+    mock.push(Reply::text("read it"));
+    let tools = json!([{"name": "lookup", "access": "read"}]);
+    let run = server
+        .start_run(&mock, &agent, attach("auth", &mcp.url(), tools, None))
+        .await;
+    let done = server
+        .wait_status(run["id"].as_str().unwrap(), &["failed", "completed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let second = &mock.model_requests()[1].body;
+    let sent = second.to_string();
+    assert!(
+        sent.len() < 2 * 1024 * 1024,
+        "the transcript grew to {} bytes",
+        sent.len()
+    );
+    assert!(
+        sent.contains("output cut"),
+        "no cut marker in what the model saw"
+    );
+    server.stop().await;
+}
