@@ -61,11 +61,16 @@ struct SealedCredential {
     expires_at: Option<DateTime<Utc>>,
 }
 
-/// How run MCP is configured on this runtime.
+/// How run MCP is configured on this runtime (admission checks `allow_http`; the MCP client
+/// enforces the rest at connect time; capabilities report them all).
 #[derive(Debug, Clone, Default)]
 pub struct McpSettings {
     /// Plain-HTTP server URLs are accepted (`AGENT_RUNTIME_MCP_ALLOW_HTTP`).
     pub allow_http: bool,
+    /// Private and loopback destinations are accepted.
+    pub allow_private_networks: bool,
+    /// The only hosts allowed (exact or `*.suffix`); empty: any.
+    pub allowed_hosts: Vec<String>,
 }
 
 fn invalid(at: &str, problem: impl std::fmt::Display) -> EngineError {

@@ -403,6 +403,8 @@ impl Service {
             credentials_enabled: sealer.is_some(),
             mcp: ar_engine::mcp::McpSettings {
                 allow_http: settings.mcp.allow_http,
+                allow_private_networks: settings.mcp.allow_private_networks,
+                allowed_hosts: settings.mcp.allowed_hosts.clone(),
             },
             ..EngineConfig::default()
         };

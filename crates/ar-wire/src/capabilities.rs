@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::de::{is_zero, nd};
+use crate::de::{is_false, is_zero, nd};
 use crate::model::ModelEndpoint;
 use crate::tools::Tool;
 
@@ -130,6 +130,21 @@ pub struct RunMCPCapability {
     /// MCP credential encryption key configured.
     #[serde(deserialize_with = "nd")]
     pub credential_encryption_configured: bool,
+    /// Most servers one run may attach (beyond the original: written when supported).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "is_zero")]
+    pub max_servers_per_run: i64,
+    /// Most tools one server may grant (beyond the original: written when supported).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "is_zero")]
+    pub max_tools_per_server: i64,
+    /// Plain-HTTP servers accepted (`AGENT_RUNTIME_MCP_ALLOW_HTTP`; written when on).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "is_false")]
+    pub allow_http: bool,
+    /// Private and loopback destinations accepted (written when on).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "is_false")]
+    pub allow_private_networks: bool,
+    /// The only hosts allowed (`AGENT_RUNTIME_MCP_ALLOWED_HOSTS`; written when set).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// One app's configuration summary; also the response of `GET /v1/app-health`.

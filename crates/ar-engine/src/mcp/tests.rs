@@ -186,7 +186,10 @@ fn ids_and_aliases_are_unique_in_the_run_and_servers_are_capped() {
 fn plain_http_is_accepted_when_allowed() {
     let mut request = server();
     request.url = "http://127.0.0.1:9/mcp".into();
-    let settings = McpSettings { allow_http: true };
+    let settings = McpSettings {
+        allow_http: true,
+        ..McpSettings::default()
+    };
     let servers = check_servers(&[request], &settings, Utc::now()).expect("allowed");
     assert_eq!(servers[0].url, "http://127.0.0.1:9/mcp");
 }

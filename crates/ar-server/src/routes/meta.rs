@@ -88,13 +88,28 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
         apps,
         service_auth_enabled: state.service_token.is_some(),
         tools,
-        run_mcp: ar_wire::RunMCPCapability {
-            supported: state.engine.run_mcp_supported(),
-            transports: vec!["streamable_http".to_string()],
-            credential_encryption_configured: state.engine.run_mcp_supported(),
-        },
+        run_mcp: run_mcp_capability(&state.engine),
     };
     Ok(json(StatusCode::OK, &body))
+}
+
+/// Run MCP as this runtime offers it: the limits and destination settings in force.
+fn run_mcp_capability(engine: &ar_engine::Engine) -> ar_wire::RunMCPCapability {
+    let mut capability = ar_wire::RunMCPCapability {
+        supported: engine.run_mcp_supported(),
+        transports: vec!["streamable_http".to_string()],
+        credential_encryption_configured: engine.run_mcp_supported(),
+        ..ar_wire::RunMCPCapability::default()
+    };
+    if capability.supported {
+        let settings = &engine.config().mcp;
+        capability.max_servers_per_run = ar_core::mcp::MAX_SERVERS_PER_RUN as i64;
+        capability.max_tools_per_server = ar_core::mcp::MAX_TOOLS_PER_SERVER as i64;
+        capability.allow_http = settings.allow_http;
+        capability.allow_private_networks = settings.allow_private_networks;
+        capability.allowed_hosts = settings.allowed_hosts.clone();
+    }
+    capability
 }
 
 /// Probes one component URL: any HTTP answer below 500 counts as reachable.

@@ -230,6 +230,10 @@ async fn capabilities_report_run_mcp_when_a_key_is_set() {
     assert_eq!(caps["run_mcp"]["supported"], true);
     assert_eq!(caps["run_mcp"]["credential_encryption_configured"], true);
     assert_eq!(caps["run_mcp"]["transports"], json!(["streamable_http"]));
+    assert_eq!(caps["run_mcp"]["max_servers_per_run"], 16);
+    assert_eq!(caps["run_mcp"]["max_tools_per_server"], 128);
+    assert_eq!(caps["run_mcp"]["allow_http"], true);
+    assert_eq!(caps["run_mcp"]["allow_private_networks"], true);
     server.stop().await;
 }
 
