@@ -42,7 +42,7 @@ impl Capability {
                 "the global event callback sink (use the apps' event_callbacks)"
             }
             Capability::Durable => "durable execution (Temporal)",
-            Capability::Mcp => "MCP servers and providers",
+            Capability::Mcp => "app MCP providers",
             Capability::Workspaces => "host workspace providers",
             Capability::Skills => "host skill providers",
             Capability::Browser => "browser tools",

@@ -151,11 +151,6 @@ const UNSUPPORTED: &[(&str, &str, &str)] = &[
         "127.0.0.1:7233",
         "does not support durable execution (Temporal) yet",
     ),
-    (
-        "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
-        CREDENTIAL_KEY,
-        "does not support MCP servers and providers yet",
-    ),
 ];
 
 /// An app that configures MCP providers, which this version does not support yet.
@@ -198,7 +193,7 @@ async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_sup
     // An app-config section of a capability not supported yet, in all three commands.
     let mut env = base_env(dir.path());
     env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
-    let mcp = "does not support MCP servers and providers yet";
+    let mcp = "does not support app MCP providers yet";
     for args in [
         vec!["config", "validate", WITH_MCP],
         vec!["config", "doctor", WITH_MCP, APP],
@@ -227,7 +222,7 @@ async fn config_validate_lists_every_unsupported_setting_at_once() {
         assert_refused(&stderr, name, message);
     }
     assert_refused(&stderr, "apps[0].mcp_providers", "MCP");
-    assert!(stderr.contains("4 problem(s)"), "{stderr}");
+    assert!(stderr.contains("3 problem(s)"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

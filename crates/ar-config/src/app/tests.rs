@@ -240,7 +240,7 @@ const BAD: &[BadCase] = &[
             {name: ns, url: "https://x.example", tool_namespace: none, tool_prefix: p_, refresh_interval: soon, startup_policy: eager},
             {url: "https://x.example", allowed_tools: [""]}]}]"#,
         &[
-            ("apps[0].mcp_providers", "this version does not support MCP servers and providers yet"),
+            ("apps[0].mcp_providers", "this version does not support app MCP providers yet"),
             ("apps[0].mcp_providers[0].transport", "unsupported transport \"grpc\""),
             ("apps[0].mcp_providers[1].command", "required for the stdio transport"),
             ("apps[0].mcp_providers[1].url", "not used by the stdio transport"),
@@ -407,7 +407,7 @@ const REFUSED: &[(&str, &str, &str)] = &[
     (
         "mcp_providers",
         r#"[{name: crm, url: "https://mcp.example/api"}]"#,
-        "MCP servers and providers",
+        "app MCP providers",
     ),
     (
         "workspace_provider",
