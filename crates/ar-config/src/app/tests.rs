@@ -259,7 +259,7 @@ const BAD: &[BadCase] = &[
         "duplicate mcp provider",
         r#"apps: [{app_id: a, mcp_providers: [{name: crm, url: "https://x.example"}, {name: crm, url: "https://y.example"}]}]"#,
         &[
-            ("apps[0].mcp_providers", "does not support MCP"),
+            ("apps[0].mcp_providers", "does not support app MCP providers"),
             ("apps[0].mcp_providers[1].name", "duplicate MCP provider name"),
         ],
     ),
