@@ -239,7 +239,7 @@ impl Engine {
         // 5. Run-scoped MCP servers (URL policy, credentials).
         let input = RunInput {
             context_summary: context.summary,
-            mcp_servers: self.admit_mcp_servers(&request.mcp_servers, now)?,
+            mcp_servers: self.admit_mcp_servers(&request.mcp_servers, agent.runtime_kind, now)?,
             ..input
         };
         // 6. Persist atomically with the sealed credentials; emit run.queued.
@@ -315,10 +315,17 @@ impl Engine {
     fn admit_mcp_servers(
         &self,
         requests: &[crate::mcp::McpServerRequest],
+        runtime_kind: RuntimeKind,
         now: chrono::DateTime<chrono::Utc>,
     ) -> EngineResult<Vec<ar_core::mcp::McpServer>> {
         if requests.is_empty() {
             return Ok(Vec::new());
+        }
+        if runtime_kind != RuntimeKind::NativeSdk {
+            // An agent CLI would not see the servers (its MCP bridge is not wired yet).
+            return Err(EngineError::invalid(format!(
+                "mcp_servers: runs of runtime kind {runtime_kind} cannot use run-scoped MCP servers yet (native_sdk runs can)"
+            )));
         }
         if self.deps().mcp_sealer.is_none() || self.deps().mcp.is_none() {
             return Err(EngineError::invalid(

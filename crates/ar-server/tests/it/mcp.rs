@@ -503,3 +503,39 @@ async fn unadvertised_tools_fail_the_run_and_huge_results_are_cut() {
     );
     server.stop().await;
 }
+
+/// An agent CLI would not see a run's MCP servers yet, so such a run is refused, not started
+/// without them.
+#[tokio::test]
+async fn cli_runs_refuse_run_scoped_servers() {
+    let mock = MockProvider::start().await;
+    let server = mcp_service(&mock).await;
+    let (_, caps) = server.get("/v1/capabilities").await;
+    if !caps["runtime_kinds"].to_string().contains("codex") {
+        assert!(
+            std::env::var("CI").is_err(),
+            "codex is missing under CI=true"
+        );
+        eprintln!(
+            "!!!!!! SKIPPING: codex is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!"
+        );
+        return;
+    }
+    let agent = server
+        .agent("cli-agent", json!({"runtime_kind": "codex"}))
+        .await;
+    let (status, body) = server
+        .post(
+            "/v1/runs",
+            start_body(&mock, &agent, json!([valid_server()])),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string()
+            .contains("cannot use run-scoped MCP servers"),
+        "{body}"
+    );
+    assert_eq!(run_count(&server).await, 0);
+    server.stop().await;
+}
