@@ -23,8 +23,9 @@ use settings::BridgeSettings;
 pub async fn run() -> anyhow::Result<()> {
     let settings = BridgeSettings::from_lookup(|name| std::env::var(name).ok())?;
     let gateway = HttpGateway::new(&settings).context("the gateway's HTTP client")?;
+    // The origin only: a URL's user info may hold a credential.
     tracing::info!(
-        base_url = %settings.base_url,
+        service = %settings.base_url.origin().ascii_serialization(),
         app_id = %settings.app_id,
         run_id = %settings.run_id,
         "mcp bridge serving the run's tools on stdio"

@@ -105,13 +105,15 @@ mod tests {
 
     #[test]
     fn the_required_variables_are_named_when_missing() {
-        for missing in 0..BASE.len() {
-            let pairs: Vec<_> = (0..BASE.len())
-                .filter(|i| *i != missing)
-                .map(|i| BASE[i])
+        for (missing, (name, _)) in BASE.iter().enumerate() {
+            let pairs: Vec<_> = BASE
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != missing)
+                .map(|(_, pair)| *pair)
                 .collect();
             let error = read(&pairs).unwrap_err().to_string();
-            assert!(error.starts_with(BASE[missing].0), "{error}");
+            assert!(error.starts_with(name), "{error}");
         }
     }
 
