@@ -37,6 +37,10 @@ enum Command {
     Node(commands::node::NodeArgs),
     /// Dispatch one agent run (here or on a node) and show its events live.
     Exec(commands::exec::ExecArgs),
+    /// Serve one run's tools as a stdio MCP server through the service's run tool gateway
+    /// (AGENT_RUNTIME_API_BASE_URL, AGENT_RUNTIME_APP_ID, AGENT_RUNTIME_RUN_ID,
+    /// AGENT_RUNTIME_SERVICE_TOKEN).
+    McpBridge,
 }
 
 /// `AGENT_RUNTIME_LOG`, else `info`. A filter that does not parse is said, not ignored.
@@ -86,6 +90,7 @@ fn main() -> std::process::ExitCode {
             Command::Studio(args) => commands::studio::run(args).await,
             Command::Node(args) => commands::node::run(args).await,
             Command::Exec(args) => commands::exec::run(args).await,
+            Command::McpBridge => commands::mcp_bridge::run().await,
         }
     });
     match result {

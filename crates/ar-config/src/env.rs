@@ -86,6 +86,7 @@ const DURABLE: &str = "durable";
 const MCP: &str = "mcp";
 const STUDIO: &str = "studio";
 const NODE: &str = "node";
+const MCP_BRIDGE: &str = "mcp-bridge";
 
 // --- server ---------------------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ pub const ADDR: EnvVar = EnvVar::new(
     "Listen address of the HTTP API (`host:port`, `:port` = all interfaces).",
 );
 /// Bearer token every `/v1`, `/v2` and `/internal` request must carry.
-pub const SERVICE_TOKEN: EnvVar = EnvVar::secret(SERVER, "AGENT_RUNTIME_SERVICE_TOKEN", "Bearer token required on every API request. Without it the server refuses to start unless anonymous access is allowed.");
+pub const SERVICE_TOKEN: EnvVar = EnvVar::secret(SERVER, "AGENT_RUNTIME_SERVICE_TOKEN", "Bearer token required on every API request. Without it the server refuses to start unless anonymous access is allowed. `agent-runtime mcp-bridge` sends it to the service.");
 /// Local-development escape hatch: serve without a service token.
 pub const ALLOW_ANONYMOUS: EnvVar = EnvVar::new(
     SERVER,
@@ -448,6 +449,37 @@ pub const NODE_TOKEN: EnvVar = EnvVar::secret(
     "Bearer token between the cluster router and nodes.",
 );
 
+// --- MCP bridge (`agent-runtime mcp-bridge`, read by the bridge only) -----------------------
+
+/// The service whose run tool gateway the MCP bridge serves.
+pub const API_BASE_URL: EnvVar = EnvVar::new(
+    MCP_BRIDGE,
+    "AGENT_RUNTIME_API_BASE_URL",
+    None,
+    "Base URL of the service whose run tool gateway `agent-runtime mcp-bridge` serves (required by the bridge).",
+);
+/// The app of the run the MCP bridge serves.
+pub const APP_ID: EnvVar = EnvVar::new(
+    MCP_BRIDGE,
+    "AGENT_RUNTIME_APP_ID",
+    None,
+    "App of the run whose tools `agent-runtime mcp-bridge` serves (required by the bridge).",
+);
+/// The run the MCP bridge serves.
+pub const RUN_ID: EnvVar = EnvVar::new(
+    MCP_BRIDGE,
+    "AGENT_RUNTIME_RUN_ID",
+    None,
+    "Run whose effective tools `agent-runtime mcp-bridge` serves (required by the bridge).",
+);
+/// How long the MCP bridge waits for one gateway request.
+pub const MCP_BRIDGE_HTTP_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
+    MCP_BRIDGE,
+    "AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS",
+    Some("300"),
+    "Seconds `agent-runtime mcp-bridge` waits for one answer of the run tool gateway (a tool call included).",
+);
+
 /// How long a client may take to send a request's headers.
 pub const HTTP_HEADER_READ_TIMEOUT_SECONDS: EnvVar = EnvVar::new(
     SERVER,
@@ -526,6 +558,10 @@ pub const ALL: &[EnvVar] = &[
     STUDIO_MAX_RUNS_PER_EXPERIMENT,
     NODE_ADDR,
     NODE_TOKEN,
+    API_BASE_URL,
+    APP_ID,
+    RUN_ID,
+    MCP_BRIDGE_HTTP_TIMEOUT_SECONDS,
     HTTP_HEADER_READ_TIMEOUT_SECONDS,
     HTTP_BODY_READ_TIMEOUT_SECONDS,
     HTTP_MAX_CONNECTIONS_PER_CLIENT,

@@ -17,7 +17,7 @@ pub enum Capability {
     GlobalEventCallback,
     /// Durable execution on Temporal (issue 13).
     Durable,
-    /// Run-scoped MCP servers, deployment MCP providers and the MCP bridge (issue 9).
+    /// Run-scoped MCP servers and deployment MCP providers (issue 9).
     Mcp,
     /// Host workspace providers (issue 11).
     Workspaces,

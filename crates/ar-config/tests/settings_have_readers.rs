@@ -44,6 +44,7 @@ const STUDIO_EMBED: &str = "ar-server/src/studio_embed.rs";
 const MAIN: &str = "agent-runtime/src/main.rs";
 const HOST_TOOLS: &str = "ar-tools/src/host_tools.rs";
 const CONTEXT: &str = "ar-tools/src/context.rs";
+const MCP_BRIDGE: &str = "agent-runtime/src/commands/mcp_bridge/settings.rs";
 
 const POSTGRES: &[&str] =
     &[r#"StoreSettings::Postgres { url } => ar_store::open("postgres", "", url.expose())"#];
@@ -59,6 +60,11 @@ const ENV_READERS: &[Reader] = &[
         "AGENT_RUNTIME_SERVICE_TOKEN",
         COMPOSE,
         &["settings.service_token.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_SERVICE_TOKEN",
+        MCP_BRIDGE,
+        &["value(&SERVICE_TOKEN)", ".map(Secret::new)"],
     ),
     reader(
         "AGENT_RUNTIME_ALLOW_ANONYMOUS",
@@ -238,6 +244,21 @@ const ENV_READERS: &[Reader] = &[
         &[
             r#"NODE_TOKEN_ENV: &str = "AGENT_RUNTIME_NODE_TOKEN""#,
             "std::env::var(NODE_TOKEN_ENV)",
+        ],
+    ),
+    reader(
+        "AGENT_RUNTIME_API_BASE_URL",
+        MCP_BRIDGE,
+        &["required(&API_BASE_URL,", "Url::parse(&base)"],
+    ),
+    reader("AGENT_RUNTIME_APP_ID", MCP_BRIDGE, &["required(&APP_ID,"]),
+    reader("AGENT_RUNTIME_RUN_ID", MCP_BRIDGE, &["required(&RUN_ID,"]),
+    reader(
+        "AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS",
+        MCP_BRIDGE,
+        &[
+            "value(&MCP_BRIDGE_HTTP_TIMEOUT_SECONDS)",
+            "Duration::from_secs(seconds)",
         ],
     ),
     reader(

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod config;
 pub mod exec;
+pub mod mcp_bridge;
 pub mod node;
 pub mod serve;
 pub mod studio;

@@ -209,6 +209,29 @@ async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_sup
     assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
+/// The MCP bridge's settings (and run MCP's key, now supported) are no reason for `config
+/// validate` to refuse a configuration: they are read by `mcp-bridge` and run MCP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_validate_accepts_the_mcp_bridge_and_run_mcp_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = base_env(dir.path());
+    env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+    for (name, value) in [
+        ("AGENT_RUNTIME_API_BASE_URL", "http://127.0.0.1:8090"),
+        ("AGENT_RUNTIME_APP_ID", APP),
+        ("AGENT_RUNTIME_RUN_ID", "run_1"),
+        ("AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS", "60"),
+        (
+            "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY",
+            CREDENTIAL_KEY,
+        ),
+    ] {
+        env.insert(name.into(), value.into());
+    }
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", GOOD], &env).await;
+    assert!(status.success(), "{stdout}\n{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_validate_lists_every_unsupported_setting_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -12,6 +12,7 @@ mod callbacks;
 mod config_cli;
 mod durability;
 mod embedded;
+mod mcp_bridge;
 mod postgres;
 mod replicas;
 mod sdk_flow;
