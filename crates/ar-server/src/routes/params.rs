@@ -50,6 +50,26 @@ impl Params {
     }
 }
 
+/// The first of `names` among the route's path parameters, checked for odd characters
+/// (`field` names it in the error).
+async fn path_id<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    names: &[&str],
+    field: &str,
+) -> Result<String, ApiError> {
+    let Path(map) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+        .await
+        .map_err(|error| ApiError::bad_request(format!("invalid path: {error}")))?;
+    let id = names
+        .iter()
+        .find_map(|name| map.get(*name))
+        .cloned()
+        .unwrap_or_default();
+    ar_core::ids::validate_external_id(field, &id).map_err(ApiError::bad_request)?;
+    Ok(id)
+}
+
 /// A single path id, checked for odd characters.
 pub struct RunPath(pub String);
 
@@ -57,16 +77,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RunPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(map) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+        path_id(parts, state, &["run_id", "agent_id"], "id")
             .await
-            .map_err(|error| ApiError::bad_request(format!("invalid path: {error}")))?;
-        let id = map
-            .get("run_id")
-            .or_else(|| map.get("agent_id"))
-            .cloned()
-            .unwrap_or_default();
-        ar_core::ids::validate_external_id("id", &id).map_err(ApiError::bad_request)?;
-        Ok(RunPath(id))
+            .map(RunPath)
     }
 }
 
@@ -77,11 +90,8 @@ impl<S: Send + Sync> FromRequestParts<S> for ServerPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(map) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+        path_id(parts, state, &["server_id"], "server_id")
             .await
-            .map_err(|error| ApiError::bad_request(format!("invalid path: {error}")))?;
-        let id = map.get("server_id").cloned().unwrap_or_default();
-        ar_core::ids::validate_external_id("server_id", &id).map_err(ApiError::bad_request)?;
-        Ok(ServerPath(id))
+            .map(ServerPath)
     }
 }
