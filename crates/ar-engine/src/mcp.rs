@@ -418,6 +418,13 @@ impl Engine {
             .into_iter()
             .map(|(name, value)| (name, Secret::new(value)))
             .collect();
+        // A server that echoes its credential must not put it in the run's records.
+        for (_, value) in &endpoint.headers {
+            self.hold_run_secret(&run.id, value);
+            if let Some(token) = value.expose().strip_prefix("Bearer ") {
+                self.hold_run_secret(&run.id, &Secret::new(token));
+            }
+        }
         Ok(endpoint)
     }
 }

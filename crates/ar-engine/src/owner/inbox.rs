@@ -203,6 +203,13 @@ impl Owners {
         }
     }
 
+    /// Adds `secret` to the secrets of the run's owner here, if it has one.
+    pub(crate) fn hold_secret(&self, run_id: &str, secret: &Secret) {
+        if let Some(entry) = self.entries.get(run_id) {
+            entry.secrets.hold(Some(secret));
+        }
+    }
+
     /// The secrets of a run executing here (none known for runs owned elsewhere).
     pub(crate) fn redactor(&self, run_id: &str) -> Option<Arc<Redactor>> {
         let redactor = self.entries.get(run_id)?.secrets.redactor();

@@ -86,6 +86,11 @@ impl Engine {
         }
     }
 
+    /// Scrubs `secret` from everything the run records and streams while its owner runs here.
+    pub(crate) fn hold_run_secret(&self, run_id: &str, secret: &ar_core::secret::Secret) {
+        self.inner.owners.hold_secret(run_id, secret);
+    }
+
     /// Sends `message` to the run's owner in this process; false when it has none here.
     pub(crate) fn tell_owner(&self, run_id: &str, message: OwnerMsg) -> bool {
         self.inner.owners.tell(run_id, message)

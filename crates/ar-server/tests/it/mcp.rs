@@ -539,3 +539,40 @@ async fn cli_runs_refuse_run_scoped_servers() {
     assert_eq!(run_count(&server).await, 0);
     server.stop().await;
 }
+
+/// A server that echoes the run's MCP credential back puts no trace of it in the run's
+/// records or events: the credential is one of the secrets the run holds.
+#[tokio::test]
+async fn an_echoed_credential_is_scrubbed_from_the_records() {
+    use ar_test_support::mcp_server::{McpTestOptions, McpTestServer};
+    const SECRET: &str = "tok-echo-5ecret-77";
+    let mcp = McpTestServer::start(McpTestOptions::with_token(SECRET)).await;
+    let mock = MockProvider::start().await;
+    let server = mcp_service(&mock).await;
+    let agent = server.agent("mcp-agent", json!({})).await;
+    mock.push(Reply::tool_call(
+        "mcp__auth__lookup",
+        format!(r#"{{"key":"{SECRET}"}}"#),
+    ));
+    mock.push(Reply::text("done"));
+    let tools = json!([{"name": "lookup", "access": "read"}]);
+    let run = server
+        .start_run(
+            &mock,
+            &agent,
+            attach("auth", &mcp.url(), tools, Some(SECRET)),
+        )
+        .await;
+    let id = run["id"].as_str().unwrap();
+    let done = server.wait_status(id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(mcp.calls(), ["lookup"]);
+    for what in ["events/history", "tool-calls", "messages"] {
+        let rows = serde_json::to_string(&server.list(id, what).await).unwrap();
+        assert!(
+            !rows.contains(SECRET),
+            "{what} holds the credential: {rows}"
+        );
+    }
+    server.stop().await;
+}
