@@ -83,7 +83,7 @@ struct Shared {
     records: Mutex<Vec<Value>>,
     calls: Mutex<Vec<String>>,
     /// Per `tools/call`: from the request reaching the server to the end of its answer's body.
-    call_timings: Mutex<Vec<Duration>>,
+    call_timings: Mutex<Vec<(Instant, Duration)>>,
     initializations: AtomicUsize,
     refused: AtomicUsize,
     tools_page_size: Option<usize>,
@@ -138,6 +138,12 @@ impl McpTestServer {
             .unwrap_or_else(|err| panic!("MCP test server: no local address: {err}"));
         let token = shutdown.clone();
         tokio::spawn(async move {
+            // An SSE answer is written in pieces (headers, event, end); with Nagle's algorithm
+            // the later pieces wait for the client's delayed ACK (~40 ms on loopback).
+            let listener =
+                axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                    let _ = stream.set_nodelay(true);
+                });
             let serve = axum::serve(listener, router)
                 .with_graceful_shutdown(async move { token.cancelled().await });
             if let Err(err) = serve.await {
@@ -184,10 +190,14 @@ impl McpTestServer {
     }
 
     /// The server's own time for each `tools/call` answered since the last take, in order: from
-    /// the request reaching the server (before the bearer check) to the last byte of its answer
-    /// (the end of the SSE stream, or of the JSON body). Refused calls are not counted.
+    /// the request reaching the server (before the bearer check) to the last chunk of its answer
+    /// handed to the HTTP layer (the SSE event carrying the result, or the JSON body). Refused
+    /// calls are not counted.
     pub fn take_call_timings(&self) -> Vec<Duration> {
-        std::mem::take(&mut *self.shared.call_timings.lock())
+        let mut timings = std::mem::take(&mut *self.shared.call_timings.lock());
+        // Noted as answers end, which need not be the order the calls arrived in.
+        timings.sort_by_key(|(arrived, _)| *arrived);
+        timings.into_iter().map(|(_, took)| took).collect()
     }
 
     /// How many `initialize` requests were served (one per session opened).
@@ -244,22 +254,49 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
     next.run(Request::from_parts(parts, Body::from(body))).await
 }
 
-/// `response` with a body that records, when it ends, the time since `arrived` in
-/// `shared.call_timings`: an SSE answer is only complete when its stream ends.
+/// `response` with a body that records the server's time for the call when it ends.
 fn timed(response: Response, arrived: Instant, shared: Arc<Shared>) -> Response {
     let (parts, body) = response.into_parts();
     let mut chunks = body.into_data_stream();
-    let mut pending = Some(shared);
+    let mut timer = CallTimer {
+        arrived,
+        last_chunk: None,
+        shared: Some(shared),
+    };
     let body = futures::stream::poll_fn(move |cx| {
         let next = chunks.poll_next_unpin(cx);
-        if let Poll::Ready(None) = next {
-            if let Some(shared) = pending.take() {
-                shared.call_timings.lock().push(arrived.elapsed());
-            }
+        match &next {
+            Poll::Ready(Some(_)) => timer.last_chunk = Some(arrived.elapsed()),
+            Poll::Ready(None) => timer.finish(),
+            Poll::Pending => {}
         }
         next
     });
     Response::from_parts(parts, Body::from_stream(body))
+}
+
+/// The time from a call's arrival to the last chunk of its answer handed to the HTTP layer.
+/// Noted at the end of the body, or when the body is dropped: a client may stop reading once
+/// it has the answer, before the stream's end is polled.
+struct CallTimer {
+    arrived: Instant,
+    last_chunk: Option<Duration>,
+    shared: Option<Arc<Shared>>,
+}
+
+impl CallTimer {
+    fn finish(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            let took = self.last_chunk.unwrap_or_else(|| self.arrived.elapsed());
+            shared.call_timings.lock().push((self.arrived, took));
+        }
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 fn method_of(body: &Bytes) -> Option<String> {
