@@ -1,7 +1,9 @@
 //! An authenticating MCP server for tests ([`McpTestServer`]): rmcp's server side over
 //! streamable HTTP on axum, answering 401 unless the request carries the bearer token it
 //! currently accepts, with a read tool (`lookup`), a write tool (`record`) and misbehaviours
-//! on demand ([`Misbehaviour`]: hang, a huge result, a garbage body).
+//! on demand ([`Misbehaviour`]: hang, a huge result, a garbage body). It also times its own
+//! handling of each `tools/call` ([`McpTestServer::take_call_timings`]), so a benchmark can tell
+//! the client's overhead from the server's time.
 //!
 //! ```ignore
 //! let server = McpTestServer::start(McpTestOptions::with_token("tok-1")).await;
@@ -14,6 +16,8 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -21,6 +25,7 @@ use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
@@ -77,6 +82,8 @@ struct Shared {
     misbehaviour: RwLock<Misbehaviour>,
     records: Mutex<Vec<Value>>,
     calls: Mutex<Vec<String>>,
+    /// Per `tools/call`: from the request reaching the server to the end of its answer's body.
+    call_timings: Mutex<Vec<(Instant, Duration)>>,
     initializations: AtomicUsize,
     refused: AtomicUsize,
     tools_page_size: Option<usize>,
@@ -101,6 +108,7 @@ impl McpTestServer {
             misbehaviour: RwLock::new(Misbehaviour::None),
             records: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
+            call_timings: Mutex::new(Vec::new()),
             initializations: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
             tools_page_size: options.tools_page_size,
@@ -130,6 +138,12 @@ impl McpTestServer {
             .unwrap_or_else(|err| panic!("MCP test server: no local address: {err}"));
         let token = shutdown.clone();
         tokio::spawn(async move {
+            // An SSE answer is written in pieces (headers, event, end); with Nagle's algorithm
+            // the later pieces wait for the client's delayed ACK (~40 ms on loopback).
+            let listener =
+                axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                    let _ = stream.set_nodelay(true);
+                });
             let serve = axum::serve(listener, router)
                 .with_graceful_shutdown(async move { token.cancelled().await });
             if let Err(err) = serve.await {
@@ -175,6 +189,17 @@ impl McpTestServer {
         self.shared.calls.lock().clone()
     }
 
+    /// The server's own time for each `tools/call` answered since the last take, in order: from
+    /// the request reaching the server (before the bearer check) to the last chunk of its answer
+    /// handed to the HTTP layer (the SSE event carrying the result, or the JSON body). Refused
+    /// calls are not counted.
+    pub fn take_call_timings(&self) -> Vec<Duration> {
+        let mut timings = std::mem::take(&mut *self.shared.call_timings.lock());
+        // Noted as answers end, which need not be the order the calls arrived in.
+        timings.sort_by_key(|(arrived, _)| *arrived);
+        timings.into_iter().map(|(_, took)| took).collect()
+    }
+
     /// How many `initialize` requests were served (one per session opened).
     pub fn initializations(&self) -> usize {
         self.shared.initializations.load(Ordering::SeqCst)
@@ -194,6 +219,7 @@ impl Drop for McpTestServer {
 
 /// The bearer check, the `initialize` count and the garbage answer, before rmcp sees a request.
 async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let arrived = Instant::now();
     let expected = shared.token.read().clone();
     if let Some(expected) = expected {
         let given = request
@@ -219,9 +245,58 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
             let json = [(header::CONTENT_TYPE, "application/json")];
             return (StatusCode::OK, json, "<html>this is not JSON-RPC").into_response();
         }
+        Some("tools/call") => {
+            let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+            return timed(response, arrived, shared);
+        }
         _ => {}
     }
     next.run(Request::from_parts(parts, Body::from(body))).await
+}
+
+/// `response` with a body that records the server's time for the call when it ends.
+fn timed(response: Response, arrived: Instant, shared: Arc<Shared>) -> Response {
+    let (parts, body) = response.into_parts();
+    let mut chunks = body.into_data_stream();
+    let mut timer = CallTimer {
+        arrived,
+        last_chunk: None,
+        shared: Some(shared),
+    };
+    let body = futures::stream::poll_fn(move |cx| {
+        let next = chunks.poll_next_unpin(cx);
+        match &next {
+            Poll::Ready(Some(_)) => timer.last_chunk = Some(arrived.elapsed()),
+            Poll::Ready(None) => timer.finish(),
+            Poll::Pending => {}
+        }
+        next
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
+/// The time from a call's arrival to the last chunk of its answer handed to the HTTP layer.
+/// Noted at the end of the body, or when the body is dropped: a client may stop reading once
+/// it has the answer, before the stream's end is polled.
+struct CallTimer {
+    arrived: Instant,
+    last_chunk: Option<Duration>,
+    shared: Option<Arc<Shared>>,
+}
+
+impl CallTimer {
+    fn finish(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            let took = self.last_chunk.unwrap_or_else(|| self.arrived.elapsed());
+            shared.call_timings.lock().push((self.arrived, took));
+        }
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 fn method_of(body: &Bytes) -> Option<String> {

@@ -59,6 +59,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-studio",
                 "ar-store",
                 "ar-process",
+                "ar-mcp",
                 "ar-test-support",
             ][..],
         ),

@@ -1,5 +1,6 @@
 //! `agent-runtime bench`: the benchmarks whose figures README.md reports.
 
+mod mcp;
 mod proc_stats;
 mod service;
 
@@ -8,7 +9,8 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Which benchmark: `service` (the 5-step agent over HTTP), `dispatch` (process dispatch
-    /// overhead and streaming under load) or `studio` (command stream latency and throughput).
+    /// overhead and streaming under load), `studio` (command stream latency and throughput) or
+    /// `mcp` (the MCP client's overhead per tool call on a reused session).
     #[arg(default_value = "service")]
     pub which: String,
     /// Store backends to measure (`sqlite`, `postgres`, or `both`).
@@ -23,6 +25,9 @@ pub struct BenchArgs {
     /// Concurrent runs in the throughput measurement.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// MCP tool calls measured (`mcp`), after a warm-up of 200.
+    #[arg(long, default_value_t = 2000)]
+    pub calls: usize,
     /// Paused runs held for the memory measurement.
     #[arg(long, default_value_t = 10_000)]
     pub paused: usize,
@@ -52,8 +57,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             println!("{report}");
             Ok(())
         }
+        "mcp" => mcp::run(args.calls).await,
         other => {
-            anyhow::bail!("unknown benchmark {other:?} (expected: service, dispatch or studio)")
+            anyhow::bail!(
+                "unknown benchmark {other:?} (expected: service, dispatch, studio or mcp)"
+            )
         }
     }
+}
+
+/// The value at fraction `p` (0 to 1) of `sorted`, nearest rank; 0 when empty.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
 }

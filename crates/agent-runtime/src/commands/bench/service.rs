@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::proc_stats::{context_switches, cpu_ms, peak_rss_mib, rss_mib};
-use super::BenchArgs;
+use super::{percentile, BenchArgs};
 
 const TOKEN: &str = "bench-token";
 const APP: &str = "bench_app";
@@ -176,14 +176,6 @@ impl Server {
     fn switches(&self) -> f64 {
         context_switches(self.process.pid()).unwrap_or(0) as f64
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
