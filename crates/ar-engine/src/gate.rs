@@ -164,42 +164,7 @@ impl Engine {
             input
         };
         if needs_approval(agent.approval_mode, &run, &tool) {
-            let now = self.now();
-            let payload = approval_payload(&tool, &input);
-            let (_, _, interaction_id) = self
-                .transact(app_id, run_id, Some(run), |run, change| {
-                    if run.is_terminal() {
-                        return Err(EngineError::invalid("agent run is not active"));
-                    }
-                    let pending = interaction(
-                        run,
-                        interaction_kind::APPROVAL_REQUEST,
-                        "Approve tool call",
-                        "",
-                        payload.clone(),
-                        now,
-                    );
-                    let id = pending.id.clone();
-                    change.interactions.push(pending);
-                    change.tool_calls.push(tool_call_record(
-                        run,
-                        &tool.name,
-                        input.clone(),
-                        true,
-                        true,
-                        now,
-                    ));
-                    if run.status() != RunStatus::Paused {
-                        mark_paused(run, change, PauseReason::HumanApproval)?;
-                    }
-                    Ok(Decide::Commit(id))
-                })
-                .await?;
-            return Ok(GatewayResult {
-                output: ToolOutput::text(format!("approval required before running {name}")),
-                approval_required: true,
-                interaction_id,
-            });
+            return self.park_gateway_call(run, &tool, input).await;
         }
         let context = self.tool_context(&run);
         let output = match self.run_tool(&run, &context, &tool, input.clone()).await {
@@ -226,6 +191,55 @@ impl Engine {
             output,
             approval_required: false,
             interaction_id: String::new(),
+        })
+    }
+}
+
+impl Engine {
+    /// A gateway call that needs a person: an approval interaction and a gated tool-call row,
+    /// and the run paused for approval; the caller is told approval is pending.
+    async fn park_gateway_call(
+        &self,
+        run: Run,
+        tool: &ToolDefinition,
+        input: Value,
+    ) -> EngineResult<GatewayResult> {
+        let (app_id, run_id) = (run.app_id.clone(), run.id.clone());
+        let now = self.now();
+        let payload = approval_payload(tool, &input);
+        let (_, _, interaction_id) = self
+            .transact(&app_id, &run_id, Some(run), |run, change| {
+                if run.is_terminal() {
+                    return Err(EngineError::invalid("agent run is not active"));
+                }
+                let pending = interaction(
+                    run,
+                    interaction_kind::APPROVAL_REQUEST,
+                    "Approve tool call",
+                    "",
+                    payload.clone(),
+                    now,
+                );
+                let id = pending.id.clone();
+                change.interactions.push(pending);
+                change.tool_calls.push(tool_call_record(
+                    run,
+                    &tool.name,
+                    input.clone(),
+                    true,
+                    true,
+                    now,
+                ));
+                if run.status() != RunStatus::Paused {
+                    mark_paused(run, change, PauseReason::HumanApproval)?;
+                }
+                Ok(Decide::Commit(id))
+            })
+            .await?;
+        Ok(GatewayResult {
+            output: ToolOutput::text(format!("approval required before running {}", tool.name)),
+            approval_required: true,
+            interaction_id,
         })
     }
 }
