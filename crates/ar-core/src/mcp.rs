@@ -105,6 +105,37 @@ fn sanitize(part: &str) -> String {
         .collect()
 }
 
+/// The form a run MCP server URL must have: absolute, `https` (or `http` when
+/// `allow_http`), with a host and without user info, query or fragment. Admission and the
+/// client at connect time both check it; the error text says which rule failed.
+pub fn check_server_url(raw: &str, allow_http: bool) -> Result<url::Url, String> {
+    let url =
+        url::Url::parse(raw).map_err(|error| format!("the server URL is not valid: {error}"))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_http => {}
+        "http" => {
+            return Err(
+                "plain http is not allowed (AGENT_RUNTIME_MCP_ALLOW_HTTP is off): use https".into(),
+            )
+        }
+        other => return Err(format!("the URL scheme {other:?} is not http(s)")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("the server URL has no host".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("the server URL must not carry user info".into());
+    }
+    if url.query().is_some() {
+        return Err("the server URL must not carry a query".into());
+    }
+    if url.fragment().is_some() {
+        return Err("the server URL must not carry a fragment".into());
+    }
+    Ok(url)
+}
+
 /// The sealed-secret kind under which a server's credential is stored with its run.
 pub fn credential_secret_kind(server_id: &str) -> String {
     format!("mcp_credential:{server_id}")

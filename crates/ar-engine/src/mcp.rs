@@ -175,30 +175,11 @@ fn check_server(
     })
 }
 
-/// An absolute https URL (http when allowed) without userinfo, query or fragment.
+/// The server URL in the form the contract requires (see [`ar_core::mcp::check_server_url`]).
 fn check_url(at: &str, raw: &str, settings: &McpSettings) -> EngineResult<String> {
-    let url = url::Url::parse(raw).map_err(|error| invalid(at, format!("not a URL ({error})")))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if settings.allow_http => {}
-        "http" => {
-            return Err(invalid(
-                at,
-                "must use https (plain http needs AGENT_RUNTIME_MCP_ALLOW_HTTP)",
-            ))
-        }
-        other => return Err(invalid(at, format!("scheme {other} is not https"))),
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(invalid(at, "has no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid(at, "must not carry userinfo"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid(at, "must not carry a query or fragment"));
-    }
-    Ok(url.to_string())
+    ar_core::mcp::check_server_url(raw, settings.allow_http)
+        .map(|url| url.to_string())
+        .map_err(|problem| invalid(at, problem))
 }
 
 fn check_tools(at: &str, tools: &[(String, String)]) -> EngineResult<Vec<McpToolGrant>> {

@@ -68,27 +68,8 @@ impl McpPolicy {
     /// checked here too (it is never resolved); a name's addresses are checked when it is
     /// resolved for a connection ([`McpPolicy::check_address`]).
     pub fn check_url(&self, url: &str) -> Result<Url, McpError> {
-        let parsed = Url::parse(url)
-            .map_err(|err| McpError::Refused(format!("the server URL is not valid: {err}")))?;
-        match parsed.scheme() {
-            "https" => {}
-            "http" if self.allow_http => {}
-            "http" => {
-                return Err(refused(
-                    "plain http is not allowed (AGENT_RUNTIME_MCP_ALLOW_HTTP is off): use https",
-                ))
-            }
-            other => return Err(refused(&format!("the URL scheme {other:?} is not http(s)"))),
-        }
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err(refused("the server URL must not carry user info"));
-        }
-        if parsed.query().is_some() {
-            return Err(refused("the server URL must not carry a query"));
-        }
-        if parsed.fragment().is_some() {
-            return Err(refused("the server URL must not carry a fragment"));
-        }
+        let parsed =
+            ar_core::mcp::check_server_url(url, self.allow_http).map_err(McpError::Refused)?;
         let host = parsed
             .host()
             .ok_or_else(|| refused("the server URL has no host"))?;

@@ -8,3 +8,25 @@ pub mod mcp_server;
 pub mod mock_provider;
 #[cfg(feature = "service")]
 pub mod service;
+
+/// Serves `router` on `listener` in the background until `shutdown` is cancelled, with
+/// TCP_NODELAY on every connection: a test peer's small answers (SSE pieces, zero-latency
+/// replies) must not wait for Nagle's algorithm and the client's delayed ACK (~40 ms).
+fn spawn_peer(
+    name: &'static str,
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        let listener =
+            axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                let _ = stream.set_nodelay(true);
+            });
+        let serve = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await });
+        if let Err(error) = serve.await {
+            tracing::debug!("{name} ended: {error}");
+        }
+    });
+}

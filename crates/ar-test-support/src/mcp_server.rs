@@ -137,19 +137,7 @@ impl McpTestServer {
             .local_addr()
             .unwrap_or_else(|err| panic!("MCP test server: no local address: {err}"));
         let token = shutdown.clone();
-        tokio::spawn(async move {
-            // An SSE answer is written in pieces (headers, event, end); with Nagle's algorithm
-            // the later pieces wait for the client's delayed ACK (~40 ms on loopback).
-            let listener =
-                axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-                    let _ = stream.set_nodelay(true);
-                });
-            let serve = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { token.cancelled().await });
-            if let Err(err) = serve.await {
-                tracing::debug!("MCP test server ended: {err}");
-            }
-        });
+        crate::spawn_peer("MCP test server", listener, router, token);
         McpTestServer {
             shared,
             sessions,

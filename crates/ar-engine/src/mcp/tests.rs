@@ -72,19 +72,19 @@ fn every_rule_refuses_naming_the_field() {
         ),
         (
             Box::new(|s| s.url = "http://mcp.example.com/mcp".into()),
-            "must use https",
+            "plain http is not allowed",
         ),
         (
             Box::new(|s| s.url = "https://u:p@mcp.example.com/".into()),
-            "userinfo",
+            "user info",
         ),
         (
             Box::new(|s| s.url = "https://mcp.example.com/?k=1".into()),
-            "query or fragment",
+            "must not carry a",
         ),
         (
             Box::new(|s| s.url = "https://mcp.example.com/#f".into()),
-            "query or fragment",
+            "must not carry a",
         ),
         (
             Box::new(|s| s.url = "not a url".into()),

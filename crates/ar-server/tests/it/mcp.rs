@@ -93,7 +93,7 @@ async fn every_admission_rule_is_a_400_naming_the_field_and_stores_nothing() {
                 &["url"],
                 json!("https://u:p@x.example/")
             )]),
-            "userinfo",
+            "user info",
         ),
         (
             json!([with(

@@ -179,18 +179,7 @@ impl MockProvider {
             Err(e) => panic!("mock provider: no local addr: {e}"),
         };
         let token = shared.shutdown.clone();
-        tokio::spawn(async move {
-            // Zero-latency replies must not wait for Nagle's algorithm.
-            let listener =
-                axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-                    let _ = stream.set_nodelay(true);
-                });
-            let serve = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { token.cancelled().await });
-            if let Err(e) = serve.await {
-                tracing::debug!("mock provider server ended: {e}");
-            }
-        });
+        crate::spawn_peer("mock provider server", listener, router, token);
         MockProvider { shared, addr }
     }
 

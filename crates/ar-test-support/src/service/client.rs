@@ -64,14 +64,7 @@ impl Api {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request
-            .send()
-            .await
-            .unwrap_or_else(|error| panic!("{path}: {error}"));
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, value)
+        status_and_body(request, path).await
     }
 
     /// Sends `body` as is (any bytes, `content-type: application/json`); returns status and
@@ -91,14 +84,7 @@ impl Api {
                 .header("content-type", "application/json")
                 .body(body);
         }
-        let response = request
-            .send()
-            .await
-            .unwrap_or_else(|error| panic!("{path}: {error}"));
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, value)
+        status_and_body(request, path).await
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
@@ -240,4 +226,16 @@ pub fn assert_contiguous(events: &[Value]) {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), events.len(), "duplicate event ids");
+}
+
+/// Sends `request`; its status and body as JSON (or as a string when it is not JSON).
+async fn status_and_body(request: reqwest::RequestBuilder, path: &str) -> (u16, Value) {
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{path}: {error}"));
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
 }
