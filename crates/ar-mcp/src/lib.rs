@@ -12,6 +12,7 @@ mod errors;
 mod http;
 pub mod output;
 pub mod policy;
+pub mod provider;
 mod resolve;
 mod session;
 mod sse;

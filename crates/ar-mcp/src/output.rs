@@ -14,7 +14,21 @@ pub fn tool_output(result: CallToolResult) -> ToolOutput {
     for block in &result.content {
         text.push_part(&describe(block));
     }
-    let structured = result.structured_content.and_then(|value| {
+    let (content, structured) = finish_with_structured(text, result.structured_content);
+    ToolOutput {
+        content,
+        structured,
+        is_error: result.is_error.unwrap_or(false),
+    }
+}
+
+/// The text, and the structured content when it fits the limit (otherwise it is left out and
+/// the text says so).
+pub(crate) fn finish_with_structured(
+    mut text: BoundedText,
+    structured: Option<serde_json::Value>,
+) -> (String, Option<serde_json::Value>) {
+    let structured = structured.and_then(|value| {
         let size = serde_json::to_vec(&value).map(|bytes| bytes.len()).unwrap_or(0);
         if size > MAX_OUTPUT_BYTES {
             text.push_part(&format!(
@@ -25,11 +39,7 @@ pub fn tool_output(result: CallToolResult) -> ToolOutput {
             Some(value)
         }
     });
-    ToolOutput {
-        content: text.finish(),
-        structured,
-        is_error: result.is_error.unwrap_or(false),
-    }
+    (text.finish(), structured)
 }
 
 /// One content block as text.
@@ -53,7 +63,7 @@ fn describe(block: &ContentBlock) -> std::borrow::Cow<'_, str> {
 }
 
 /// Text parts joined with new lines, kept to a byte budget.
-struct BoundedText {
+pub(crate) struct BoundedText {
     text: String,
     budget: usize,
     cut: usize,
@@ -61,7 +71,7 @@ struct BoundedText {
 }
 
 impl BoundedText {
-    fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         BoundedText {
             text: String::new(),
             budget,
@@ -70,7 +80,7 @@ impl BoundedText {
         }
     }
 
-    fn push_part(&mut self, part: &str) {
+    pub(crate) fn push_part(&mut self, part: &str) {
         if !std::mem::take(&mut self.first) {
             self.push("\n");
         }
