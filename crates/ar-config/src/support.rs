@@ -17,8 +17,6 @@ pub enum Capability {
     GlobalEventCallback,
     /// Durable execution on Temporal (issue 13).
     Durable,
-    /// Run-scoped MCP servers and deployment MCP providers (issue 9).
-    Mcp,
     /// Host workspace providers (issue 11).
     Workspaces,
     /// Host skill providers (issue 11).
@@ -42,7 +40,6 @@ impl Capability {
                 "the global event callback sink (use the apps' event_callbacks)"
             }
             Capability::Durable => "durable execution (Temporal)",
-            Capability::Mcp => "app MCP providers",
             Capability::Workspaces => "host workspace providers",
             Capability::Skills => "host skill providers",
             Capability::Browser => "browser tools",

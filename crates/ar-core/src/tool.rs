@@ -105,6 +105,16 @@ pub trait ToolHost: Send + Sync + 'static {
         tool_name: &str,
         input: serde_json::Value,
     ) -> ToolOutput;
+    /// Why runs of `app_id` cannot start now (a catalogue the app requires has not loaded);
+    /// `None` when they can.
+    fn unready(&self, _app_id: &str) -> Option<String> {
+        None
+    }
+    /// A run names tools the catalogue of `app_id` lacks: refresh the catalogues that may
+    /// have gained them (the host limits how often). True when the catalogue changed.
+    async fn refresh_for_unknown(&self, _app_id: &str, _names: &[String]) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -212,6 +212,11 @@ impl Engine {
                 return Ok(existing);
             }
         }
+        // A required tool catalogue of the app has not loaded (a new run would start without
+        // its tools): the host may retry.
+        if let Some(reason) = self.deps().tools.unready(&checked.app_id) {
+            return Err(EngineError::NotReady(reason));
+        }
         // 3. Agent, model route and credential, turn policy, target type and tools.
         let agent = store
             .get_agent(&checked.app_id, &checked.agent_id)

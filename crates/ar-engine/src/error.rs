@@ -14,6 +14,9 @@ pub enum EngineError {
     /// The runtime is shutting down and takes no new work. Maps to 503.
     #[error("runtime is shutting down")]
     ShuttingDown,
+    /// The app cannot take runs yet (a catalogue it requires has not loaded). Maps to 503.
+    #[error("{0}")]
+    NotReady(String),
     /// The state machine refused a change (the run moved on). Maps to 400, like the
     /// original's engine errors on mutations; nothing was written.
     #[error(transparent)]

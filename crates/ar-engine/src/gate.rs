@@ -80,6 +80,33 @@ impl Engine {
             .collect()
     }
 
+    /// The effective tools; when the agent and run allow tools the catalogue lacks (a
+    /// provider may have added them since it was listed), the tool host refreshes once and
+    /// they are computed again.
+    pub(crate) async fn current_tools(&self, run: &Run, agent: &Agent) -> Vec<ToolDefinition> {
+        let tools = self.effective_tools(run, agent);
+        let missing: Vec<String> = agent
+            .allowed_tools
+            .iter()
+            .filter(|name| !name.starts_with(ar_core::mcp::ALIAS_PREFIX))
+            .filter(|name| {
+                run.input.allowed_tools.is_empty() || run.input.allowed_tools.contains(name)
+            })
+            .filter(|name| !tools.iter().any(|tool| &tool.name == *name))
+            .cloned()
+            .collect();
+        if missing.is_empty()
+            || !self
+                .deps()
+                .tools
+                .refresh_for_unknown(&run.app_id, &missing)
+                .await
+        {
+            return tools;
+        }
+        self.effective_tools(run, agent)
+    }
+
     pub(crate) fn tool_context(&self, run: &Run) -> ToolContext {
         ToolContext {
             app_id: run.app_id.clone(),
@@ -114,7 +141,7 @@ impl Engine {
     }
 
     async fn gateway_tools(&self, run: &Run, agent: &Agent) -> Vec<ToolDefinition> {
-        let mut tools = self.effective_tools(run, agent);
+        let mut tools = self.current_tools(run, agent).await;
         match self.discover_mcp_tools(run).await {
             Discovery::Tools(mcp) => tools.extend(mcp),
             Discovery::NeedsAuthentication { server, reason } => {

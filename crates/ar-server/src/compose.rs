@@ -54,6 +54,14 @@ impl ar_core::tool::ToolHost for WithControlTools {
     ) -> ar_core::tool::ToolOutput {
         self.0.call(context, tool_name, input).await
     }
+
+    fn unready(&self, app_id: &str) -> Option<String> {
+        self.0.unready(app_id)
+    }
+
+    async fn refresh_for_unknown(&self, app_id: &str, names: &[String]) -> bool {
+        self.0.refresh_for_unknown(app_id, names).await
+    }
 }
 
 /// How long in-flight steps get to reach a checkpoint at shutdown.
@@ -409,8 +417,14 @@ impl Service {
             ..EngineConfig::default()
         };
         let (mcp_sealer, mcp) = run_mcp(&settings.mcp)?;
-        let tools =
-            WithControlTools(ar_tools::HostToolHost::from_app_config(&apps).context("host tools")?);
+        let mcp_providers = Arc::new(
+            ar_tools::McpProviders::from_app_config(&apps, &dir).context("app MCP providers")?,
+        );
+        let tools = WithControlTools(
+            ar_tools::HostToolHost::from_app_config(&apps)
+                .context("host tools")?
+                .with_mcp_providers(mcp_providers.clone()),
+        );
         let context =
             ar_tools::ContextRouter::from_app_config(&apps).context("context endpoints")?;
         let deps = EngineDeps {
@@ -437,6 +451,7 @@ impl Service {
                 .timeout(Duration::from_secs(10))
                 .build()?,
             draining: CancellationToken::new(),
+            mcp_providers: mcp_providers.clone(),
         };
         let studio = crate::studio_embed::EmbeddedStudio::new(
             engine.clone(),
@@ -447,6 +462,7 @@ impl Service {
         );
         let background = CancellationToken::new();
         start_callbacks(&apps, store, bus, &background);
+        mcp_providers.start(&background);
         Ok(Service {
             state,
             engine,
@@ -492,6 +508,8 @@ impl Service {
         })
         .await;
         self.background.cancel();
+        // Stdio providers are processes of their own group: they would outlive the service.
+        self.state.mcp_providers.close().await;
         Ok(())
     }
 }

@@ -57,6 +57,7 @@ impl From<EngineError> for ApiError {
             EngineError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "runtime is shutting down")
             }
+            EngineError::NotReady(reason) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason),
             EngineError::Transition(error) => ApiError::bad_request(error.to_string()),
             // The host is down or answered garbage: a bad gateway, named so the host can see
             // which of its endpoints failed.

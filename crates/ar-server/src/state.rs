@@ -32,6 +32,8 @@ pub struct AppState {
     /// Cancelled once the server drains at shutdown: open event streams end (clients resume
     /// elsewhere with `Last-Event-ID`) so they cannot hold the graceful shutdown open forever.
     pub draining: CancellationToken,
+    /// The apps' MCP providers (their health and the readiness they hold).
+    pub mcp_providers: Arc<ar_tools::McpProviders>,
 }
 
 impl AppState {

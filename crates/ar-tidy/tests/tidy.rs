@@ -25,7 +25,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-llm", &["ar-core", "ar-sse"][..]),
         (
             "ar-tools",
-            &["ar-core", "ar-config", "ar-process", "ar-wire"][..],
+            &["ar-core", "ar-config", "ar-mcp", "ar-process", "ar-wire"][..],
         ),
         ("ar-dispatch", &["ar-core", "ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),

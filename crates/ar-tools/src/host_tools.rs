@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::control::{self, names};
 use crate::http::{self, ToolsError};
+use crate::mcp_providers::McpProviders;
 
 /// Default timeout of one host command.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -43,6 +44,7 @@ pub struct HostToolHost {
     client: reqwest::Client,
     timeout: Duration,
     apps: HashMap<String, AppTools>,
+    providers: Option<Arc<McpProviders>>,
 }
 
 impl std::fmt::Debug for HostToolHost {
@@ -66,6 +68,7 @@ impl HostToolHost {
             client: http::client()?,
             timeout: DEFAULT_COMMAND_TIMEOUT,
             apps: HashMap::new(),
+            providers: None,
         })
     }
 
@@ -114,6 +117,12 @@ impl HostToolHost {
             },
         );
         Ok(())
+    }
+
+    /// Offers the tools of the apps' MCP providers too.
+    pub fn with_mcp_providers(mut self, providers: Arc<McpProviders>) -> Self {
+        self.providers = Some(providers);
+        self
     }
 
     /// Timeout of one host command call.
@@ -222,8 +231,8 @@ fn definition_of(command: &HostCommand) -> ToolDefinition {
     command.to_tool_definition()
 }
 
-/// The `meta` block of a host command call.
-fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecutionContext {
+/// The `meta` block of a host command or provider tool call.
+pub(crate) fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecutionContext {
     let mut run_input_metadata = ctx.run_metadata.clone();
     let lease = run_input_metadata.remove(WORKSPACE_LEASE_KEY);
     let workspace_id = lease
@@ -272,6 +281,9 @@ impl ToolHost for HostToolHost {
         if let Some(app) = self.apps.get(app_id) {
             tools.extend(app.catalog.iter().cloned());
         }
+        if let Some(providers) = &self.providers {
+            tools.extend(providers.catalog(app_id));
+        }
         tools
     }
 
@@ -285,9 +297,25 @@ impl ToolHost for HostToolHost {
                 "tool {name} is executed by the runtime, not by a tool host"
             ));
         }
-        match self.command(&ctx.app_id, &name) {
-            Some((client, definition)) => self.execute(&client, &definition, ctx, input).await,
-            None => ToolOutput::error(format!("unknown tool {name:?}")),
+        if let Some((client, definition)) = self.command(&ctx.app_id, &name) {
+            return self.execute(&client, &definition, ctx, input).await;
+        }
+        if let Some(providers) = &self.providers {
+            if let Some(output) = providers.call(ctx, &name, input).await {
+                return output;
+            }
+        }
+        ToolOutput::error(format!("unknown tool {name:?}"))
+    }
+
+    fn unready(&self, app_id: &str) -> Option<String> {
+        self.providers.as_ref()?.unready(app_id)
+    }
+
+    async fn refresh_for_unknown(&self, app_id: &str, _names: &[String]) -> bool {
+        match &self.providers {
+            Some(providers) => providers.refresh_for_unknown(app_id).await,
+            None => false,
         }
     }
 }

@@ -196,6 +196,9 @@ pub struct AppComponent {
     /// Probe error.
     #[serde(deserialize_with = "nd", skip_serializing_if = "String::is_empty")]
     pub error: String,
+    /// Tools a provider publishes (MCP providers; additive, written when not zero).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "is_zero")]
+    pub tool_count: i64,
 }
 
 /// Body of `GET /healthz`: `{"status":"ok"}`.

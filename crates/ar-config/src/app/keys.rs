@@ -59,7 +59,7 @@ pub const APP: Section = Section {
         key("context_token"),
         key("context_token_env"),
         key("event_callbacks"),
-        not_yet("mcp_providers", Capability::Mcp),
+        key("mcp_providers"),
         key("command_provider"),
         not_yet("workspace_provider", Capability::Workspaces),
         not_yet("skill_provider", Capability::Skills),

@@ -6,7 +6,7 @@
 //! environment variables) listed in one pass.
 //!
 //! Every key is declared in [`keys`] with its support. Sections of capabilities this version
-//! does not have yet (MCP providers, workspace and skill providers, browser tools, the model
+//! does not have yet (workspace and skill providers, browser tools, the model
 //! credential callback) are validated and refused; [`AppSettings`] holds only what the runtime
 //! uses.
 
@@ -32,7 +32,7 @@ use reader::{Ctx, Obj};
 use rules::{check_endpoint_base_url, check_endpoint_id, check_name, check_url, UrlRules};
 
 pub use rules::join_endpoint;
-pub use summary::{ComponentSummary, DoctorReport};
+pub use summary::{kind as summary_kind, ComponentSummary, DoctorReport};
 
 /// The validated configuration of every app, by app id.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -49,6 +49,8 @@ pub struct AppSettings {
     pub context: Option<HttpEndpoint>,
     pub event_callbacks: Vec<EventCallback>,
     pub command_provider: Option<CommandProvider>,
+    /// Deployment-owned MCP providers, in configuration order.
+    pub mcp_providers: Vec<McpProvider>,
     pub model_endpoints: Vec<ModelEndpointBinding>,
     pub require_run_model_credentials: bool,
 }
@@ -138,7 +140,7 @@ pub enum StartupPolicy {
 /// Default pause before re-listing a provider after an unknown tool was called.
 pub const DEFAULT_UNKNOWN_REFRESH_COOLDOWN: Duration = Duration::from_secs(30);
 
-/// A deployment-owned MCP provider of an app (validated, then refused: not supported yet).
+/// A deployment-owned MCP provider of an app.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpProvider {
     pub name: String,
@@ -422,6 +424,13 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
     let command_provider = obj
         .object(ctx, "command_provider", &keys::COMMAND_PROVIDER)
         .and_then(|p| parse_command_provider(ctx, &p));
+    let mcp_providers = parse_unique_list(
+        ctx,
+        &obj,
+        ("mcp_providers", "name"),
+        |name| format!("duplicate MCP provider name {name:?}"),
+        parse_mcp_provider,
+    );
     let model_endpoints = parse_unique_list(
         ctx,
         &obj,
@@ -442,6 +451,7 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
         context,
         event_callbacks,
         command_provider,
+        mcp_providers,
         model_endpoints,
         require_run_model_credentials,
     })
@@ -514,13 +524,6 @@ fn parse_unique_list<T>(
 /// that is set; their contents are still validated so `config validate` lists every problem
 /// at once. The parsed values are dropped until the capability exists.
 fn validate_refused_sections(ctx: &mut Ctx<'_>, obj: &Obj<'_>) {
-    let _ = parse_unique_list(
-        ctx,
-        obj,
-        ("mcp_providers", "name"),
-        |name| format!("duplicate MCP provider name {name:?}"),
-        parse_mcp_provider,
-    );
     if let Some(p) = obj.object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER) {
         let _ = parse_workspace_provider(ctx, &p);
     }

@@ -11,6 +11,7 @@ pub mod kind {
     pub const TARGET_CONTEXT: &str = "target_context";
     pub const EVENT_CALLBACK: &str = "event_callback";
     pub const COMMAND_PROVIDER: &str = "command_provider";
+    pub const MCP_PROVIDER: &str = "mcp_provider";
 }
 
 /// One configured host component. Never carries a token; URLs are shown without their query
@@ -75,6 +76,15 @@ impl AppSettings {
                 kind::COMMAND_PROVIDER,
                 Some(&provider.base_url),
                 Some("http"),
+                provider.token.is_some(),
+            ));
+        }
+        for provider in &self.mcp_providers {
+            out.push(component(
+                provider.name.clone(),
+                kind::MCP_PROVIDER,
+                provider.url.as_ref(),
+                Some(provider.transport.as_str()),
                 provider.token.is_some(),
             ));
         }

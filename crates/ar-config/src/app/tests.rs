@@ -240,7 +240,6 @@ const BAD: &[BadCase] = &[
             {name: ns, url: "https://x.example", tool_namespace: none, tool_prefix: p_, refresh_interval: soon, startup_policy: eager},
             {url: "https://x.example", allowed_tools: [""]}]}]"#,
         &[
-            ("apps[0].mcp_providers", "this version does not support app MCP providers yet"),
             ("apps[0].mcp_providers[0].transport", "unsupported transport \"grpc\""),
             ("apps[0].mcp_providers[1].command", "required for the stdio transport"),
             ("apps[0].mcp_providers[1].url", "not used by the stdio transport"),
@@ -259,7 +258,6 @@ const BAD: &[BadCase] = &[
         "duplicate mcp provider",
         r#"apps: [{app_id: a, mcp_providers: [{name: crm, url: "https://x.example"}, {name: crm, url: "https://y.example"}]}]"#,
         &[
-            ("apps[0].mcp_providers", "does not support app MCP providers"),
             ("apps[0].mcp_providers[1].name", "duplicate MCP provider name"),
         ],
     ),
@@ -404,11 +402,6 @@ fn diagnostics_never_echo_secrets() {
 /// Each section of a capability this version does not have: a valid value, and what the
 /// refusal names.
 const REFUSED: &[(&str, &str, &str)] = &[
-    (
-        "mcp_providers",
-        r#"[{name: crm, url: "https://mcp.example/api"}]"#,
-        "app MCP providers",
-    ),
     (
         "workspace_provider",
         r#"{base_url: "https://host.example/ws"}"#,

@@ -366,7 +366,7 @@ impl Engine {
         agent: &Agent,
         state: &LoopState,
     ) -> EngineResult<Option<Vec<ToolDefinition>>> {
-        let mut tools = self.effective_tools(run, agent);
+        let mut tools = self.current_tools(run, agent).await;
         match self.discover_mcp_tools(run).await {
             Discovery::Tools(mcp) => {
                 tools.extend(mcp);

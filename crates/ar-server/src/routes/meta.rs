@@ -1,4 +1,4 @@
-//! `/healthz`, `/v1/capabilities`, `/v1/app-health`.
+//! `/healthz`, `/readyz`, `/v1/capabilities`, `/v1/app-health`.
 
 use std::time::Duration;
 
@@ -13,6 +13,20 @@ use crate::state::AppState;
 
 pub async fn healthz() -> Response {
     json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+}
+
+/// 200 `{"status":"ready"}`, or 503 `{"status":"not_ready"}` while a required MCP provider
+/// has not loaded its catalogue or the server is draining.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let waiting = state.mcp_providers.waiting_for();
+    if waiting.is_empty() && !state.draining.is_cancelled() {
+        return json(StatusCode::OK, &serde_json::json!({"status": "ready"}));
+    }
+    tracing::debug!(?waiting, "not ready");
+    json(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &serde_json::json!({"status": "not_ready"}),
+    )
 }
 
 fn static_summary(state: &AppState, app_id: &str) -> ar_wire::AppSummary {
@@ -112,6 +126,15 @@ fn run_mcp_capability(engine: &ar_engine::Engine) -> ar_wire::RunMCPCapability {
     capability
 }
 
+fn provider_health(
+    component: &mut ar_wire::AppComponent,
+    health: &ar_tools::mcp_providers::ProviderHealth,
+) {
+    component.status = health.status.as_str().to_string();
+    component.error = health.error.clone();
+    component.tool_count = health.tool_count as i64;
+}
+
 /// Probes one component URL: any HTTP answer below 500 counts as reachable.
 async fn probe(state: &AppState, component: &mut ar_wire::AppComponent) {
     if component.url.is_empty() {
@@ -161,13 +184,23 @@ pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiRes
     }
     let mut summary = static_summary(&state, &app_id);
     let mut probes = Vec::new();
-    for component in summary.components.drain(..) {
+    let mut providers = state.mcp_providers.health(&app_id).into_iter();
+    for mut component in summary.components.drain(..) {
+        if component.kind == ar_config::app::summary_kind::MCP_PROVIDER {
+            // Providers report what their catalogue refreshes found; probing the URL would
+            // say less (and a stdio provider has none).
+            if let Some(health) = providers.next() {
+                provider_health(&mut component, &health);
+            }
+            probes.push(futures::future::Either::Left(std::future::ready(component)));
+            continue;
+        }
         let state = state.clone();
-        probes.push(async move {
+        probes.push(futures::future::Either::Right(async move {
             let mut component = component;
             probe(&state, &mut component).await;
             component
-        });
+        }));
     }
     summary.components = futures::future::join_all(probes).await;
     let store_ok = state.store.ping().await;

@@ -1,4 +1,4 @@
-//! The router: `/v1` (and its `/internal` alias), `/v2`, `/healthz`, JSON 404/405 answers.
+//! The router: `/v1` (and its `/internal` alias), `/v2`, `/healthz`, `/readyz`, JSON 404/405 answers.
 
 mod agents;
 pub(crate) mod events;
@@ -112,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(meta::healthz))
+        .route("/readyz", get(meta::readyz))
         .merge(authenticated)
         .fallback(not_found)
         .layer(middleware::map_response(json_method_not_allowed))
