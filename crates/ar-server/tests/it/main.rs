@@ -10,6 +10,7 @@ mod events;
 mod host_tools;
 mod lifecycle;
 mod mcp;
+mod mcp_providers;
 mod native_loop;
 mod nul;
 mod recovery;
