@@ -49,6 +49,8 @@ struct ListedTool {
     mutating: bool,
     #[serde(default)]
     risk_level: Option<String>,
+    #[serde(default)]
+    supported_target_types: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +177,7 @@ impl From<ListedTool> for ProviderTool {
             },
             mutating: tool.mutating,
             risk_level: tool.risk_level.filter(|level| !level.trim().is_empty()),
+            supported_target_types: tool.supported_target_types.unwrap_or_default(),
         }
     }
 }

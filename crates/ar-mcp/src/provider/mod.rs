@@ -51,6 +51,8 @@ pub struct ProviderTool {
     /// The provider's risk level string, if any (`read`, `routine_mutation`, …); the catalogue
     /// parses it.
     pub risk_level: Option<String>,
+    /// Target types the tool serves (empty = all).
+    pub supported_target_types: Vec<String>,
 }
 
 /// One open connection to a provider.

@@ -137,7 +137,7 @@ fn entry(name: String, tool: ProviderTool) -> CatalogEntry {
             input_schema: tool.input_schema,
             mutating: tool.mutating,
             risk_level,
-            supported_target_types: Vec::new(),
+            supported_target_types: tool.supported_target_types,
         },
         original: tool.name,
     }
@@ -166,6 +166,7 @@ mod tests {
             input_schema: json!({"type": "object"}),
             mutating,
             risk_level: None,
+            supported_target_types: Vec::new(),
         }
     }
 
