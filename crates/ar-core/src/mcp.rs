@@ -88,12 +88,14 @@ pub const ALIAS_PREFIX: &str = "mcp__";
 pub fn tool_alias(server_name: &str, tool: &str) -> String {
     format!(
         "{ALIAS_PREFIX}{}__{}",
-        sanitize(server_name),
-        sanitize(tool)
+        sanitize_name_part(server_name),
+        sanitize_name_part(tool)
     )
 }
 
-fn sanitize(part: &str) -> String {
+/// A part of a tool name as models take it: characters other than ASCII letters, digits, `_`
+/// and `-` become `_`.
+pub fn sanitize_name_part(part: &str) -> String {
     part.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {

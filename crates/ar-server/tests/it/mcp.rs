@@ -59,12 +59,6 @@ fn start_body(mock: &MockProvider, agent: &str, servers: Value) -> Value {
     })
 }
 
-async fn run_count(server: &TestServer) -> usize {
-    let (status, runs) = server.get(&format!("/v1/runs?app_id={APP}")).await;
-    assert_eq!(status, 200, "{runs}");
-    runs.as_array().map_or(0, Vec::len)
-}
-
 #[tokio::test]
 async fn every_admission_rule_is_a_400_naming_the_field_and_stores_nothing() {
     let mock = MockProvider::start().await;
@@ -180,7 +174,7 @@ async fn every_admission_rule_is_a_400_naming_the_field_and_stores_nothing() {
             "the secret is echoed: {message}"
         );
     }
-    assert_eq!(run_count(&server).await, 0, "a refused run was stored");
+    assert_eq!(server.run_count().await, 0, "a refused run was stored");
     server.stop().await;
 }
 
@@ -536,7 +530,7 @@ async fn cli_runs_refuse_run_scoped_servers() {
             .contains("cannot use run-scoped MCP servers"),
         "{body}"
     );
-    assert_eq!(run_count(&server).await, 0);
+    assert_eq!(server.run_count().await, 0);
     server.stop().await;
 }
 

@@ -37,12 +37,6 @@ fn provider_component(health: &Value) -> Value {
         .unwrap_or_else(|| panic!("no mcp_provider component: {health}"))
 }
 
-async fn run_count(server: &TestServer) -> usize {
-    let (status, runs) = server.get(&format!("/v1/runs?app_id={APP}")).await;
-    assert_eq!(status, 200, "{runs}");
-    runs.as_array().map_or(0, Vec::len)
-}
-
 #[tokio::test]
 async fn a_required_http_provider_gates_readiness_then_serves_runs_through_the_gate() {
     let host = ProviderHost::start(
@@ -72,7 +66,7 @@ async fn a_required_http_provider_gates_readiness_then_serves_runs_through_the_g
         body["error"].as_str().unwrap_or_default().contains("crm"),
         "{body}"
     );
-    assert_eq!(run_count(&server).await, 0);
+    assert_eq!(server.run_count().await, 0);
     let (_, health) = server.get(&format!("/v1/app-health?app_id={APP}")).await;
     let component = provider_component(&health);
     assert_eq!(component["status"], "error", "{component}");

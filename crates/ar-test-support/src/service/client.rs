@@ -146,6 +146,13 @@ impl Api {
         run
     }
 
+    /// How many runs [`APP`] has (`GET /v1/runs`): admission refusals must store none.
+    pub async fn run_count(&self) -> usize {
+        let (status, runs) = self.get(&format!("/v1/runs?app_id={APP}")).await;
+        assert_eq!(status, 200, "list runs: {runs}");
+        runs.as_array().map_or(0, Vec::len)
+    }
+
     pub async fn run(&self, run_id: &str) -> Value {
         let (status, run) = self.get(&format!("/v1/runs/{run_id}?app_id={APP}")).await;
         assert_eq!(status, 200, "get run: {run}");

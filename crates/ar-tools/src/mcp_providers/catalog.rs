@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use ar_config::app::McpProvider;
+use ar_core::mcp::sanitize_name_part;
 use ar_core::tool::ToolDefinition;
 use ar_core::RiskLevel;
 use ar_mcp::provider::ProviderTool;
@@ -66,24 +67,12 @@ impl TakenNames<'_> {
 /// prefix is empty; characters other than ASCII letters, digits, `_` and `-` become `_`.
 pub(crate) fn exposed_name(prefix: &str, tool: &str) -> String {
     let prefix = prefix.trim().trim_matches('_');
-    let tool = sanitize(tool.trim());
+    let tool = sanitize_name_part(tool.trim());
     if prefix.is_empty() {
         tool
     } else {
-        format!("{}__{tool}", sanitize(prefix))
+        format!("{}__{tool}", sanitize_name_part(prefix))
     }
-}
-
-fn sanitize(part: &str) -> String {
-    part.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 impl ProviderCatalog {
