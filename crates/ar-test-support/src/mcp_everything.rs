@@ -38,12 +38,14 @@ impl ServerEverything {
         path.exists().then_some(path)
     }
 
-    /// Starts the server; `None` when it is not installed (said loudly on stderr).
+    /// The entry point for a test that runs the server itself (over stdio); `None` when it
+    /// is not installed (said loudly on stderr).
     ///
     /// # Panics
-    /// When it is not installed under `CI=true`, or does not start.
-    pub async fn start() -> Option<ServerEverything> {
-        let Some(entry) = Self::entry_point() else {
+    /// When it is not installed under `CI=true`.
+    pub fn entry_point_or_skip() -> Option<PathBuf> {
+        let entry = Self::entry_point();
+        if entry.is_none() {
             let message =
                 "server-everything is not installed: run .ci/steps/install-mcp-servers.sh";
             if std::env::var("CI").is_ok_and(|value| value == "true") {
@@ -52,8 +54,16 @@ impl ServerEverything {
             // Straight to the process's stderr: the test harness shows no captured output of
             // a test that passes, and a skip must be seen.
             let _ = writeln!(std::io::stderr(), "!!!!!! SKIPPING: {message} !!!!!!");
-            return None;
-        };
+        }
+        entry
+    }
+
+    /// Starts the server; `None` when it is not installed (said loudly on stderr).
+    ///
+    /// # Panics
+    /// When it is not installed under `CI=true`, or does not start.
+    pub async fn start() -> Option<ServerEverything> {
+        let entry = Self::entry_point_or_skip()?;
         let port = free_port();
         let log = Arc::new(Mutex::new(Vec::new()));
         let child = spawn(&entry, port, &log).await;
