@@ -38,12 +38,15 @@ impl ServerEverything {
         path.exists().then_some(path)
     }
 
-    /// Starts the server; `None` when it is not installed (said loudly on stderr).
+    /// The installed package's entry point for a test that needs it (a stdio provider runs
+    /// `node <it> stdio`); `None` when it is not installed, said loudly on stderr so the test
+    /// can skip.
     ///
     /// # Panics
-    /// When it is not installed under `CI=true`, or does not start.
-    pub async fn start() -> Option<ServerEverything> {
-        let Some(entry) = Self::entry_point() else {
+    /// When it is not installed under `CI=true`: a missing peer fails the suite there.
+    pub fn required_entry_point() -> Option<PathBuf> {
+        let entry = Self::entry_point();
+        if entry.is_none() {
             let message =
                 "server-everything is not installed: run .ci/steps/install-mcp-servers.sh";
             if std::env::var("CI").is_ok_and(|value| value == "true") {
@@ -52,8 +55,17 @@ impl ServerEverything {
             // Straight to the process's stderr: the test harness shows no captured output of
             // a test that passes, and a skip must be seen.
             let _ = writeln!(std::io::stderr(), "!!!!!! SKIPPING: {message} !!!!!!");
-            return None;
-        };
+        }
+        entry
+    }
+
+    /// Starts the server over streamable HTTP; `None` when it is not installed (see
+    /// [`ServerEverything::required_entry_point`]).
+    ///
+    /// # Panics
+    /// When it is not installed under `CI=true`, or does not start.
+    pub async fn start() -> Option<ServerEverything> {
+        let entry = Self::required_entry_point()?;
         let port = free_port();
         let log = Arc::new(Mutex::new(Vec::new()));
         let child = spawn(&entry, port, &log).await;
