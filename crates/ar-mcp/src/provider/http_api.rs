@@ -119,7 +119,9 @@ impl HttpApiProvider {
             )));
         }
         serde_json::from_slice(&body).map_err(|err| {
-            McpError::Protocol(format!("{doing}: the answer is not the expected JSON: {err}"))
+            McpError::Protocol(format!(
+                "{doing}: the answer is not the expected JSON: {err}"
+            ))
         })
     }
 }
