@@ -4,22 +4,16 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ar_core::mcp::{McpClient, McpEndpoint, McpError, McpToolInfo};
 use ar_core::tool::ToolOutput;
 use async_trait::async_trait;
-use rmcp::model::{CallToolRequestParams, ListToolsResult, PaginatedRequestParams};
-use rmcp::service::ServiceError;
+use rmcp::model::{CallToolRequestParams, Tool};
 
-use crate::errors;
-use crate::output::tool_output;
+use crate::peer;
 use crate::policy::McpPolicy;
 use crate::resolve::PolicyResolver;
-use crate::session::{seconds, Session};
-
-/// The most pages of a tool list followed (a server that never stops paging is refused).
-const MAX_TOOL_PAGES: usize = 100;
+use crate::session::Session;
 
 /// The HTTP client could not be built (its TLS backend failed to start).
 #[derive(Debug, thiserror::Error)]
@@ -90,88 +84,44 @@ impl McpHttpClient {
         Ok(session)
     }
 
-    async fn list_page(
+    /// Every tool the endpoint's server advertises (all pages), as rmcp reads them.
+    pub(crate) async fn list_all_tools(
         &self,
         endpoint: &McpEndpoint,
-        cursor: Option<String>,
-    ) -> Result<ListToolsResult, McpError> {
-        let session = self.session(endpoint).await?;
-        let params =
-            cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
-        self.bounded(session.peer.list_tools(params))
-            .await?
-            .map_err(|err| errors::from_service(&err, "listing the tools"))
+    ) -> Result<Vec<Tool>, McpError> {
+        peer::all_tools(|cursor| async move {
+            let session = self.session(endpoint).await?;
+            peer::list_page(&session.peer, cursor, self.policy.call_timeout).await
+        })
+        .await
     }
 
-    async fn call_once(
+    /// Sends one `tools/call` on the endpoint's session.
+    pub(crate) async fn call_with(
         &self,
         endpoint: &McpEndpoint,
         params: CallToolRequestParams,
     ) -> Result<ToolOutput, McpError> {
         let session = self.session(endpoint).await?;
-        let tool = params.name.to_string();
-        match self.bounded(session.peer.call_tool(params)).await? {
-            Ok(result) => Ok(tool_output(result)),
-            // The server's own error answer (an unknown tool, invalid arguments) is the
-            // tool's failure: the model reads it and may correct the call.
-            Err(ServiceError::McpError(error)) if errors::from_error_answer(&error).is_none() => {
-                Ok(ToolOutput::error(format!(
-                    "MCP error {} from tool {tool}: {}",
-                    error.code.0, error.message
-                )))
-            }
-            Err(err) => Err(errors::from_service(
-                &err,
-                &format!("calling the tool {tool}"),
-            )),
-        }
-    }
-
-    /// `request` bounded by the call timeout.
-    async fn bounded<T>(
-        &self,
-        request: impl std::future::Future<Output = T>,
-    ) -> Result<T, McpError> {
-        let limit: Duration = self.policy.call_timeout;
-        tokio::time::timeout(limit, request).await.map_err(|_| {
-            McpError::Timeout(format!(
-                "the MCP server did not answer within {}",
-                seconds(limit)
-            ))
-        })
+        peer::call(&session.peer, params, self.policy.call_timeout).await
     }
 }
 
 #[async_trait]
 impl McpClient for McpHttpClient {
     async fn list_tools(&self, endpoint: &McpEndpoint) -> Result<Vec<McpToolInfo>, McpError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_TOOL_PAGES {
-            let page = self.list_page(endpoint, cursor.clone()).await?;
-            tools.extend(page.tools.into_iter().map(|tool| {
-                McpToolInfo {
-                    name: tool.name.to_string(),
-                    description: tool
-                        .description
-                        .map(|text| text.to_string())
-                        .unwrap_or_default(),
-                    input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
-                }
-            }));
-            match page.next_cursor {
-                Some(next) if cursor.as_ref() == Some(&next) => {
-                    return Err(McpError::Protocol(format!(
-                        "the tool list repeats the page cursor {next:?}"
-                    )))
-                }
-                Some(next) => cursor = Some(next),
-                None => return Ok(tools),
-            }
-        }
-        Err(McpError::Protocol(format!(
-            "the tool list has more than {MAX_TOOL_PAGES} pages"
-        )))
+        let tools = self.list_all_tools(endpoint).await?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| McpToolInfo {
+                name: tool.name.to_string(),
+                description: tool
+                    .description
+                    .map(|text| text.to_string())
+                    .unwrap_or_default(),
+                input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+            })
+            .collect())
     }
 
     async fn call_tool(
@@ -180,18 +130,10 @@ impl McpClient for McpHttpClient {
         tool: &str,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, McpError> {
-        let arguments = match arguments {
-            serde_json::Value::Object(map) => Some(map),
-            serde_json::Value::Null => None,
-            _ => {
-                return Ok(ToolOutput::error(format!(
-                    "the arguments of the MCP tool {tool} must be a JSON object"
-                )))
-            }
-        };
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        params.arguments = arguments;
-        self.call_once(endpoint, params).await
+        match peer::call_params(tool, arguments) {
+            Ok(params) => self.call_with(endpoint, params).await,
+            Err(refused) => Ok(refused),
+        }
     }
 
     async fn close_run(&self, run_id: &str) {

@@ -11,6 +11,7 @@ mod client;
 mod errors;
 mod http;
 pub mod output;
+mod peer;
 pub mod policy;
 pub mod provider;
 mod resolve;

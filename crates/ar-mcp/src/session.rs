@@ -102,14 +102,16 @@ fn transport_config(
     config
 }
 
-fn client_info() -> ClientConfig {
+/// Who the runtime says it is in the MCP handshake (it offers no client capabilities).
+pub(crate) fn client_info() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("agent-runtime", env!("CARGO_PKG_VERSION")),
     )
 }
 
-fn handshake_error(err: ClientInitializeError) -> McpError {
+/// What a failed MCP handshake means.
+pub(crate) fn handshake_error(err: ClientInitializeError) -> McpError {
     match err {
         ClientInitializeError::TransportError { error, context } => {
             errors::from_transport(&error, &format!("MCP handshake ({context})"))

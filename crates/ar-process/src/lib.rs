@@ -298,7 +298,7 @@ pub struct Process {
     child: Child,
     pid: u32,
     stdin: Option<ChildStdin>,
-    stdout: Option<LineReader<ChildStdout>>,
+    stdout: Option<ChildStdout>,
     stderr_lines: Option<mpsc::Receiver<Line>>,
     stderr_tail: StderrTail,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
@@ -402,7 +402,7 @@ pub fn spawn(spec: &ProcessSpec) -> Result<Process, ProcessError> {
         done: Arc::new(AtomicBool::new(false)),
     };
     let stdin = child.stdin.take();
-    let stdout = child.stdout.take().map(LineReader::new);
+    let stdout = child.stdout.take();
     let stderr_tail = StderrTail::default();
     let (tx, rx) = mpsc::channel(STDERR_CHANNEL_LINES);
     let stderr_task = child.stderr.take().map(|err| {
@@ -472,6 +472,12 @@ impl Process {
 
     /// The stdout line reader (1 MiB lines).
     pub fn take_stdout(&mut self) -> Option<LineReader<ChildStdout>> {
+        self.stdout.take().map(LineReader::new)
+    }
+
+    /// The stdout pipe itself, for a reader with its own framing (an MCP client's JSON-RPC
+    /// lines). Like [`Process::take_stdout`], it can be taken once.
+    pub fn take_stdout_raw(&mut self) -> Option<ChildStdout> {
         self.stdout.take()
     }
 
@@ -494,6 +500,16 @@ impl Process {
             let _ = task.await;
         }
         Ok(exit_info(status))
+    }
+
+    /// Whether the leader has exited, without waiting. When it has, what is left of its
+    /// group is killed, as [`Process::wait`] does (the stderr drain is not waited for).
+    pub fn try_wait(&mut self) -> Result<Option<ExitInfo>, ProcessError> {
+        let Some(status) = self.child.try_wait().map_err(ProcessError::Wait)? else {
+            return Ok(None);
+        };
+        self.killer.sweep_and_close();
+        Ok(Some(exit_info(status)))
     }
 
     /// Kills the whole group now.

@@ -38,12 +38,13 @@ impl ServerEverything {
         path.exists().then_some(path)
     }
 
-    /// The entry point for a test that runs the server itself (over stdio); `None` when it
-    /// is not installed (said loudly on stderr).
+    /// The installed package's entry point for a test that needs it (a stdio provider runs
+    /// `node <it> stdio`); `None` when it is not installed, said loudly on stderr so the test
+    /// can skip.
     ///
     /// # Panics
-    /// When it is not installed under `CI=true`.
-    pub fn entry_point_or_skip() -> Option<PathBuf> {
+    /// When it is not installed under `CI=true`: a missing peer fails the suite there.
+    pub fn required_entry_point() -> Option<PathBuf> {
         let entry = Self::entry_point();
         if entry.is_none() {
             let message =
@@ -58,12 +59,13 @@ impl ServerEverything {
         entry
     }
 
-    /// Starts the server; `None` when it is not installed (said loudly on stderr).
+    /// Starts the server over streamable HTTP; `None` when it is not installed (see
+    /// [`ServerEverything::required_entry_point`]).
     ///
     /// # Panics
     /// When it is not installed under `CI=true`, or does not start.
     pub async fn start() -> Option<ServerEverything> {
-        let entry = Self::entry_point_or_skip()?;
+        let entry = Self::required_entry_point()?;
         let port = free_port();
         let log = Arc::new(Mutex::new(Vec::new()));
         let child = spawn(&entry, port, &log).await;

@@ -1,6 +1,7 @@
 //! An authenticating MCP server for tests ([`McpTestServer`]): rmcp's server side over
 //! streamable HTTP on axum, answering 401 unless the request carries the bearer token it
-//! currently accepts, with a read tool (`lookup`), a write tool (`record`) and misbehaviours
+//! currently accepts, with a read tool (`lookup`, annotated read-only), a write tool
+//! (`record`, annotated as a non-destructive write), the `_meta` of each call kept, and misbehaviours
 //! on demand ([`Misbehaviour`]: hang, a huge result, a garbage body). It also times its own
 //! handling of each `tools/call` ([`McpTestServer::take_call_timings`]), so a benchmark can tell
 //! the client's overhead from the server's time.
@@ -30,6 +31,7 @@ use parking_lot::{Mutex, RwLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -82,6 +84,8 @@ struct Shared {
     misbehaviour: RwLock<Misbehaviour>,
     records: Mutex<Vec<Value>>,
     calls: Mutex<Vec<String>>,
+    /// The `_meta` of each `tools/call` as it came on the wire (null when it had none).
+    call_meta: Mutex<Vec<Value>>,
     /// Per `tools/call`: from the request reaching the server to the end of its answer's body.
     call_timings: Mutex<Vec<(Instant, Duration)>>,
     initializations: AtomicUsize,
@@ -108,6 +112,7 @@ impl McpTestServer {
             misbehaviour: RwLock::new(Misbehaviour::None),
             records: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
+            call_meta: Mutex::new(Vec::new()),
             call_timings: Mutex::new(Vec::new()),
             initializations: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
@@ -177,6 +182,12 @@ impl McpTestServer {
         self.shared.calls.lock().clone()
     }
 
+    /// The `params._meta` object of each `tools/call` request so far as the client sent it, in
+    /// order (null for a call without one; refused calls are not counted).
+    pub fn call_meta(&self) -> Vec<Value> {
+        self.shared.call_meta.lock().clone()
+    }
+
     /// The server's own time for each `tools/call` answered since the last take, in order: from
     /// the request reaching the server (before the bearer check) to the last chunk of its answer
     /// handed to the HTTP layer (the SSE event carrying the result, or the JSON body). Refused
@@ -225,7 +236,11 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
     let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
         return (StatusCode::PAYLOAD_TOO_LARGE, "request too large").into_response();
     };
-    match method_of(&body).as_deref() {
+    let method = method_of(&body);
+    if method.as_deref() == Some("tools/call") {
+        shared.call_meta.lock().push(call_meta_of(&body));
+    }
+    match method.as_deref() {
         Some("initialize") => {
             shared.initializations.fetch_add(1, Ordering::SeqCst);
         }
@@ -292,6 +307,13 @@ fn method_of(body: &Bytes) -> Option<String> {
     value.get("method")?.as_str().map(str::to_string)
 }
 
+fn call_meta_of(body: &Bytes) -> Value {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|value| value.get("params")?.get("_meta").cloned())
+        .unwrap_or(Value::Null)
+}
+
 #[derive(Clone)]
 struct TestTools {
     shared: Arc<Shared>,
@@ -314,12 +336,14 @@ fn tools() -> Vec<Tool> {
             "lookup",
             "Looks a key up (read-only).",
             schema("key", "string"),
-        ),
+        )
+        .annotate(ToolAnnotations::new().read_only(true)),
         Tool::new(
             "record",
             "Records an entry (a write).",
             schema("entry", "string"),
-        ),
+        )
+        .annotate(ToolAnnotations::new().read_only(false).destructive(false)),
     ]
 }
 

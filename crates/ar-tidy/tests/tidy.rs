@@ -29,7 +29,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         ("ar-dispatch", &["ar-core", "ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
-        ("ar-mcp", &["ar-core", "ar-sse"][..]),
+        ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
         (
             "ar-server",
             &[

@@ -4,6 +4,9 @@
 //! by every run of the app; the catalogue above it (refresh, naming, health) is `ar-tools`'.
 
 mod http_api;
+mod mcp;
+mod stdio;
+mod streamable;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,6 +19,8 @@ use async_trait::async_trait;
 use url::Url;
 
 pub use http_api::HttpApiProvider;
+pub use stdio::StdioProvider;
+pub use streamable::StreamableHttpProvider;
 
 /// The default bound on one provider request (a listing or a call).
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(300);
@@ -85,12 +90,14 @@ pub fn connect(
         ProviderSpec::HttpApi { url, token } => {
             Box::new(HttpApiProvider::new(url, token, timeout)?)
         }
-        // Filled in by the MCP transports' change (streamable HTTP and stdio sessions);
-        // until then app config refuses them.
-        ProviderSpec::StreamableHttp { .. } | ProviderSpec::Stdio { .. } => {
-            return Err(McpError::Refused(
-                "this build has only the http provider transport".into(),
-            ))
+        ProviderSpec::StreamableHttp { url, token } => {
+            Box::new(StreamableHttpProvider::new(url, token, timeout)?)
         }
+        ProviderSpec::Stdio {
+            command,
+            args,
+            env,
+            workdir,
+        } => Box::new(StdioProvider::new(command, args, env, workdir, timeout)),
     })
 }

@@ -128,3 +128,35 @@ async fn long_lines_are_cut_at_one_mib() {
     assert_eq!(out.next_line().await.unwrap().unwrap().text, "next");
     p.wait().await.unwrap();
 }
+
+#[tokio::test]
+async fn raw_stdout_and_try_wait_see_the_exit_without_blocking() {
+    use tokio::io::AsyncReadExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = sh(
+        "read x; printf 'raw:%s' \"$x\"; sleep 300 & exit 4",
+        tmp.path(),
+    )
+    .stdin(StdinMode::Piped);
+    let mut p = spawn(&spec).unwrap();
+    let pgid = p.pid() as i32;
+    assert_eq!(p.try_wait().unwrap(), None, "still reading its stdin");
+    let mut stdout = p.take_stdout_raw().unwrap();
+    assert!(p.take_stdout().is_none(), "stdout is taken once");
+    p.take_stdin().unwrap().write_all(b"x1\n").await.unwrap();
+    // The background sleep holds the pipe open: read exactly what was printed.
+    let mut printed = [0u8; 6];
+    stdout.read_exact(&mut printed).await.unwrap();
+    assert_eq!(&printed, b"raw:x1");
+    let mut exit = None;
+    for _ in 0..200 {
+        exit = p.try_wait().unwrap();
+        if exit.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(exit.map(|e| e.code), Some(Some(4)));
+    // The leader's exit swept the background sleep of its group.
+    assert_eq!(wait_gone(pgid).await, Vec::<u32>::new());
+}

@@ -158,3 +158,92 @@ fn start_body(mock: &MockProvider, agent: &str) -> Value {
         "model_credential": {"type": "api_key", "api_key": RUN_API_KEY},
     })
 }
+
+/// The MCP transports of providers: the reference server-everything as a stdio process the
+/// runtime starts, and the authenticating rmcp test server over streamable HTTP with the
+/// provider's token; both catalogues reach the model and their tools run.
+#[tokio::test]
+async fn stdio_and_streamable_http_providers_serve_runs() {
+    use ar_test_support::mcp_everything::ServerEverything;
+    use ar_test_support::mcp_server::{McpTestOptions, McpTestServer};
+    let Some(entry) = ServerEverything::required_entry_point() else {
+        return;
+    };
+    let rmcp_server = McpTestServer::start(McpTestOptions::with_token("stream-token")).await;
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dsn = dir.path().join("runtime.db").display().to_string();
+    let mut env = env_for(&mock, &dsn);
+    let providers = json!([
+        {"name": "everything", "transport": "stdio", "command": "node",
+         "args": [entry.display().to_string(), "stdio"], "allowed_tools": ["echo", "get-sum"],
+         "startup_policy": "required"},
+        {"name": "lookups", "transport": "streamable_http", "url": rmcp_server.url(),
+         "token": "stream-token", "startup_policy": "required"},
+    ]);
+    let apps = app_config(&mock, json!({"mcp_providers": providers}));
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), apps.to_string());
+    let mut server = TestServer::start_with(env).await;
+    server.dir = Some(dir);
+    wait_for("readiness", Duration::from_secs(30), || async {
+        (server.get("/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+    let agent = server
+        .agent(
+            "mcp-providers",
+            json!({"allowed_tools": ["everything__echo", "everything__get-sum", "lookups__lookup"]}),
+        )
+        .await;
+    mock.push(Reply::tool_call("everything__echo", r#"{"message":"hi"}"#));
+    mock.push(Reply::tool_call("lookups__lookup", r#"{"key":"k1"}"#));
+    mock.push(Reply::text("done"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let id = run["id"].as_str().unwrap().to_string();
+    let done = server
+        .wait_status(&id, &["completed", "failed", "paused"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let offered = mock.model_requests()[0].body["tools"].to_string();
+    for name in ["everything__echo", "everything__get-sum", "lookups__lookup"] {
+        assert!(offered.contains(name), "{name} not offered: {offered}");
+    }
+    assert!(
+        !offered.contains("everything__add"),
+        "allowed_tools filter: {offered}"
+    );
+    let rows = server.list(&id, "tool-calls").await;
+    let output = |name: &str| {
+        rows.iter()
+            .find(|row| row["tool_name"] == name)
+            .map(|row| row["output"]["content"].to_string())
+            .unwrap_or_else(|| panic!("no {name} call: {rows:?}"))
+    };
+    assert!(output("everything__echo").contains("Echo: hi"), "{rows:?}");
+    assert!(
+        output("lookups__lookup").contains("value of k1"),
+        "{rows:?}"
+    );
+    assert_eq!(rmcp_server.calls(), ["lookup"]);
+    let (_, health) = server.get(&format!("/v1/app-health?app_id={APP}")).await;
+    let statuses: Vec<(String, String)> = health["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "mcp_provider")
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().into(),
+                c["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("everything".to_string(), "ok".to_string()),
+            ("lookups".into(), "ok".into())
+        ]
+    );
+    server.stop().await;
+}
