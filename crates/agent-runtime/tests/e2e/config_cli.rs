@@ -153,12 +153,11 @@ const UNSUPPORTED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// An app that configures MCP providers, which this version does not support yet.
-const WITH_MCP: &str = r#"
+/// An app that configures a host workspace provider, which this version does not support yet.
+const WITH_WORKSPACES: &str = r#"
 apps:
   - app_id: host_app
-    mcp_providers:
-      - {name: crm, url: "https://mcp.example/api"}
+    workspace_provider: {base_url: "https://host.example/ws"}
 "#;
 
 fn assert_refused(output: &str, setting: &str, message: &str) {
@@ -193,19 +192,19 @@ async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_sup
     // An app-config section of a capability not supported yet, in all three commands.
     let mut env = base_env(dir.path());
     env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
-    let mcp = "does not support app MCP providers yet";
+    let refusal = "does not support host workspace providers yet";
     for args in [
-        vec!["config", "validate", WITH_MCP],
-        vec!["config", "doctor", WITH_MCP, APP],
+        vec!["config", "validate", WITH_WORKSPACES],
+        vec!["config", "doctor", WITH_WORKSPACES, APP],
     ] {
         let (status, stdout, stderr) = run_command(BIN, &args, &env).await;
         assert_eq!(status.code(), Some(1), "{args:?}: {stdout}");
-        assert_refused(&stderr, "apps[0].mcp_providers", mcp);
+        assert_refused(&stderr, "apps[0].workspace_provider", refusal);
     }
-    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), WITH_MCP.into());
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), WITH_WORKSPACES.into());
     let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert_refused(&stderr, "apps[0].mcp_providers", mcp);
+    assert_refused(&stderr, "apps[0].workspace_provider", refusal);
     assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
@@ -239,12 +238,13 @@ async fn config_validate_lists_every_unsupported_setting_at_once() {
     for (name, value, _) in UNSUPPORTED {
         env.insert(name.to_string(), value.to_string());
     }
-    let (status, _, stderr) = run_command(BIN, &["config", "validate", WITH_MCP], &env).await;
+    let (status, _, stderr) =
+        run_command(BIN, &["config", "validate", WITH_WORKSPACES], &env).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
     for (name, _, message) in UNSUPPORTED {
         assert_refused(&stderr, name, message);
     }
-    assert_refused(&stderr, "apps[0].mcp_providers", "MCP");
+    assert_refused(&stderr, "apps[0].workspace_provider", "workspace");
     assert!(stderr.contains("3 problem(s)"), "{stderr}");
 }
 
@@ -293,4 +293,32 @@ async fn the_log_event_sink_writes_each_event_and_none_turns_it_off() {
             assert!(!stderr.contains("agent_runtime::events"), "{stderr}");
         }
     }
+}
+
+/// App MCP providers are a supported section: `config validate` accepts them and `config
+/// doctor` lists each with its transport, without its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_accepts_and_shows_app_mcp_providers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = base_env(dir.path());
+    env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+    let config = r#"
+apps:
+  - app_id: host_app
+    mcp_providers:
+      - {name: crm, url: "https://mcp.example/api", token: crm-secret-token, startup_policy: required}
+      - {name: files, transport: stdio, command: node, args: [server.js]}
+"#;
+    let (status, stdout, stderr) = run_command(BIN, &["config", "validate", config], &env).await;
+    assert!(status.success(), "{stdout}\n{stderr}");
+    let (status, stdout, stderr) = run_command(BIN, &["config", "doctor", config, APP], &env).await;
+    assert!(status.success(), "{stdout}\n{stderr}");
+    let shown = |name: &str, transport: &str| {
+        stdout.lines().any(|line| {
+            line.contains("mcp_provider") && line.contains(name) && line.contains(transport)
+        })
+    };
+    assert!(shown("crm", "transport=http"), "{stdout}");
+    assert!(shown("files", "transport=stdio"), "{stdout}");
+    assert!(!stdout.contains("crm-secret-token") && !stderr.contains("crm-secret-token"));
 }
