@@ -6,12 +6,26 @@
 //! of [`AgentCli::start_turn`] is one CLI turn: the process starts in the turn's workdir with the
 //! run's model route handed to it, its output arrives as [`CliEvent`]s, and the stream ends
 //! with exactly one [`CliEvent::Exited`]. Cancelling kills the whole process group.
+//!
+//! A turn may also carry [`ToolGatewayAccess`]: the run's own tools (host tools, run MCP tools)
+//! are then offered to the CLI as an MCP server whose calls go through the service's run tool
+//! gateway, so they pass the approval gate and are recorded there. Those calls are the
+//! gateway's to record: the adapter does not report them again as [`CliEvent`]s.
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use crate::model::ModelRoute;
+use crate::secret::Secret;
 use crate::{RuntimeKind, Usage};
+
+/// How a CLI turn reaches its run's tool gateway: the run's app, and the token minted for this
+/// turn, which the gateway accepts for this run's tools and nothing else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolGatewayAccess {
+    pub app_id: String,
+    pub token: Secret,
+}
 
 /// What one CLI turn needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +43,8 @@ pub struct CliTurnRequest {
     pub route: Option<ModelRoute>,
     /// Extra environment for the process (`KEY`, `VALUE`).
     pub env: Vec<(String, String)>,
+    /// The run's tools for the CLI, through the gateway; `None` when the run has none to offer.
+    pub tool_gateway: Option<ToolGatewayAccess>,
 }
 
 /// How a CLI turn ended.
@@ -127,6 +143,8 @@ impl std::fmt::Debug for CliTurn {
 pub trait AgentCli: Send + Sync + 'static {
     /// Whether this runtime kind can run here (its CLI is configured and installed).
     fn serves(&self, kind: RuntimeKind) -> bool;
+    /// Whether turns of this kind can be offered the run's tools ([`ToolGatewayAccess`]).
+    fn bridges_tools(&self, kind: RuntimeKind) -> bool;
     /// Starts one turn. On error nothing was started.
     async fn start_turn(&self, request: CliTurnRequest) -> Result<CliTurn, AgentCliError>;
 }

@@ -162,7 +162,9 @@ impl Run {
 
     /// `queued | running → paused` for `reason`.
     pub fn pause(&mut self, reason: PauseReason) -> Result<(), TransitionError> {
-        self.state.apply(RunAction::Pause(reason))
+        self.state.apply(RunAction::Pause(reason))?;
+        self.engine.tool_gateway_token_sha256 = None;
+        Ok(())
     }
 
     /// Asks a running run to pause at its next safe point; false when it was already asked.
@@ -198,21 +200,27 @@ impl Run {
 
     pub fn complete(&mut self, now: DateTime<Utc>) -> Result<(), TransitionError> {
         self.state.apply(RunAction::Complete)?;
-        self.completed_at = Some(now);
+        self.end(now);
         Ok(())
     }
 
     pub fn fail(&mut self, error: &str, now: DateTime<Utc>) -> Result<(), TransitionError> {
         self.state.apply(RunAction::Fail)?;
         self.error_message = error.to_string();
-        self.completed_at = Some(now);
+        self.end(now);
         Ok(())
     }
 
     pub fn cancel(&mut self, now: DateTime<Utc>) -> Result<(), TransitionError> {
         self.state.apply(RunAction::Cancel)?;
-        self.completed_at = Some(now);
+        self.end(now);
         Ok(())
+    }
+
+    /// What every terminal state leaves behind: its time, and no way into the tool gateway.
+    fn end(&mut self, now: DateTime<Utc>) {
+        self.completed_at = Some(now);
+        self.engine.tool_gateway_token_sha256 = None;
     }
 }
 
@@ -231,6 +239,11 @@ pub struct EngineState {
     /// How a studio command shapes this run (studio-started runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub studio: Option<StudioPolicy>,
+    /// SHA-256 (hex) of the token the current CLI turn's MCP bridge sends to this run's tool
+    /// gateway: any replica can check it, none can recover it. Set when a CLI turn starts,
+    /// cleared when the run pauses or ends (no turn runs then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_gateway_token_sha256: Option<String>,
 }
 
 impl EngineState {

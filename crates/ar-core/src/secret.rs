@@ -1,5 +1,7 @@
 //! A string wrapper for secrets whose `Debug` and `Display` never show the value, and the one
-//! bearer-token check every server uses (header parsing and a constant-time comparison).
+//! bearer-token check every server uses (header parsing and a constant-time comparison), also
+//! against a token known only by its digest (a run's tool-gateway token, kept by every
+//! replica as its SHA-256).
 
 use std::fmt;
 
@@ -31,6 +33,24 @@ impl Secret {
         let got = Sha256::digest(given.as_bytes());
         want.ct_eq(&got).into()
     }
+
+    /// The SHA-256 of the value, hex: what may be stored to check the token later
+    /// ([`digest_matches`]) without keeping the token itself.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.0.as_bytes()))
+    }
+}
+
+/// Whether `given` is the token whose [`Secret::digest`] is `digest`, compared in constant
+/// time (the hashes, so neither content nor length shows). False for a digest that is not 64
+/// hex digits.
+pub fn digest_matches(digest: &str, given: &str) -> bool {
+    let mut want = [0u8; 32];
+    if hex::decode_to_slice(digest, &mut want).is_err() {
+        return false;
+    }
+    let got = Sha256::digest(given.as_bytes());
+    want.ct_eq(got.as_slice()).into()
 }
 
 /// The token of an `Authorization` header value `Bearer <token>`: the scheme matched
@@ -73,6 +93,20 @@ mod tests {
         assert!(!secret.matches("abcd"));
         assert!(!secret.matches(""));
         assert!(!secret.matches("ABC"));
+    }
+
+    #[test]
+    fn tokens_compare_against_their_digest() {
+        let token = Secret::new("art_run_abc");
+        let digest = token.digest();
+        assert_eq!(digest.len(), 64);
+        assert!(!digest.contains("art_run_abc"));
+        assert!(digest_matches(&digest, "art_run_abc"));
+        assert!(!digest_matches(&digest, "art_run_abd"));
+        assert!(!digest_matches(&digest, ""));
+        assert!(!digest_matches("", ""));
+        assert!(!digest_matches("not hex", "art_run_abc"));
+        assert!(!digest_matches(&digest[..62], "art_run_abc"));
     }
 
     #[test]

@@ -326,10 +326,16 @@ impl Engine {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        if runtime_kind != RuntimeKind::NativeSdk {
-            // An agent CLI would not see the servers (its MCP bridge is not wired yet).
+        // An agent CLI sees the run's MCP tools through its MCP bridge to the run tool
+        // gateway; a CLI offered no bridge here would not see them, so the run is refused.
+        let bridged = self
+            .deps()
+            .agent_cli
+            .as_ref()
+            .is_some_and(|cli| cli.bridges_tools(runtime_kind));
+        if runtime_kind != RuntimeKind::NativeSdk && !bridged {
             return Err(EngineError::invalid(format!(
-                "mcp_servers: runs of runtime kind {runtime_kind} cannot use run-scoped MCP servers yet (native_sdk runs can)"
+                "mcp_servers: runs of runtime kind {runtime_kind} cannot use run-scoped MCP servers on this runtime (its agent CLIs get no MCP bridge to the run's tools)"
             )));
         }
         if self.deps().mcp_sealer.is_none() || self.deps().mcp.is_none() {

@@ -22,19 +22,31 @@
 //!   `tool_call_finished` per CLI tool call (with a tool-call row and a tool-result message),
 //!   `usage.checkpoint` (cumulative) when the turn ends, then `run.completed`, `run.paused` or
 //!   `run.failed`.
+//! - The run's own tools (host tools, its MCP servers' tools) reach the CLI through its MCP
+//!   bridge (`agent-runtime mcp-bridge`, named `agent_runtime` in the CLI's config), which
+//!   calls the run tool gateway with a token minted for the turn: the gateway gates, runs and
+//!   records those calls (the adapter does not report them again). A call that needs approval
+//!   is parked by the gateway and the CLI told to end its turn; when it does, the run pauses
+//!   `human_approval`. Approving resumes it with a fresh turn that is told the call was
+//!   approved; the CLI makes it again and the gateway runs it, consuming the approval.
 
 use std::collections::HashMap;
 
-use ar_core::agent_cli::{CliEvent, CliOutcome, CliTurnRequest};
+use ar_core::agent_cli::{CliEvent, CliOutcome, CliTurnRequest, ToolGatewayAccess};
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
 use ar_core::model::{ChatMessage, ChatRole, ModelRoute};
-use ar_core::records::message_type;
+use ar_core::records::{interaction_kind, message_type};
+use ar_core::secret::Secret;
 use ar_core::store::RunChange;
-use ar_core::{Agent, MessageRole, PauseReason, Run, RuntimeKind, Usage};
+use ar_core::{Agent, InteractionStatus, MessageRole, PauseReason, Run, RuntimeKind, Usage};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use futures::StreamExt;
+use rand::RngCore as _;
 use serde_json::{json, Value};
 
+use crate::control_tools;
 use crate::engine::Engine;
 use crate::error::EngineResult;
 use crate::model_route::{default_model, resolve_route};
@@ -43,7 +55,7 @@ use crate::native::{Flow, RouteProblem};
 use crate::owner::Owner;
 use crate::records::{
     clip, mark_failed, mark_paused, mark_turn_done, message, record_tool_output, tool_call_record,
-    usage_checkpoint,
+    usage_checkpoint, usage_json,
 };
 use crate::transcript::LoopState;
 
@@ -273,11 +285,21 @@ impl Engine {
         owner
             .secrets
             .hold(route.as_ref().and_then(|route| route.api_key.as_ref()));
+        // So is its bridge's gateway token; the run keeps only its digest (any replica may
+        // check it), replaced with every turn.
+        let tool_gateway = self.cli_tool_gateway(run, agent);
+        owner
+            .secrets
+            .hold(tool_gateway.as_ref().map(|access| &access.token));
+        let token_digest = tool_gateway.as_ref().map(|access| access.token.digest());
         // Turn-start checkpoint: an owner taking over re-runs this turn.
         let checkpoint = self.checkpoint(run, state);
         let committed = self
-            .cli_commit(run, |_, change| {
+            .cli_commit(run, |run, change| {
                 change.checkpoint = Some(checkpoint.clone());
+                run.engine
+                    .tool_gateway_token_sha256
+                    .clone_from(&token_digest);
                 Ok(())
             })
             .await?;
@@ -291,6 +313,45 @@ impl Engine {
                 ("AGENT_RUNTIME_RUN_ID".to_string(), run.id.clone()),
                 ("AGENT_RUNTIME_APP_ID".to_string(), run.app_id.clone()),
             ],
+            tool_gateway,
+        }))
+    }
+
+    /// Access to the run tool gateway for this turn's CLI, when the run has tools the gateway
+    /// can call (its effective tools, its MCP servers' tools) and the CLI can be offered them:
+    /// a fresh token, `art_run_` and 32 random bytes (base64url), good for this run's tools
+    /// only and only while this turn runs.
+    fn cli_tool_gateway(&self, run: &Run, agent: &Agent) -> Option<ToolGatewayAccess> {
+        let cli = self.deps().agent_cli.as_ref()?;
+        if !cli.bridges_tools(run.runtime_kind) {
+            return None;
+        }
+        let callable = self
+            .effective_tools(run, agent)
+            .iter()
+            .any(|tool| control_tools::gateway_callable(&tool.name));
+        if !callable && run.input.mcp_servers.is_empty() {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        let token = format!("art_run_{}", URL_SAFE_NO_PAD.encode(bytes));
+        Some(ToolGatewayAccess {
+            app_id: run.app_id.clone(),
+            token: Secret::new(token),
+        })
+    }
+
+    /// Whether a call the turn made through the gateway waits for a person's approval.
+    async fn awaits_approval(&self, run: &Run) -> EngineResult<bool> {
+        let interactions = self
+            .deps()
+            .store
+            .list_interactions(&run.app_id, &run.id)
+            .await?;
+        Ok(interactions.iter().any(|interaction| {
+            interaction.interaction_kind == interaction_kind::APPROVAL_REQUEST
+                && interaction.status == InteractionStatus::Pending
         }))
     }
 
@@ -577,6 +638,8 @@ impl Engine {
             CliOutcome::Failed => Some(error),
             CliOutcome::Cancelled => Some("the agent CLI was stopped".to_string()),
         };
+        // A call parked by the gateway during the turn: the run now waits for the person.
+        let awaiting_approval = failure.is_none() && self.awaits_approval(&run).await?;
         let now = self.now();
         self.cli_commit(&mut run, |run, change| {
             change.checkpoint = Some(checkpoint.clone());
@@ -590,7 +653,11 @@ impl Engine {
                 run.output_summary
                     .insert("last_message".into(), json!(clip(&reply, 4096)));
             }
-            if pause_now || run.state.pause_requested() {
+            if awaiting_approval {
+                run.output_summary
+                    .insert("usage".into(), usage_json(&usage));
+                mark_paused(run, change, PauseReason::HumanApproval)
+            } else if pause_now || run.state.pause_requested() {
                 mark_paused(run, change, PauseReason::Manual)
             } else {
                 mark_turn_done(run, change, &usage, now)

@@ -1,9 +1,12 @@
 //! The approval gate and the run tool gateway (`/v1/runs/{id}/tools`).
 
-use ar_core::records::interaction_kind;
+use ar_core::event::{self as ev, RunEvent};
+use ar_core::ids::{new_id, prefix};
+use ar_core::records::{interaction_kind, message_type, ToolCallRecord};
 use ar_core::tool::{canonical_tool_name, ToolContext, ToolDefinition, ToolOutput};
 use ar_core::{
-    Agent, ApprovalMode, ApprovalState, JsonMap, PauseReason, RiskLevel, Run, RunStatus,
+    Agent, ApprovalMode, ApprovalState, JsonMap, MessageRole, PauseReason, RiskLevel, Run,
+    RunStatus, RuntimeKind,
 };
 use serde_json::{json, Value};
 
@@ -11,8 +14,8 @@ use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
 use crate::mcp::Discovery;
-use crate::native::ToolRun;
-use crate::records::{interaction, mark_paused, record_tool_output, tool_call_record};
+use crate::native::{tool_result_events, ToolRun};
+use crate::records::{interaction, mark_paused, message, record_tool_output, tool_call_record};
 
 /// Whether a call of `tool` must wait for a person under the agent's approval mode.
 pub(crate) fn needs_approval(mode: ApprovalMode, run: &Run, tool: &ToolDefinition) -> bool {
@@ -155,6 +158,8 @@ impl Engine {
     }
 
     /// `POST /v1/runs/{id}/tools`: executes a tool for an external agent through the same gate.
+    /// Every call is a ToolCall row with its `tool_call_*` events and result message, like a
+    /// native call; the replay of a call that waited for approval settles the row it left.
     pub async fn call_run_tool(
         &self,
         app_id: &str,
@@ -167,24 +172,7 @@ impl Engine {
             return Err(EngineError::invalid("tool_name is required"));
         }
         let (run, agent) = self.active_run_and_agent(app_id, run_id).await?;
-        let Some(tool) = self
-            .gateway_tools(&run, &agent)
-            .await
-            .into_iter()
-            .find(|tool| tool.name == name)
-        else {
-            return Err(EngineError::invalid(format!(
-                "tool {name:?} is not available to this run"
-            )));
-        };
-        if control_tools::pauses(&name)
-            || name == control_tools::FINISH_TURN
-            || name == control_tools::UPDATE_PLAN
-        {
-            return Err(EngineError::invalid(format!(
-                "tool {name:?} is a runtime-control tool and cannot be called through the gateway"
-            )));
-        }
+        let tool = self.gateway_tool(&run, &agent, &name).await?;
         let input = if input.is_null() {
             Value::Object(JsonMap::new())
         } else {
@@ -193,38 +181,181 @@ impl Engine {
         if needs_approval(agent.approval_mode, &run, &tool) {
             return self.park_gateway_call(run, &tool, input).await;
         }
-        let context = self.tool_context(&run);
-        let output = match self.run_tool(&run, &context, &tool, input.clone()).await {
-            ToolRun::Done(output, _) => output,
-            ToolRun::NeedsAuthentication { server, reason } => ToolOutput::error(format!(
-                "mcp server {} needs a new credential: {reason}",
-                server.server_id
-            )),
+        let replayed = tool.mutating && run.approval_state() == ApprovalState::Approved;
+        let gated = if replayed {
+            self.gated_row(&run, &tool.name, &input).await?
+        } else {
+            None
         };
-        let now = self.now();
-        let mode = agent.approval_mode;
-        self.transact(app_id, run_id, None, |run, change| {
-            let mut record =
-                tool_call_record(run, &tool.name, input.clone(), tool.mutating, false, now);
-            record_tool_output(&mut record, &output.content, output.is_error);
-            change.tool_calls.push(record);
-            if tool.mutating {
-                consume_approval(mode, run);
-            }
-            Ok(Decide::Commit(()))
-        })
-        .await?;
-        Ok(GatewayResult {
+        let context = self.tool_context(&run);
+        let (output, duration_ms) = match self.run_tool(&run, &context, &tool, input.clone()).await
+        {
+            ToolRun::Done(output, duration_ms) => (output, duration_ms),
+            ToolRun::NeedsAuthentication { server, reason } => (
+                ToolOutput::error(format!(
+                    "mcp server {} needs a new credential: {reason}",
+                    server.server_id
+                )),
+                0,
+            ),
+        };
+        let call = GatewayCall {
+            tool,
+            input,
             output,
+            duration_ms,
+            gated,
+            mode: agent.approval_mode,
+        };
+        self.record_gateway_call(app_id, run_id, &call).await?;
+        Ok(GatewayResult {
+            output: call.output,
             approval_required: false,
             interaction_id: String::new(),
         })
     }
+
+    /// The run's tool `name` if the gateway may call it.
+    async fn gateway_tool(
+        &self,
+        run: &Run,
+        agent: &Agent,
+        name: &str,
+    ) -> EngineResult<ToolDefinition> {
+        let Some(tool) = self
+            .gateway_tools(run, agent)
+            .await
+            .into_iter()
+            .find(|tool| tool.name == name)
+        else {
+            return Err(EngineError::invalid(format!(
+                "tool {name:?} is not available to this run"
+            )));
+        };
+        if !control_tools::gateway_callable(name) {
+            return Err(EngineError::invalid(format!(
+                "tool {name:?} is a runtime-control tool and cannot be called through the gateway"
+            )));
+        }
+        Ok(tool)
+    }
+
+    /// The row a gated call of `name` with `input` left, still without an outcome: the call
+    /// now replayed after its approval.
+    async fn gated_row(
+        &self,
+        run: &Run,
+        name: &str,
+        input: &Value,
+    ) -> EngineResult<Option<ToolCallRecord>> {
+        let rows = self
+            .deps()
+            .store
+            .list_tool_calls(&run.app_id, &run.id)
+            .await?;
+        Ok(rows.into_iter().rev().find(|row| {
+            row.approval_required
+                && row.output.is_none()
+                && row.tool_name == name
+                && &row.input == input
+        }))
+    }
+
+    /// Commits a call the gateway ran: its row, result message and events.
+    async fn record_gateway_call(
+        &self,
+        app_id: &str,
+        run_id: &str,
+        call: &GatewayCall,
+    ) -> EngineResult<()> {
+        let now = self.now();
+        let input_text = call.input.to_string();
+        let output = &call.output;
+        let row_id = call.gated.as_ref().map(|row| row.id.clone());
+        let row_id = row_id.unwrap_or_else(|| new_id(prefix::TOOL_CALL));
+        let message_id = new_id(prefix::MESSAGE);
+        self.transact(app_id, run_id, None, |run, change| {
+            let mut row = match &call.gated {
+                Some(gated) => gated.clone(),
+                None => {
+                    let tool = &call.tool;
+                    let input = call.input.clone();
+                    tool_call_record(run, &tool.name, input, tool.mutating, false, now)
+                }
+            };
+            row.id.clone_from(&row_id);
+            record_tool_output(&mut row, &output.content, output.is_error);
+            change.tool_calls.push(row);
+            if call.gated.is_none() {
+                change
+                    .events
+                    .push(tool_call_started(&row_id, &call.tool.name));
+            }
+            let mut result = message(
+                run,
+                MessageRole::Tool,
+                &output.content,
+                message_type::TOOL_RESULT,
+                now,
+            );
+            result.id.clone_from(&message_id);
+            result.runtime_message_id.clone_from(&row_id);
+            change.messages.push(result);
+            change.events.extend(tool_result_events(
+                &row_id,
+                &call.tool.name,
+                &input_text,
+                &output.content,
+                output.is_error,
+                call.duration_ms,
+                message_id.clone(),
+            ));
+            if call.tool.mutating {
+                consume_approval(call.mode, run);
+            }
+            Ok(Decide::Commit(()))
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// A call the gateway ran, with what it came to.
+struct GatewayCall {
+    tool: ToolDefinition,
+    input: Value,
+    output: ToolOutput,
+    duration_ms: u64,
+    /// The row the call left when it waited for approval (its replay settles it).
+    gated: Option<ToolCallRecord>,
+    mode: ApprovalMode,
+}
+
+/// `tool_call_started` of a gateway call (no assistant message of the service's own to hang
+/// it off: the calling agent keeps its messages).
+fn tool_call_started(call_id: &str, tool_name: &str) -> RunEvent {
+    RunEvent::ToolCallStarted(ev::ToolCallStarted {
+        tool_call_id: call_id.to_string(),
+        tool_name: tool_name.to_string(),
+        parent_message_id: String::new(),
+    })
+}
+
+/// Whether `run` is executing a turn of an agent CLI, the agent that calls the gateway through
+/// its MCP bridge: a call it must wait for is parked, and the run pauses when the turn ends.
+fn in_cli_turn(run: &Run) -> bool {
+    run.status() == RunStatus::Running
+        && matches!(
+            run.runtime_kind,
+            RuntimeKind::Codex | RuntimeKind::ClaudeCode | RuntimeKind::OpenCode
+        )
 }
 
 impl Engine {
-    /// A gateway call that needs a person: an approval interaction and a gated tool-call row,
-    /// and the run paused for approval; the caller is told approval is pending.
+    /// A gateway call that needs a person: an approval interaction, a gated tool-call row and
+    /// its `tool_call_started`; the caller is told approval is pending. The run pauses for
+    /// approval now, or, when the caller is the run's own CLI turn, when that turn ends (the
+    /// CLI was told to stop and is not cut off mid-answer).
     async fn park_gateway_call(
         &self,
         run: Run,
@@ -234,6 +365,7 @@ impl Engine {
         let (app_id, run_id) = (run.app_id.clone(), run.id.clone());
         let now = self.now();
         let payload = approval_payload(tool, &input);
+        let row_id = new_id(prefix::TOOL_CALL);
         let (_, _, interaction_id) = self
             .transact(&app_id, &run_id, Some(run), |run, change| {
                 if run.is_terminal() {
@@ -249,15 +381,11 @@ impl Engine {
                 );
                 let id = pending.id.clone();
                 change.interactions.push(pending);
-                change.tool_calls.push(tool_call_record(
-                    run,
-                    &tool.name,
-                    input.clone(),
-                    true,
-                    true,
-                    now,
-                ));
-                if run.status() != RunStatus::Paused {
+                let mut row = tool_call_record(run, &tool.name, input.clone(), true, true, now);
+                row.id.clone_from(&row_id);
+                change.tool_calls.push(row);
+                change.events.push(tool_call_started(&row_id, &tool.name));
+                if run.status() != RunStatus::Paused && !in_cli_turn(run) {
                     mark_paused(run, change, PauseReason::HumanApproval)?;
                 }
                 Ok(Decide::Commit(id))

@@ -55,4 +55,10 @@ pub mod control_tools {
             REQUEST_USER_INPUT | REQUEST_APPROVAL | REQUEST_REVIEW_CHECKPOINT
         )
     }
+
+    /// Whether an outside agent may call `name` through the run tool gateway: not the tools
+    /// that steer the engine's own loop (pausing it, ending its turn, its plan).
+    pub fn gateway_callable(name: &str) -> bool {
+        !pauses(name) && name != FINISH_TURN && name != UPDATE_PLAN
+    }
 }

@@ -2,7 +2,7 @@
 //! request changes, auth completed, continue), cancel, pause, and the records hosts append.
 
 use ar_core::event::{self as ev, RunEvent};
-use ar_core::records::{message_type, Artifact, Interaction, Message};
+use ar_core::records::{interaction_kind, message_type, Artifact, Interaction, Message};
 use ar_core::store::{RunChange, SecretChange};
 use ar_core::{
     CredentialSource, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
@@ -206,6 +206,29 @@ fn decision_of(request: &ResumeRun, intent: ResumeIntent) -> Decision {
                 },
             }
         }
+    }
+}
+
+/// What the agent is told when a person decided on a call it made through the run tool
+/// gateway (an agent CLI's MCP bridge): such a call is parked in no loop state, so the agent
+/// learns the decision as a message and, once approved, makes the call again (the gateway
+/// lets it run and consumes the approval).
+fn gateway_decision_note(interaction: &Interaction, intent: ResumeIntent) -> Option<String> {
+    if interaction.interaction_kind != interaction_kind::APPROVAL_REQUEST {
+        return None;
+    }
+    let payload = interaction.request_payload.as_ref()?;
+    let tool = payload.get("tool_name")?.as_str()?;
+    match intent {
+        ResumeIntent::Approve => Some(format!(
+            "A person approved your call of {tool} that was waiting for approval. Make that \
+             call again now, with the same input: it will run this time."
+        )),
+        ResumeIntent::RequestChanges => Some(format!(
+            "A person did not approve your call of {tool}; it did not run. Do not make it \
+             again unless their answer asks for it."
+        )),
+        _ => None,
     }
 }
 
@@ -442,10 +465,14 @@ impl Engine {
         match parked {
             // The reply or rejection reason reaches the model as the call's result.
             Some(pending) => pending.decision = Some(decision_of(request, intent)),
-            None if !request.content.is_empty() => {
-                state.queued_user_messages.push(request.content.clone());
+            None => {
+                let note =
+                    target.and_then(|interaction| gateway_decision_note(interaction, intent));
+                state.queued_user_messages.extend(note);
+                if !request.content.is_empty() {
+                    state.queued_user_messages.push(request.content.clone());
+                }
             }
-            None => {}
         }
         state.turn_steps = 0;
         state.corrections = 0;

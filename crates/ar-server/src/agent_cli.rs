@@ -18,6 +18,21 @@
 //! the CLI runs with the service's environment and its own configuration. The workdir
 //! (`<root>/<run>` unless the run's workspace lease names one) is the run's workspace and is kept.
 //!
+//! The run's own tools (host tools, run MCP tools) reach the CLI when the turn carries
+//! [`ToolGatewayAccess`] and the runtime has an [`McpBridge`]: the CLI gets an MCP server named
+//! `agent_runtime`, started as `agent-runtime mcp-bridge` with the bridge's settings (the
+//! service's loopback URL, the app, the run, the turn's gateway token as
+//! `AGENT_RUNTIME_SERVICE_TOKEN`) set for that server alone, never in the CLI's environment:
+//! - codex: `-c mcp_servers.agent_runtime.{command,args,env,tool_timeout_sec}`;
+//! - Claude Code: `--mcp-config <file>` (`{"mcpServers":{"agent_runtime":{…}}}`) and
+//!   `--allowedTools mcp__agent_runtime`;
+//! - opencode: `OPENCODE_CONFIG=<file>` with `mcp.agent_runtime` (`type: local`).
+//!
+//! The files are written to a private directory (`<root>/.bridges/<run>`, mode 0700, files
+//! 0600) removed when the turn ends. The gateway records the calls the bridge makes, so the
+//! CLI's own reports of them (`agent_runtime.*` from codex, `mcp__agent_runtime__*` from Claude
+//! Code, `agent_runtime_*` from opencode) are not reported again.
+//!
 //! Runs are non-interactive: nobody can answer a CLI's permission prompt. codex runs with
 //! `--dangerously-bypass-approvals-and-sandbox` (its sandbox needs kernel features containers
 //! often lack) and Claude Code with `--dangerously-skip-permissions` (`IS_SANDBOX=1` lets it do
@@ -27,9 +42,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
+use ar_config::env::{
+    API_BASE_URL, APP_ID, MCP_BRIDGE_HTTP_TIMEOUT_SECONDS, RUN_ID, SERVICE_TOKEN,
+};
 use ar_core::agent_cli::{
     AgentCli, AgentCliError, CliControl, CliEvent, CliOutcome, CliTurn, CliTurnRequest,
+    ToolGatewayAccess,
 };
 use ar_core::model::ModelRoute;
 use ar_core::{RuntimeKind, Usage};
@@ -44,6 +64,20 @@ use serde_json::json;
 /// Environment variable carrying the model key to codex and opencode.
 pub const MODEL_KEY_ENV: &str = "AR_MODEL_API_KEY";
 
+/// The name of the bridge's MCP server in every CLI's configuration.
+pub const BRIDGE_SERVER: &str = "agent_runtime";
+
+/// How CLIs start the MCP bridge to their run's tools.
+#[derive(Debug, Clone)]
+pub struct McpBridge {
+    /// The `agent-runtime` executable, started as `<program> mcp-bridge`.
+    pub program: PathBuf,
+    /// The service's base URL as this host reaches it (loopback).
+    pub base_url: String,
+    /// Bound of one gateway request, and of one tool call in the CLI's MCP client.
+    pub timeout: Duration,
+}
+
 /// How the adapter runs CLIs.
 #[derive(Debug, Clone)]
 pub struct AgentCliConfig {
@@ -53,6 +87,8 @@ pub struct AgentCliConfig {
     pub programs: HashMap<RuntimeKind, String>,
     /// Skip the CLIs' approval prompts and codex's sandbox (see the module docs).
     pub bypass_permissions: bool,
+    /// The MCP bridge offered to turns that carry gateway access; `None`: no bridge here.
+    pub bridge: Option<McpBridge>,
 }
 
 impl AgentCliConfig {
@@ -72,7 +108,14 @@ impl AgentCliConfig {
             root: root.into(),
             programs,
             bypass_permissions: true,
+            bridge: None,
         }
+    }
+
+    /// Offers `bridge` to turns that carry gateway access.
+    pub fn with_bridge(mut self, bridge: McpBridge) -> Self {
+        self.bridge = Some(bridge);
+        self
     }
 
     /// The runtime kinds whose CLI was found, in contract order.
@@ -115,22 +158,157 @@ impl DispatchAgentCli {
         Ok(workdir)
     }
 
-    /// How the request's CLI starts, with its model route.
+    /// How the request's CLI starts, with its model route and its bridge.
     fn launch(
         &self,
         request: &CliTurnRequest,
         program: String,
         workdir: &Path,
+        bridge: Option<&BridgeServer>,
     ) -> Result<Launch, AgentCliError> {
         let route = request.route.as_ref();
         let bypass = self.config.bypass_permissions;
         match request.kind {
-            RuntimeKind::Codex => Ok(codex_launch(program, route, bypass)),
-            RuntimeKind::ClaudeCode => Ok(claude_launch(program, route, bypass)),
-            RuntimeKind::OpenCode => opencode_launch(program, route, workdir),
+            RuntimeKind::Codex => Ok(codex_launch(program, route, bypass, bridge)),
+            RuntimeKind::ClaudeCode => claude_launch(program, route, bypass, bridge),
+            RuntimeKind::OpenCode => opencode_launch(program, route, workdir, bridge),
             other => Err(AgentCliError::Unavailable(other)),
         }
     }
+
+    /// The turn's bridge server, when the turn carries gateway access and this runtime has a
+    /// bridge; its private directory is created (empty).
+    fn bridge_server(
+        &self,
+        request: &CliTurnRequest,
+    ) -> Result<Option<BridgeServer>, AgentCliError> {
+        let (Some(access), Some(bridge)) = (&request.tool_gateway, &self.config.bridge) else {
+            return Ok(None);
+        };
+        let dir = self.config.root.join(".bridges").join(&request.run_id);
+        create_private_dir(&dir)?;
+        Ok(Some(BridgeServer::new(
+            bridge,
+            access,
+            &request.run_id,
+            dir,
+        )))
+    }
+}
+
+/// The bridge as one turn's MCP server: its command, its settings and where the config files
+/// that carry them go.
+struct BridgeServer {
+    command: String,
+    args: Vec<String>,
+    /// The bridge's settings, set for the bridge process alone.
+    env: Vec<(String, String)>,
+    timeout_secs: u64,
+    /// Private (0700), removed when the turn ends.
+    dir: PathBuf,
+}
+
+impl BridgeServer {
+    fn new(bridge: &McpBridge, access: &ToolGatewayAccess, run_id: &str, dir: PathBuf) -> Self {
+        let timeout_secs = bridge.timeout.as_secs().max(1);
+        let env = [
+            (API_BASE_URL.name, bridge.base_url.clone()),
+            (APP_ID.name, access.app_id.clone()),
+            (RUN_ID.name, run_id.to_string()),
+            (SERVICE_TOKEN.name, access.token.expose().to_string()),
+            (
+                MCP_BRIDGE_HTTP_TIMEOUT_SECONDS.name,
+                timeout_secs.to_string(),
+            ),
+        ];
+        BridgeServer {
+            command: bridge.program.display().to_string(),
+            args: vec!["mcp-bridge".to_string()],
+            env: env
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value))
+                .collect(),
+            timeout_secs,
+            dir,
+        }
+    }
+
+    /// The settings as a JSON object (Claude Code's `env`, opencode's `environment`).
+    fn env_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), json!(value)))
+            .collect();
+        serde_json::Value::Object(map)
+    }
+
+    /// Writes `name` in the private directory (mode 0600); its path.
+    fn write(&self, name: &str, contents: &serde_json::Value) -> Result<PathBuf, AgentCliError> {
+        let path = self.dir.join(name);
+        write_private(&path, contents.to_string().as_bytes())?;
+        Ok(path)
+    }
+}
+
+/// The `-c` overrides that declare the bridge to codex: the settings as an inline table (TOML
+/// keys and basic strings), and a tool timeout as long as the bridge's own bound (codex's
+/// default would cut a long host command short).
+fn codex_bridge_overrides(bridge: &BridgeServer) -> Vec<String> {
+    let key = format!("mcp_servers.{BRIDGE_SERVER}");
+    let env: Vec<String> = bridge
+        .env
+        .iter()
+        .map(|(name, value)| format!("{name}={}", toml_string(value)))
+        .collect();
+    let args: Vec<String> = bridge.args.iter().map(|arg| toml_string(arg)).collect();
+    vec![
+        format!("{key}.command={}", toml_string(&bridge.command)),
+        format!("{key}.args=[{}]", args.join(",")),
+        format!("{key}.env={{{}}}", env.join(",")),
+        format!("{key}.tool_timeout_sec={}", bridge.timeout_secs),
+    ]
+}
+
+/// A directory only this user may enter.
+fn create_private_dir(dir: &Path) -> Result<(), AgentCliError> {
+    create_dir(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|error| {
+            AgentCliError::Start(format!("securing {}: {error}", dir.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// Writes a file only this user may read.
+fn write_private(path: &Path, contents: &[u8]) -> Result<(), AgentCliError> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    options
+        .open(path)
+        .and_then(|mut file| file.write_all(contents))
+        .map_err(|error| AgentCliError::Start(format!("writing {}: {error}", path.display())))
+}
+
+/// Whether a tool the CLI reported is one of the bridge's: those calls went through the
+/// gateway, which recorded them.
+fn is_bridged(kind: RuntimeKind, tool_name: &str) -> bool {
+    let prefix = match kind {
+        RuntimeKind::Codex => format!("{BRIDGE_SERVER}."),
+        RuntimeKind::ClaudeCode => format!("mcp__{BRIDGE_SERVER}__"),
+        RuntimeKind::OpenCode => format!("{BRIDGE_SERVER}_"),
+        _ => return false,
+    };
+    tool_name.starts_with(&prefix)
 }
 
 fn create_dir(dir: &Path) -> Result<(), AgentCliError> {
@@ -155,12 +333,20 @@ fn route_key(route: &ModelRoute) -> Option<&str> {
 }
 
 /// codex: the route as a custom model provider `ar` (`-c` overrides), the key in
-/// [`MODEL_KEY_ENV`].
-fn codex_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> Launch {
+/// [`MODEL_KEY_ENV`]; the bridge as MCP server [`BRIDGE_SERVER`].
+fn codex_launch(
+    program: String,
+    route: Option<&ModelRoute>,
+    bypass: bool,
+    bridge: Option<&BridgeServer>,
+) -> Launch {
     let mut extra_args = Vec::new();
     let mut env = Vec::new();
     if bypass {
         extra_args.push("--dangerously-bypass-approvals-and-sandbox".to_string());
+    }
+    for item in bridge.map(codex_bridge_overrides).unwrap_or_default() {
+        extra_args.extend(["-c".to_string(), item]);
     }
     if let Some(route) = route {
         let mut overrides = vec![
@@ -194,14 +380,37 @@ fn codex_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> La
 }
 
 /// Claude Code: partial messages (text deltas), no telemetry or updates, the route as
-/// `ANTHROPIC_BASE_URL` (without a trailing `/v1`) and `ANTHROPIC_API_KEY`.
-fn claude_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> Launch {
+/// `ANTHROPIC_BASE_URL` (without a trailing `/v1`) and `ANTHROPIC_API_KEY`, the bridge in an
+/// `--mcp-config` file with its tools allowed.
+fn claude_launch(
+    program: String,
+    route: Option<&ModelRoute>,
+    bypass: bool,
+    bridge: Option<&BridgeServer>,
+) -> Result<Launch, AgentCliError> {
     // Text deltas arrive as `stream_event` lines before each complete message.
     let mut extra_args = vec!["--include-partial-messages".to_string()];
     let mut env = Vec::new();
     if bypass {
         extra_args.push("--dangerously-skip-permissions".into());
         env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+    }
+    if let Some(bridge) = bridge {
+        let config = json!({"mcpServers": {BRIDGE_SERVER: {
+            "type": "stdio",
+            "command": bridge.command,
+            "args": bridge.args,
+            "env": bridge.env_json(),
+        }}});
+        let path = bridge.write("claude-mcp.json", &config)?;
+        // Both options take lists: each is followed by another option, never by the prompt
+        // (which goes to stdin).
+        extra_args.extend([
+            "--mcp-config".to_string(),
+            path.display().to_string(),
+            "--allowedTools".to_string(),
+            format!("mcp__{BRIDGE_SERVER}"),
+        ]);
     }
     for name in [
         "DISABLE_TELEMETRY",
@@ -218,24 +427,43 @@ fn claude_launch(program: String, route: Option<&ModelRoute>, bypass: bool) -> L
             env.push(("ANTHROPIC_API_KEY".to_string(), key.to_string()));
         }
     }
-    Launch {
+    Ok(Launch {
         provider: Arc::new(ClaudeProvider {
             program,
             extra_args,
         }),
         env,
         model: route.map(|route| route.model.clone()).unwrap_or_default(),
-    }
+    })
 }
 
 /// opencode: its project directory in `PWD`, the route as provider `ar` in the workdir's
-/// `opencode.json` (the key read from [`MODEL_KEY_ENV`]), model `ar/<model>`.
+/// `opencode.json` (the key read from [`MODEL_KEY_ENV`]), model `ar/<model>`; the bridge in a
+/// config file of its own (`OPENCODE_CONFIG`, merged with the project's), so the token is
+/// never written into the workdir.
 fn opencode_launch(
     program: String,
     route: Option<&ModelRoute>,
     workdir: &Path,
+    bridge: Option<&BridgeServer>,
 ) -> Result<Launch, AgentCliError> {
     let mut env = vec![("PWD".to_string(), workdir.display().to_string())];
+    if let Some(bridge) = bridge {
+        let mut command = vec![bridge.command.clone()];
+        command.extend(bridge.args.iter().cloned());
+        let config = json!({
+            "$schema": "https://opencode.ai/config.json",
+            "mcp": {BRIDGE_SERVER: {
+                "type": "local",
+                "command": command,
+                "environment": bridge.env_json(),
+                "enabled": true,
+                "timeout": bridge.timeout_secs * 1000,
+            }}
+        });
+        let path = bridge.write("opencode.json", &config)?;
+        env.push(("OPENCODE_CONFIG".to_string(), path.display().to_string()));
+    }
     let mut model = String::new();
     if let Some(route) = route {
         let mut options = json!({"baseURL": route.base_url.trim_end_matches('/')});
@@ -313,6 +541,10 @@ impl AgentCli for DispatchAgentCli {
         self.config.programs.contains_key(&kind)
     }
 
+    fn bridges_tools(&self, kind: RuntimeKind) -> bool {
+        self.config.bridge.is_some() && self.serves(kind)
+    }
+
     async fn start_turn(&self, request: CliTurnRequest) -> Result<CliTurn, AgentCliError> {
         let program = self
             .config
@@ -330,7 +562,16 @@ impl AgentCli for DispatchAgentCli {
             Some(home) => private_home_env(home)?,
             None => Vec::new(),
         };
-        let launch = self.launch(&request, program, &workdir)?;
+        let bridge = self.bridge_server(&request)?;
+        let mut scratch: Vec<PathBuf> = home.into_iter().collect();
+        scratch.extend(bridge.as_ref().map(|bridge| bridge.dir.clone()));
+        let launch = match self.launch(&request, program, &workdir, bridge.as_ref()) {
+            Ok(launch) => launch,
+            Err(error) => {
+                remove_scratch(&scratch).await;
+                return Err(error);
+            }
+        };
         env.extend(launch.env);
         env.extend(request.env.iter().cloned());
         let runtime = LocalRuntime::empty(LocalConfig::new(&self.config.root))
@@ -346,11 +587,13 @@ impl AgentCli for DispatchAgentCli {
                 .collect(),
             ..Default::default()
         };
-        let run = runtime
-            .start(spec)
-            .await
-            .map_err(|error| AgentCliError::Start(error.to_string()))?;
-        let run = Arc::new(run);
+        let run = match runtime.start(spec).await {
+            Ok(run) => Arc::new(run),
+            Err(error) => {
+                remove_scratch(&scratch).await;
+                return Err(AgentCliError::Start(error.to_string()));
+            }
+        };
         let Some(outputs) = run.events() else {
             return Err(AgentCliError::Start("the run's events were taken".into()));
         };
@@ -360,7 +603,8 @@ impl AgentCli for DispatchAgentCli {
             queue: VecDeque::new(),
             done: false,
             workdir: workdir.display().to_string(),
-            home,
+            scratch,
+            bridged: bridge.is_some().then_some(request.kind),
             error: String::new(),
         };
         Ok(CliTurn {
@@ -395,8 +639,11 @@ struct TurnReader {
     queue: VecDeque<CliEvent>,
     done: bool,
     workdir: String,
-    /// The turn's private home, removed when the turn ends (each turn starts afresh).
-    home: Option<PathBuf>,
+    /// The turn's private home and bridge directory, removed when the turn ends (each turn
+    /// starts afresh).
+    scratch: Vec<PathBuf>,
+    /// The CLI kind whose bridge calls to leave out, when the turn has a bridge.
+    bridged: Option<RuntimeKind>,
     /// The failure the CLI reported in its stream (`turn.failed`, an error result).
     error: String,
 }
@@ -438,6 +685,15 @@ impl TurnReader {
 
     /// Queues what one event of the CLI's stream means for the run.
     fn take(&mut self, event: AgentEvent) {
+        if let (
+            Some(kind),
+            AgentEvent::ToolStarted { name, .. } | AgentEvent::ToolFinished { name, .. },
+        ) = (self.bridged, &event)
+        {
+            if is_bridged(kind, name) {
+                return;
+            }
+        }
         let cli_event = match event {
             AgentEvent::TextDelta(text) => CliEvent::AssistantDelta { text },
             AgentEvent::Message(text) => CliEvent::AssistantCompleted { text },
@@ -474,11 +730,7 @@ impl TurnReader {
         }
         self.done = true;
         let status = self.run.wait_status().await;
-        if let Some(home) = self.home.take() {
-            if let Err(error) = tokio::fs::remove_dir_all(&home).await {
-                tracing::debug!(%error, home = %home.display(), "could not remove a CLI home");
-            }
-        }
+        remove_scratch(&std::mem::take(&mut self.scratch)).await;
         let outcome = match status.state {
             State::Succeeded if self.error.is_empty() => CliOutcome::Succeeded,
             State::Canceled => CliOutcome::Cancelled,
@@ -497,6 +749,15 @@ impl TurnReader {
     }
 }
 
+/// Removes a turn's private directories (its home, its bridge's config files).
+async fn remove_scratch(dirs: &[PathBuf]) {
+    for dir in dirs {
+        if let Err(error) = tokio::fs::remove_dir_all(dir).await {
+            tracing::debug!(%error, dir = %dir.display(), "could not remove a CLI turn's directory");
+        }
+    }
+}
+
 fn turn_usage(usage: ProviderUsage) -> Usage {
     Usage {
         input_tokens: usage.input_tokens,
@@ -504,5 +765,154 @@ fn turn_usage(usage: ProviderUsage) -> Usage {
         output_tokens: usage.output_tokens,
         reasoning_output_tokens: usage.reasoning_tokens,
         total_tokens: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ar_core::secret::Secret;
+    use ar_dispatch::RunSpec;
+
+    const TOKEN: &str = "art_run_turn-token";
+
+    fn bridge(dir: &Path) -> BridgeServer {
+        let bridge = McpBridge {
+            program: PathBuf::from("/opt/agent-runtime"),
+            base_url: "http://127.0.0.1:8090".into(),
+            timeout: Duration::from_secs(300),
+        };
+        let access = ToolGatewayAccess {
+            app_id: "app".into(),
+            token: Secret::new(TOKEN),
+        };
+        BridgeServer::new(&bridge, &access, "run_1", dir.to_path_buf())
+    }
+
+    fn args_of(launch: &Launch) -> String {
+        let spec = RunSpec {
+            prompt: "hi".into(),
+            ..Default::default()
+        };
+        launch.provider.command(&spec).unwrap().args.join(" ")
+    }
+
+    fn holds_token(launch: &Launch) -> bool {
+        launch.env.iter().any(|(_, value)| value.contains(TOKEN))
+    }
+
+    fn read_json(path: &str) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[cfg(unix)]
+    fn mode_of(path: &str) -> u32 {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn codex_declares_the_bridge_in_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let launch = codex_launch("codex".into(), None, false, Some(&bridge(dir.path())));
+        let args = args_of(&launch);
+        for expected in [
+            r#"mcp_servers.agent_runtime.command="/opt/agent-runtime""#,
+            r#"mcp_servers.agent_runtime.args=["mcp-bridge"]"#,
+            r#"AGENT_RUNTIME_SERVICE_TOKEN="art_run_turn-token""#,
+            r#"AGENT_RUNTIME_API_BASE_URL="http://127.0.0.1:8090""#,
+            r#"AGENT_RUNTIME_APP_ID="app""#,
+            r#"AGENT_RUNTIME_RUN_ID="run_1""#,
+            r#"AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS="300""#,
+            "mcp_servers.agent_runtime.tool_timeout_sec=300",
+        ] {
+            assert!(args.contains(expected), "{expected} in {args}");
+        }
+        assert!(
+            !holds_token(&launch),
+            "the token is the bridge's, not codex's"
+        );
+        let without = codex_launch("codex".into(), None, false, None);
+        assert!(!args_of(&without).contains("mcp_servers"));
+    }
+
+    #[test]
+    fn claude_code_reads_the_bridge_from_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let launch =
+            claude_launch("claude".into(), None, false, Some(&bridge(dir.path()))).unwrap();
+        let args = args_of(&launch);
+        assert!(!args.contains(TOKEN) && !holds_token(&launch), "{args}");
+        assert!(args.contains("--allowedTools mcp__agent_runtime"), "{args}");
+        let path = args
+            .split_once("--mcp-config ")
+            .and_then(|(_, rest)| rest.split(' ').next())
+            .unwrap();
+        let server = &read_json(path)["mcpServers"]["agent_runtime"];
+        assert_eq!(server["command"], "/opt/agent-runtime");
+        assert_eq!(server["args"], json!(["mcp-bridge"]));
+        assert_eq!(server["env"]["AGENT_RUNTIME_SERVICE_TOKEN"], TOKEN);
+        assert_eq!(server["env"]["AGENT_RUNTIME_RUN_ID"], "run_1");
+        #[cfg(unix)]
+        assert_eq!(mode_of(path), 0o600);
+        let without = claude_launch("claude".into(), None, false, None).unwrap();
+        assert!(!args_of(&without).contains("--mcp-config"));
+    }
+
+    #[test]
+    fn opencode_reads_the_bridge_from_a_config_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let workdir = tempfile::tempdir().unwrap();
+        let launch = opencode_launch(
+            "opencode".into(),
+            None,
+            workdir.path(),
+            Some(&bridge(dir.path())),
+        )
+        .unwrap();
+        let (_, path) = launch
+            .env
+            .iter()
+            .find(|(name, _)| name == "OPENCODE_CONFIG")
+            .cloned()
+            .unwrap();
+        assert!(path.starts_with(&dir.path().display().to_string()));
+        let server = &read_json(&path)["mcp"]["agent_runtime"];
+        assert_eq!(server["type"], "local");
+        assert_eq!(
+            server["command"],
+            json!(["/opt/agent-runtime", "mcp-bridge"])
+        );
+        assert_eq!(server["environment"]["AGENT_RUNTIME_SERVICE_TOKEN"], TOKEN);
+        #[cfg(unix)]
+        assert_eq!(mode_of(&path), 0o600);
+        assert!(!holds_token(&launch));
+        assert_eq!(std::fs::read_dir(workdir.path()).unwrap().count(), 0);
+        let without = opencode_launch("opencode".into(), None, workdir.path(), None).unwrap();
+        assert!(without
+            .env
+            .iter()
+            .all(|(name, _)| name != "OPENCODE_CONFIG"));
+    }
+
+    #[test]
+    fn each_clis_name_of_a_bridged_tool_is_known() {
+        for (kind, name, bridged) in [
+            (RuntimeKind::Codex, "agent_runtime.get_context", true),
+            (RuntimeKind::Codex, "shell", false),
+            (RuntimeKind::Codex, "other.get_context", false),
+            (
+                RuntimeKind::ClaudeCode,
+                "mcp__agent_runtime__mcp__docs__lookup",
+                true,
+            ),
+            (RuntimeKind::ClaudeCode, "mcp__docs__lookup", false),
+            (RuntimeKind::ClaudeCode, "Bash", false),
+            (RuntimeKind::OpenCode, "agent_runtime_get_context", true),
+            (RuntimeKind::OpenCode, "bash", false),
+            (RuntimeKind::NativeSdk, "agent_runtime.get_context", false),
+        ] {
+            assert_eq!(is_bridged(kind, name), bridged, "{kind} {name}");
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -342,9 +342,43 @@ fn instance_id(settings: &ServiceSettings, dir: &Path) -> anyhow::Result<String>
     })
 }
 
-/// Agent CLIs found on PATH run `codex`, `claude_code` and `opencode` agents.
-fn detect_agent_clis(dir: &Path) -> (Option<Arc<dyn AgentCli>>, Vec<String>) {
-    let cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
+/// What the process running the service adds to its settings.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceOptions {
+    /// The `agent-runtime` executable, which agent CLIs start as their MCP bridge to the run's
+    /// tools (`<program> mcp-bridge`). `None`: CLI runs are offered no tools of the run, and a
+    /// CLI run with `mcp_servers` is refused.
+    pub mcp_bridge_program: Option<PathBuf>,
+}
+
+/// How long a CLI's bridged tool call may take (the bridge's own default).
+const MCP_BRIDGE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The bridge agent CLIs start, reaching this service on loopback at the port it listens on.
+fn mcp_bridge(
+    options: &ServiceOptions,
+    listen_addr: SocketAddr,
+) -> Option<crate::agent_cli::McpBridge> {
+    let program = options.mcp_bridge_program.clone()?;
+    let ip = match listen_addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    Some(crate::agent_cli::McpBridge {
+        program,
+        base_url: format!("http://{}", SocketAddr::new(ip, listen_addr.port())),
+        timeout: MCP_BRIDGE_TIMEOUT,
+    })
+}
+
+/// Agent CLIs found on PATH run `codex`, `claude_code` and `opencode` agents, offered `bridge`.
+fn detect_agent_clis(
+    dir: &Path,
+    bridge: Option<crate::agent_cli::McpBridge>,
+) -> (Option<Arc<dyn AgentCli>>, Vec<String>) {
+    let mut cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
+    cli_config.bridge = bridge;
     let kinds: Vec<String> = cli_config
         .kinds()
         .iter()
@@ -385,9 +419,19 @@ fn runtime_facts(
 
 impl Service {
     /// Builds every adapter. `listen_addr` decides whether anonymous/dev modes are allowed.
+    /// Agent CLIs get no MCP bridge (see [`Service::build_with`]).
     pub async fn build(
         settings: ServiceSettings,
         listen_addr: SocketAddr,
+    ) -> anyhow::Result<Service> {
+        Service::build_with(settings, listen_addr, ServiceOptions::default()).await
+    }
+
+    /// [`Service::build`] with what the process adds (the MCP bridge's program).
+    pub async fn build_with(
+        settings: ServiceSettings,
+        listen_addr: SocketAddr,
+        options: ServiceOptions,
     ) -> anyhow::Result<Service> {
         let dir = data_dir(&settings);
         let auth = resolve_auth(&settings, listen_addr, &dir)?;
@@ -396,7 +440,7 @@ impl Service {
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
-        let (agent_cli, cli_kinds) = detect_agent_clis(&dir);
+        let (agent_cli, cli_kinds) = detect_agent_clis(&dir, mcp_bridge(&options, listen_addr));
         let config = EngineConfig {
             instance_id: instance_id(&settings, &dir)?,
             lease_ttl: settings.lease_ttl,

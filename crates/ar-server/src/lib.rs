@@ -17,5 +17,5 @@ pub mod studio_console;
 pub mod studio_embed;
 pub mod studio_runtime;
 
-pub use compose::Service;
+pub use compose::{Service, ServiceOptions};
 pub use routes::router;

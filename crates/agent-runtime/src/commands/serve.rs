@@ -47,7 +47,11 @@ pub async fn run() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", settings.addr))?;
     let addr = listener.local_addr()?;
-    let service = ar_server::Service::build(settings, addr).await?;
+    // Agent CLIs start this very executable as their MCP bridge to the run's tools.
+    let options = ar_server::ServiceOptions {
+        mcp_bridge_program: std::env::current_exe().ok(),
+    };
+    let service = ar_server::Service::build_with(settings, addr, options).await?;
     if let (Some(token), Some(path)) = (&service.service_token, &service.generated_token_path) {
         // The one place a token is shown: the operator's own terminal, at start.
         eprintln!(

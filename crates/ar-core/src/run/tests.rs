@@ -104,9 +104,8 @@ fn approvals_are_decided_while_paused_and_consumed_once() {
     assert_eq!(run.approval_state(), ApprovalState::NotRequired);
 }
 
-#[test]
-fn a_refused_resume_changes_nothing_on_the_run() {
-    let mut run = Run {
+fn run_in(status: RunStatus) -> Run {
+    Run {
         id: "run_1".into(),
         app_id: "app".into(),
         host_run_id: String::new(),
@@ -116,7 +115,7 @@ fn a_refused_resume_changes_nothing_on_the_run() {
         execution_mode: ExecutionMode::Lightweight,
         invocation_mode: InvocationMode::Autonomous,
         external_actor_id: String::new(),
-        state: state(RunStatus::Completed),
+        state: state(status),
         input: RunInput::default(),
         output_summary: JsonMap::new(),
         workspace_lease: None,
@@ -127,7 +126,12 @@ fn a_refused_resume_changes_nothing_on_the_run() {
         updated_at: chrono::Utc::now(),
         version: 3,
         engine: EngineState::default(),
-    };
+    }
+}
+
+#[test]
+fn a_refused_resume_changes_nothing_on_the_run() {
+    let mut run = run_in(RunStatus::Completed);
     let before = run.clone();
     assert!(run
         .resume(ResumeIntent::Approve, chrono::Utc::now())
@@ -141,4 +145,27 @@ fn a_refused_resume_changes_nothing_on_the_run() {
     paused.resume(ResumeIntent::RequestChanges, now).unwrap();
     assert_eq!(paused.approval_state(), ApprovalState::Rejected);
     assert_eq!(paused.engine.turn_started_at, Some(now));
+}
+
+/// A paused or ended run runs no CLI turn: the digest of its turn's gateway token goes with the
+/// transition, so no replica accepts the token any longer.
+#[test]
+fn pausing_or_ending_forgets_the_tool_gateway_token() {
+    type End = fn(&mut Run) -> Result<(), TransitionError>;
+    let ends: [(&str, End); 4] = [
+        ("pause", |run| run.pause(PauseReason::HumanApproval)),
+        ("complete", |run| run.complete(chrono::Utc::now())),
+        ("fail", |run| run.fail("boom", chrono::Utc::now())),
+        ("cancel", |run| run.cancel(chrono::Utc::now())),
+    ];
+    for (name, end) in ends {
+        let mut run = run_in(RunStatus::Running);
+        run.engine.tool_gateway_token_sha256 = Some("ab".repeat(32));
+        end(&mut run).unwrap();
+        assert_eq!(run.engine.tool_gateway_token_sha256, None, "{name}");
+    }
+    let mut refused = run_in(RunStatus::Completed);
+    refused.engine.tool_gateway_token_sha256 = Some("ab".repeat(32));
+    assert!(refused.pause(PauseReason::Manual).is_err());
+    assert!(refused.engine.tool_gateway_token_sha256.is_some());
 }
