@@ -9,6 +9,7 @@ mod shapes;
 pub const BIN: &str = env!("CARGO_BIN_EXE_agent-runtime");
 
 mod callbacks;
+mod cli_bridge;
 mod config_cli;
 mod durability;
 mod embedded;

@@ -7,6 +7,7 @@ mod bad_input;
 mod cli_agents;
 mod connections;
 mod events;
+mod gateway_token;
 mod host_tools;
 mod lifecycle;
 mod mcp;

@@ -498,10 +498,12 @@ async fn unadvertised_tools_fail_the_run_and_huge_results_are_cut() {
     server.stop().await;
 }
 
-/// An agent CLI would not see a run's MCP servers yet, so such a run is refused, not started
-/// without them.
+/// An agent CLI sees a run's MCP servers through its MCP bridge, which only the real binary
+/// offers (it starts itself as the bridge; agent-runtime's e2e tests run CLI runs with MCP
+/// servers through it). A service built without one, as here, would start the CLI without the
+/// run's servers, so such a run is refused, not started without them.
 #[tokio::test]
-async fn cli_runs_refuse_run_scoped_servers() {
+async fn cli_runs_without_a_bridge_refuse_run_scoped_servers() {
     let mock = MockProvider::start().await;
     let server = mcp_service(&mock).await;
     let (_, caps) = server.get("/v1/capabilities").await;
@@ -526,8 +528,9 @@ async fn cli_runs_refuse_run_scoped_servers() {
         .await;
     assert_eq!(status, 400, "{body}");
     assert!(
-        body.to_string()
-            .contains("cannot use run-scoped MCP servers"),
+        body.to_string().contains(
+            "cannot use run-scoped MCP servers on this runtime (its agent CLIs get no MCP bridge"
+        ),
         "{body}"
     );
     assert_eq!(server.run_count().await, 0);

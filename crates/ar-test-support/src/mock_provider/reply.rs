@@ -64,6 +64,9 @@ pub struct ToolCall {
     pub name: String,
     /// Arguments as a JSON document in a string (as OpenAI sends them).
     pub arguments: String,
+    /// The namespace tool the function belongs to (Responses `namespace` tools, as codex
+    /// declares an MCP server's tools); rendered on Responses calls only.
+    pub namespace: Option<String>,
 }
 
 impl ToolCall {
@@ -73,7 +76,14 @@ impl ToolCall {
             id: String::new(),
             name: name.into(),
             arguments: arguments.into(),
+            namespace: None,
         }
+    }
+
+    /// The call of `name` in the namespace tool `namespace`.
+    pub fn in_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
     }
 
     /// A call with an explicit id.
@@ -86,6 +96,7 @@ impl ToolCall {
             id: id.into(),
             name: name.into(),
             arguments: arguments.into(),
+            namespace: None,
         }
     }
 }

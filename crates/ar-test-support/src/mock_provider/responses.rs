@@ -62,14 +62,18 @@ fn message_item(ctx: &RenderCtx, text: &str, done: bool) -> Value {
 
 fn call_item(reply: &Reply, ctx: &RenderCtx, i: usize, done: bool) -> Value {
     let c = &reply.tool_calls[i];
-    json!({
+    let mut item = json!({
         "id": fc_id(ctx, i),
         "type": "function_call",
         "status": if done { "completed" } else { "in_progress" },
         "call_id": ctx.tool_call_id(reply, i, "call_mock"),
         "name": c.name,
         "arguments": if done { c.arguments.as_str() } else { "" },
-    })
+    });
+    if let Some(namespace) = &c.namespace {
+        item["namespace"] = json!(namespace);
+    }
+    item
 }
 
 /// All finished output items: reasoning, the message (when there is text), function calls.
