@@ -287,7 +287,7 @@ impl Engine {
             .hold(route.as_ref().and_then(|route| route.api_key.as_ref()));
         // So is its bridge's gateway token; the run keeps only its digest (any replica may
         // check it), replaced with every turn.
-        let tool_gateway = self.cli_tool_gateway(run, agent);
+        let tool_gateway = self.cli_tool_gateway(run, agent).await;
         owner
             .secrets
             .hold(tool_gateway.as_ref().map(|access| &access.token));
@@ -318,16 +318,18 @@ impl Engine {
     }
 
     /// Access to the run tool gateway for this turn's CLI, when the run has tools the gateway
-    /// can call (its effective tools, its MCP servers' tools) and the CLI can be offered them:
+    /// can call (its effective tools, app MCP providers' among them, its MCP servers' tools)
+    /// and the CLI can be offered them:
     /// a fresh token, `art_run_` and 32 random bytes (base64url), good for this run's tools
     /// only and only while this turn runs.
-    fn cli_tool_gateway(&self, run: &Run, agent: &Agent) -> Option<ToolGatewayAccess> {
+    async fn cli_tool_gateway(&self, run: &Run, agent: &Agent) -> Option<ToolGatewayAccess> {
         let cli = self.deps().agent_cli.as_ref()?;
         if !cli.bridges_tools(run.runtime_kind) {
             return None;
         }
         let callable = self
-            .effective_tools(run, agent)
+            .current_tools(run, agent)
+            .await
             .iter()
             .any(|tool| control_tools::gateway_callable(&tool.name));
         if !callable && run.input.mcp_servers.is_empty() {
