@@ -142,9 +142,9 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
 /// Settings this version does not support yet, each with what the refusal must name.
 const UNSUPPORTED: &[(&str, &str, &str)] = &[
     (
-        "AGENT_RUNTIME_EVENT_SINK",
-        "log,nats",
-        "does not support publishing events to NATS JetStream yet",
+        "AGENT_RUNTIME_CHATGPT_ENABLED",
+        "true",
+        "does not support the openai_chatgpt provider (ChatGPT subscriptions) yet",
     ),
     (
         "TEMPORAL_ADDRESS",
