@@ -1394,7 +1394,10 @@ fn check_subject_template(template: &str) -> Result<(), String> {
 
 fn read_global_callback(r: &mut Reader<'_>) -> Option<GlobalCallbackSettings> {
     if r.get(&EVENT_CALLBACK_URL).is_none() {
-        r.report(&EVENT_CALLBACK_URL, "is required with the callback event sink");
+        r.report(
+            &EVENT_CALLBACK_URL,
+            "is required with the callback event sink",
+        );
         return None;
     }
     Some(GlobalCallbackSettings {
@@ -1689,7 +1692,10 @@ mod tests {
         for sink in ["callback", "http", "Webhook"] {
             let settings = ServiceSettings::from_env(lookup(&[
                 ("AGENT_RUNTIME_EVENT_SINK", sink),
-                ("AGENT_RUNTIME_EVENT_CALLBACK_URL", "https://hooks.example/all"),
+                (
+                    "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+                    "https://hooks.example/all",
+                ),
                 ("AGENT_RUNTIME_EVENT_CALLBACK_TOKEN", "cb-very-secret"),
             ]))
             .unwrap();
@@ -1710,15 +1716,19 @@ mod tests {
 
     #[test]
     fn the_nats_and_callback_sinks_need_their_settings_and_check_them() {
-        let err = ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "nats,callback")]))
-            .unwrap_err();
+        let err =
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "nats,callback")]))
+                .unwrap_err();
         assert_eq!(
             paths(&err),
             vec!["AGENT_RUNTIME_NATS_URL", "AGENT_RUNTIME_EVENT_CALLBACK_URL"]
         );
         let err = ServiceSettings::from_env(lookup(&[
             ("AGENT_RUNTIME_EVENT_SINK", "nats,callback"),
-            ("AGENT_RUNTIME_NATS_URL", "nats://127.0.0.1:4222, http://x:pw@h:1"),
+            (
+                "AGENT_RUNTIME_NATS_URL",
+                "nats://127.0.0.1:4222, http://x:pw@h:1",
+            ),
             ("AGENT_RUNTIME_NATS_STREAM", "a.b"),
             ("AGENT_RUNTIME_NATS_STREAM_SUBJECTS", "ok.>, not ok"),
             ("AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE", "x.{app_id}.*"),
@@ -1746,8 +1756,14 @@ mod tests {
             ("AGENT_RUNTIME_NATS_URL", "127.0.0.1:4222,tls://n2:4222"),
             ("AGENT_RUNTIME_NATS_STREAM", "EVENTS_T"),
             ("AGENT_RUNTIME_NATS_STREAM_SUBJECTS", "t.v1.>, t.v2.>"),
-            ("AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE", "t.v1.{app_id}.{type}"),
-            ("AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE", "t.v2.{app_id}.{type}"),
+            (
+                "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
+                "t.v1.{app_id}.{type}",
+            ),
+            (
+                "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+                "t.v2.{app_id}.{type}",
+            ),
             ("AGENT_RUNTIME_NATS_CLIENT_NAME", "rt-1"),
             ("AGENT_RUNTIME_NATS_ENSURE_STREAM", "off"),
         ]))
@@ -1756,7 +1772,10 @@ mod tests {
         assert_eq!(nats.stream_subjects, vec!["t.v1.>", "t.v2.>"]);
         assert_eq!(nats.subject_template, "t.v1.{app_id}.{type}");
         assert_eq!(nats.v2_subject_template, "t.v2.{app_id}.{type}");
-        assert_eq!((nats.client_name.as_str(), nats.ensure_stream), ("rt-1", false));
+        assert_eq!(
+            (nats.client_name.as_str(), nats.ensure_stream),
+            ("rt-1", false)
+        );
         // Under `none`, or without their sink, the sinks' settings are not read.
         let settings = ServiceSettings::from_env(lookup(&[
             ("AGENT_RUNTIME_EVENT_SINK", "log"),

@@ -205,7 +205,11 @@ const ENV_READERS: &[Reader] = &[
             "settings.events.callback.as_ref()",
         ],
     ),
-    reader("AGENT_RUNTIME_NATS_URL", COMPOSE, &["servers: nats.url.clone()"]),
+    reader(
+        "AGENT_RUNTIME_NATS_URL",
+        COMPOSE,
+        &["servers: nats.url.clone()"],
+    ),
     reader(
         "AGENT_RUNTIME_NATS_STREAM",
         COMPOSE,
@@ -239,7 +243,10 @@ const ENV_READERS: &[Reader] = &[
     reader(
         "AGENT_RUNTIME_EVENT_CALLBACK_URL",
         COMPOSE,
-        &["if let Some(global) = global {", "url: global.url.to_string()"],
+        &[
+            "if let Some(global) = global {",
+            "url: global.url.to_string()",
+        ],
     ),
     reader(
         "AGENT_RUNTIME_EVENT_CALLBACK_TOKEN",

@@ -180,8 +180,12 @@ impl CallbackDispatcher {
     /// this themselves too (retrying); calling it first closes the window at startup.
     pub async fn init_cursors(&self) -> Result<(), StoreError> {
         for target in &self.targets {
-            load_or_create_cursor(self.shared.store.as_ref(), &target.cursor_name, target.start)
-                .await?;
+            load_or_create_cursor(
+                self.shared.store.as_ref(),
+                &target.cursor_name,
+                target.start,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -645,7 +649,11 @@ mod tests {
             CallbackDispatcher::with_options(store.clone(), render(), vec![global], fast())
                 .unwrap();
         dispatcher.init_cursors().await.unwrap();
-        assert_eq!(store.cursor("callback:app:test"), Some(1), "created at the end");
+        assert_eq!(
+            store.cursor("callback:app:test"),
+            Some(1),
+            "created at the end"
+        );
         // Committed before any worker runs: still delivered.
         store.append("app", "run_1", EventKind::RunCompleted);
         store.append("other", "run_2", EventKind::RunStarted);

@@ -92,7 +92,10 @@ impl LivePublisher {
         }
         for message in self.routes.live_messages(delta) {
             let mut headers = async_nats::HeaderMap::new();
-            headers.insert(async_nats::header::NATS_MESSAGE_ID, message.message_id.as_str());
+            headers.insert(
+                async_nats::header::NATS_MESSAGE_ID,
+                message.message_id.as_str(),
+            );
             if let Err(error) = self
                 .client
                 .publish_with_headers(message.subject, headers, message.payload)
@@ -146,7 +149,11 @@ mod tests {
         for n in 0..5 {
             bus.publish(delta(n));
         }
-        assert_eq!(*recorder.0.lock().unwrap(), 5, "every event reaches the bus");
+        assert_eq!(
+            *recorder.0.lock().unwrap(),
+            5,
+            "every event reaches the bus"
+        );
         assert_eq!(stats.deltas_dropped(), 3);
         assert_eq!(receiver.try_recv().unwrap().run_id, "run_1");
     }

@@ -77,12 +77,7 @@ impl Routes {
 }
 
 fn subject(template: &str, event: &StoredEvent) -> String {
-    ar_wire::nats::render_subject_of(
-        template,
-        &event.app_id,
-        &event.run_id,
-        event.kind.as_str(),
-    )
+    ar_wire::nats::render_subject_of(template, &event.app_id, &event.run_id, event.kind.as_str())
 }
 
 /// A transient event in the shape the renderers take: a fresh id, sent now, no position or

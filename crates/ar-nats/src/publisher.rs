@@ -138,13 +138,8 @@ impl Publisher {
 
     async fn flush_at_shutdown(&mut self) {
         let limit = self.parts.tuning.shutdown_flush;
-        let flush = async {
-            while let Ok(Pass::Published) = self.pass().await {}
-        };
-        if tokio::time::timeout(limit, flush)
-            .await
-            .is_err()
-        {
+        let flush = async { while let Ok(Pass::Published) = self.pass().await {} };
+        if tokio::time::timeout(limit, flush).await.is_err() {
             tracing::warn!(
                 cursor = self.parts.cursor,
                 "shutdown before every event reached NATS; the rest is published at the next start"

@@ -175,12 +175,10 @@ fn servers(list: &str) -> Result<Vec<async_nats::ServerAddr>, NatsError> {
         .filter(|server| !server.is_empty())
         .enumerate()
         .map(|(index, server)| {
-            server
-                .parse()
-                .map_err(|source| NatsError::ServerAddress {
-                    index: index + 1,
-                    source,
-                })
+            server.parse().map_err(|source| NatsError::ServerAddress {
+                index: index + 1,
+                source,
+            })
         })
         .collect()
 }
@@ -306,6 +304,9 @@ mod tests {
 
     #[test]
     fn each_stream_has_its_own_cursor() {
-        assert_eq!(cursor_name("AGENT_RUNTIME_EVENTS"), "nats:AGENT_RUNTIME_EVENTS");
+        assert_eq!(
+            cursor_name("AGENT_RUNTIME_EVENTS"),
+            "nats:AGENT_RUNTIME_EVENTS"
+        );
     }
 }

@@ -519,7 +519,14 @@ impl Service {
         let background = CancellationToken::new();
         let nats_publisher =
             nats.map(|nats| nats.spawn(Some(bus.appended_signal()), background.clone()));
-        start_callbacks(&apps, settings.events.callback.as_ref(), store, bus, &background).await;
+        start_callbacks(
+            &apps,
+            settings.events.callback.as_ref(),
+            store,
+            bus,
+            &background,
+        )
+        .await;
         mcp_providers.start(&background);
         Ok(Service {
             state,
