@@ -294,3 +294,21 @@ async fn the_log_event_sink_writes_each_event_and_none_turns_it_off() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_an_unknown_event_sink_and_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = base_env(dir.path());
+    env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+    env.insert("AGENT_RUNTIME_EVENT_SINK".into(), "log,kafka".into());
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.contains("AGENT_RUNTIME_EVENT_SINK")
+                && line.contains("unknown event sink \"kafka\"")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}

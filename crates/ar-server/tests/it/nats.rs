@@ -282,9 +282,12 @@ async fn runs_go_on_while_nats_is_unreachable_and_the_backlog_arrives_in_order_a
     .await;
 }
 
+/// One delivery: its `Authorization` and `Idempotency-Key` headers and its body.
+type Delivery = (Option<String>, Option<String>, Value);
+
 /// What the global callback receiver got.
 #[derive(Default)]
-struct Deliveries(Mutex<Vec<(Option<String>, Option<String>, Value)>>);
+struct Deliveries(Mutex<Vec<Delivery>>);
 
 async fn record(
     axum::extract::State(deliveries): axum::extract::State<Arc<Deliveries>>,
