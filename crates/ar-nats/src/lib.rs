@@ -17,6 +17,7 @@
 //!   server's envelope renderers.
 //! - [`stream`]: the stream the contract asks for, created or updated at startup.
 
+mod flight;
 pub mod live;
 pub mod message;
 pub mod publisher;

@@ -3,7 +3,9 @@
 //! The bus wrapper hands each delta to a bounded queue with `try_send`: when the queue is full
 //! the delta is dropped and counted, so a run never waits for NATS. The publisher sends them
 //! without acknowledgement (JetStream stores what reaches a stream subject) and drops them
-//! while NATS is unreachable rather than queueing stale deltas for later.
+//! while NATS is unreachable rather than queueing stale deltas for later. Being live, a delta
+//! can reach the stream before the persisted `*_started` event that opened its message, which
+//! comes from the log a moment later; consumers order a run by its persisted sequence.
 
 use std::sync::Arc;
 

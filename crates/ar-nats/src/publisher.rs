@@ -1,18 +1,18 @@
 //! The durable half of the sink: persisted events published from the event log after the sink's cursor, the cursor moved only past acknowledged events, in log order.
 //!
 //! One pass reads a batch after the cursor and sends each event's messages without waiting,
-//! keeping at most `max_in_flight` events unacknowledged and at most one per run: a run's
-//! next event is sent only once its previous one is acknowledged, so even when a connection
-//! drops with some messages lost and later ones still queued, a run's events are stored in
-//! order. Acknowledgements are taken in send order; the cursor follows the last event whose
-//! messages were all acknowledged and is written to the store after each pass.
+//! keeping at most `max_in_flight` events unacknowledged and at most one per run
+//! ([`crate::flight`]): a run's next event is sent only once its previous one is
+//! acknowledged, so even when a connection drops with some messages lost and later ones still
+//! queued, a run's events are stored in order, while the events of other runs go on. The
+//! cursor follows the acknowledged prefix of the batch and is written to the store after each
+//! pass.
 //!
 //! A failed publish (NATS unreachable, a timeout, no stream) ends the pass: what followed it is
 //! sent again from the cursor after a backoff, one event at a time until a pass succeeds, and
 //! JetStream's duplicate window drops what had arrived already. While the client is not
 //! connected nothing is sent, so an outage queues nothing but leaves the backlog in the log.
 
-use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use async_nats::jetstream::{self, context::PublishAckFuture};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::flight::Flight;
 use crate::message::Routes;
 use crate::sink::{Stats, Tuning};
 
@@ -42,13 +43,6 @@ enum Pass {
     Published,
     /// Nothing after the cursor.
     Idle,
-}
-
-/// An event whose messages are sent and not all acknowledged yet.
-struct InFlight {
-    position: i64,
-    run_id: String,
-    acks: Vec<PublishAckFuture>,
 }
 
 /// What the publisher is built from (see [`crate::NatsSink::spawn`]).
@@ -97,6 +91,12 @@ impl Publisher {
                     self.window = self.parts.tuning.max_in_flight.max(1);
                 }
                 Ok(Pass::Idle) => self.idle(&cancel).await,
+                Err(PassError::NotConnected) => {
+                    // The connection's own log says it is down; the backlog waits in the log.
+                    self.window = 1;
+                    sleep_unless_cancelled(backoff, &cancel).await;
+                    backoff = (backoff * 2).min(self.parts.tuning.max_backoff);
+                }
                 Err(error) => {
                     self.parts.stats.add_failure();
                     tracing::warn!(
@@ -145,7 +145,7 @@ impl Publisher {
                 "shutdown before every event reached NATS; the rest is published at the next start"
             );
         }
-        let _ = self.parts.client.flush().await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.parts.client.flush()).await;
     }
 
     /// Publishes one batch after the cursor; the cursor moves past what was acknowledged, and
@@ -167,25 +167,28 @@ impl Publisher {
         result.map(|()| Pass::Published)
     }
 
+    /// Sends what may be sent, then waits for one acknowledgement and moves the cursor over
+    /// the acknowledged prefix, until the batch is all acknowledged.
     async fn publish_batch(&mut self, batch: Vec<StoredEvent>) -> Result<(), PassError> {
-        let mut window: VecDeque<InFlight> = VecDeque::with_capacity(self.window);
-        let mut busy_runs: HashSet<String> = HashSet::new();
-        for event in batch {
-            while window.len() >= self.window || busy_runs.contains(&event.run_id) {
-                self.settle_front(&mut window, &mut busy_runs).await?;
+        let mut flight = Flight::new(batch);
+        loop {
+            while flight.in_flight() < self.window {
+                let Some((slot, event)) = flight.next_to_send() else {
+                    break;
+                };
+                let acks = self.send(&event).await?;
+                flight.sent(slot, acks);
             }
-            let acks = self.send(&event).await?;
-            busy_runs.insert(event.run_id.clone());
-            window.push_back(InFlight {
-                position: event.position,
-                run_id: event.run_id,
-                acks,
-            });
+            if let Some((events, position)) = flight.advance() {
+                self.parts.cursor = position;
+                self.parts.stats.add_published(events);
+                self.parts.stats.set_cursor(position);
+            }
+            if flight.is_done() {
+                return Ok(());
+            }
+            flight.next_ack().await?;
         }
-        while !window.is_empty() {
-            self.settle_front(&mut window, &mut busy_runs).await?;
-        }
-        Ok(())
     }
 
     /// Sends an event's messages; returns their acknowledgement futures.
@@ -198,26 +201,6 @@ impl Publisher {
             acks.push(self.parts.js.send_publish(message.subject, publish).await?);
         }
         Ok(acks)
-    }
-
-    /// Waits for the acknowledgements of the oldest event in flight and moves the cursor
-    /// past it.
-    async fn settle_front(
-        &mut self,
-        window: &mut VecDeque<InFlight>,
-        busy_runs: &mut HashSet<String>,
-    ) -> Result<(), PassError> {
-        let Some(front) = window.pop_front() else {
-            return Ok(());
-        };
-        for ack in front.acks {
-            ack.await?;
-        }
-        busy_runs.remove(&front.run_id);
-        self.parts.cursor = front.position;
-        self.parts.stats.add_published(1);
-        self.parts.stats.set_cursor(front.position);
-        Ok(())
     }
 
     /// Writes the cursor (compare-and-swap). On a conflict another replica's sink moved it:

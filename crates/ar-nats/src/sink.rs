@@ -54,7 +54,7 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
-            batch_size: 256,
+            batch_size: 512,
             max_in_flight: 256,
             poll_interval: Duration::from_secs(1),
             ack_timeout: Duration::from_secs(5),
@@ -190,6 +190,7 @@ async fn log_connection_event(event: async_nats::Event) {
         async_nats::Event::Disconnected => {
             tracing::warn!("disconnected from NATS; reconnecting (events wait in the log)")
         }
+        async_nats::Event::Closed => tracing::info!("NATS connection closed"),
         other => tracing::warn!(event = %other, "NATS connection"),
     }
 }
@@ -209,7 +210,17 @@ impl NatsSink {
             .name(&options.client_name)
             .retry_on_initial_connect()
             .max_reconnects(None)
-            .reconnect_delay_callback(move |_attempts| wait)
+            // The first attempt (and the first after a disconnect) is at once, like the
+            // client's default; then every `reconnect_wait`.
+            .reconnect_delay_callback(
+                move |attempts| {
+                    if attempts <= 1 {
+                        Duration::ZERO
+                    } else {
+                        wait
+                    }
+                },
+            )
             .event_callback(log_connection_event)
             .connect(servers)
             .await?;

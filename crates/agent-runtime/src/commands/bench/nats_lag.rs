@@ -54,6 +54,18 @@ impl NatsBench {
             )
     }
 
+    /// Waits (up to 10 s) until the server has created the stream: its sink is connected.
+    pub async fn wait_ready(&self) -> anyhow::Result<()> {
+        let js = async_nats::jetstream::new(self.client.clone());
+        for _ in 0..200 {
+            if js.get_stream(&self.stream).await.is_ok() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("the server did not create the stream {}", self.stream)
+    }
+
     /// Starts recording the lag of every persisted event published from now on.
     pub async fn watch(&self) -> anyhow::Result<LagWatch> {
         let mut subscription = self
@@ -118,9 +130,11 @@ pub struct LagWatch {
 impl LagWatch {
     /// Stops once nothing arrived for a second (the backlog, if any, has drained).
     pub async fn finish(self) -> LagReport {
+        let called = Instant::now();
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            if lock(&self.last).elapsed() > Duration::from_secs(1) {
+            let quiet = lock(&self.last).elapsed() > Duration::from_secs(1);
+            if quiet && called.elapsed() > Duration::from_secs(1) {
                 break;
             }
         }

@@ -192,6 +192,9 @@ async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Resul
         _ => None,
     };
     let server = start_server(store, &args.postgres_url, &mock, nats.as_ref()).await?;
+    if let Some(nats) = &nats {
+        nats.wait_ready().await?;
+    }
     let idle_rss = rss_mib(server.process.pid()).unwrap_or(0.0);
     server.put_agent().await?;
     // Warm-up.
