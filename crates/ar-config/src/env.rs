@@ -289,71 +289,63 @@ pub const MODEL_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(MODELS, "AGEN
 
 // --- events ---------------------------------------------------------------------------------
 
-/// Global event sinks (CSV). Only `log` and `none` exist in this version.
-pub const EVENT_SINK: EnvVar = EnvVar::new(EVENTS, "AGENT_RUNTIME_EVENT_SINK", Some("log"), "Global event sinks, comma separated: `log` (each event's type, app, run and sequence in the service log at debug level, target `agent_runtime::events`) or `none`. `nats` (`jetstream`) and `callback` (`http`, `webhook`) are not supported yet and refused.")
-.except_values(&[
-    ("nats", Capability::NatsEvents),
-    ("jetstream", Capability::NatsEvents),
-    ("callback", Capability::GlobalEventCallback),
-    ("http", Capability::GlobalEventCallback),
-    ("webhook", Capability::GlobalEventCallback),
-]);
-pub const NATS_URL: EnvVar = EnvVar::new(
+/// Global event sinks (CSV).
+pub const EVENT_SINK: EnvVar = EnvVar::new(EVENTS, "AGENT_RUNTIME_EVENT_SINK", Some("log"), "Global event sinks, comma separated: `log` (`slog`: each event's type, app, run and sequence in the service log at debug level, target `agent_runtime::events`), `nats` (`jetstream`: every event on NATS JetStream, persisted ones from the durable log), `callback` (`http`, `webhook`: every app's persisted events POSTed to AGENT_RUNTIME_EVENT_CALLBACK_URL through the durable outbox), or `none` (`noop`) alone. Any other value stops the service.");
+pub const NATS_URL: EnvVar = EnvVar::secret(
     EVENTS,
     "AGENT_RUNTIME_NATS_URL",
-    None,
-    "NATS server URL (required with the `nats` sink).",
-)
-.not_yet(Capability::NatsEvents);
+    "NATS server URL, or several comma separated (required with the `nats` sink; may carry credentials, so it is never logged).",
+);
 pub const NATS_STREAM: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_STREAM",
     Some("AGENT_RUNTIME_EVENTS"),
     "JetStream stream name.",
-)
-.not_yet(Capability::NatsEvents);
+);
 pub const NATS_STREAM_SUBJECTS: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
     Some("agent-runtime.events.>"),
-    "Subjects of the stream, comma separated.",
-)
-.not_yet(Capability::NatsEvents);
+    "Subjects of the stream, comma separated (they must cover the v1 and v2 subjects).",
+);
 pub const NATS_SUBJECT_TEMPLATE: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
     Some("agent-runtime.events.{app_id}.{run_id}.{event_type}"),
     "Subject of each v1 event; placeholders `{app_id}`, `{run_id}`, `{event_type}` (or `{type}`).",
-)
-.not_yet(Capability::NatsEvents);
+);
+/// Not in the original (whose v2 subject is fixed): lets a deployment, or a test, move the v2
+/// family beside a custom v1 template; the default is the original's subject.
+pub const NATS_V2_SUBJECT_TEMPLATE: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+    Some("agent-runtime.events.v2.{app_id}.{run_id}.{event_type}"),
+    "Subject of each event of a v2 app in v2 form (its v1 form goes to the v1 subject too); same placeholders.",
+);
 pub const NATS_CLIENT_NAME: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_CLIENT_NAME",
     Some("agent-runtime"),
     "NATS connection name.",
-)
-.not_yet(Capability::NatsEvents);
+);
 pub const NATS_ENSURE_STREAM: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_ENSURE_STREAM",
     Some("true"),
-    "Create or update the stream at startup.",
-)
-.not_yet(Capability::NatsEvents);
+    "Create or update the stream at startup (file storage, limits retention, discard old, 2 min duplicate window, 7 days, 512 MiB).",
+);
 /// Legacy global callback receiving events of all apps (sink `callback`).
 pub const EVENT_CALLBACK_URL: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_EVENT_CALLBACK_URL",
     None,
-    "Legacy global event callback URL (sink `callback`; receives every app's events).",
-)
-.not_yet(Capability::GlobalEventCallback);
+    "Legacy global event callback URL (sink `callback`; receives every app's persisted events, v1 envelope).",
+);
 pub const EVENT_CALLBACK_TOKEN: EnvVar = EnvVar::secret(
     EVENTS,
     "AGENT_RUNTIME_EVENT_CALLBACK_TOKEN",
     "Bearer token of the legacy global event callback.",
-)
-.not_yet(Capability::GlobalEventCallback);
+);
 
 // --- durable --------------------------------------------------------------------------------
 
@@ -540,6 +532,7 @@ pub const ALL: &[EnvVar] = &[
     NATS_STREAM,
     NATS_STREAM_SUBJECTS,
     NATS_SUBJECT_TEMPLATE,
+    NATS_V2_SUBJECT_TEMPLATE,
     NATS_CLIENT_NAME,
     NATS_ENSURE_STREAM,
     EVENT_CALLBACK_URL,
@@ -782,6 +775,15 @@ impl Reader<'_> {
         }
     }
 
+    /// A subject template, or the declared default when unset.
+    fn subject_template(&mut self, var: &EnvVar) -> String {
+        let template = self.string_or_default(var);
+        if let Err(message) = check_subject_template(&template) {
+            self.report(var, message);
+        }
+        template
+    }
+
     fn csv(&self, var: &EnvVar) -> Vec<String> {
         split_csv(&self.string_or_default(var))
     }
@@ -924,11 +926,52 @@ pub fn default_native_model(provider: &str) -> &'static str {
 }
 
 /// Global event sinks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventSettings {
     /// The `log` sink: every published event is written to the service log (the default; off
     /// with `none`).
     pub log: bool,
+    /// The `nats` sink.
+    pub nats: Option<NatsSettings>,
+    /// The `callback` sink: the legacy global callback.
+    pub callback: Option<GlobalCallbackSettings>,
+}
+
+/// The NATS JetStream sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NatsSettings {
+    /// One server URL or several, comma separated (may carry credentials, hence secret).
+    pub url: Secret,
+    pub stream: String,
+    pub stream_subjects: Vec<String>,
+    /// Subject of v1 events.
+    pub subject_template: String,
+    /// Subject of v2 apps' events in v2 form.
+    pub v2_subject_template: String,
+    pub client_name: String,
+    /// Create or update the stream at startup.
+    pub ensure_stream: bool,
+}
+
+/// The legacy global event callback (every app's persisted events).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GlobalCallbackSettings {
+    pub url: Url,
+    pub token: Option<Secret>,
+}
+
+impl GlobalCallbackSettings {
+    /// Name of its outbox cursor: stable for a URL, another URL starts afresh. Like an app
+    /// callback's (`*` for every app), without the query string, which may carry a token.
+    pub fn cursor_name(&self) -> String {
+        let host = self.url.host_str().unwrap_or_default();
+        let port = self.url.port().map(|p| format!(":{p}")).unwrap_or_default();
+        format!(
+            "callback:*:{host}{port}{}#{:016x}",
+            self.url.path(),
+            crate::app::fnv1a(self.url.as_str())
+        )
+    }
 }
 
 /// This service's link to an external studio, and the experiment caps it registers with.
@@ -1221,23 +1264,146 @@ fn read_models(r: &mut Reader<'_>) -> ModelSettings {
     }
 }
 
+/// The sinks `AGENT_RUNTIME_EVENT_SINK` names.
+#[derive(Debug, Default)]
+struct SinkChoice {
+    log: bool,
+    nats: bool,
+    callback: bool,
+    none: bool,
+}
+
 fn read_events(r: &mut Reader<'_>) -> EventSettings {
-    let (mut log, mut none) = (false, false);
+    let mut choice = SinkChoice::default();
     for item in r.csv(&EVENT_SINK) {
         match item.to_ascii_lowercase().as_str() {
-            "log" | "slog" => log = true,
-            "none" | "noop" => none = true,
-            other if r.refuses_value(&EVENT_SINK, other) => {}
+            "log" | "slog" => choice.log = true,
+            "nats" | "jetstream" => choice.nats = true,
+            "callback" | "http" | "webhook" => choice.callback = true,
+            "none" | "noop" => choice.none = true,
             _ => r.report(
                 &EVENT_SINK,
-                format!("unknown event sink {item:?} (expected log or none)"),
+                format!("unknown event sink {item:?} (expected log, nats, callback or none)"),
             ),
         }
     }
-    if none && log {
+    if choice.none && (choice.log || choice.nats || choice.callback) {
         r.report(&EVENT_SINK, "`none` cannot be combined with other sinks");
     }
-    EventSettings { log: log && !none }
+    let on = !choice.none;
+    EventSettings {
+        log: on && choice.log,
+        nats: if on && choice.nats {
+            read_nats(r)
+        } else {
+            None
+        },
+        callback: if on && choice.callback {
+            read_global_callback(r)
+        } else {
+            None
+        },
+    }
+}
+
+fn read_nats(r: &mut Reader<'_>) -> Option<NatsSettings> {
+    let url = r.get(&NATS_URL);
+    match &url {
+        None => r.report(&NATS_URL, "is required with the nats event sink"),
+        Some(url) => {
+            for server in split_csv(url) {
+                if let Err(message) = check_nats_server(&server) {
+                    r.report(&NATS_URL, message);
+                }
+            }
+        }
+    }
+    let stream = r.string_or_default(&NATS_STREAM);
+    if let Err(message) = check_stream_name(&stream) {
+        r.report(&NATS_STREAM, message);
+    }
+    let stream_subjects = r.csv(&NATS_STREAM_SUBJECTS);
+    for subject in &stream_subjects {
+        if subject.chars().any(char::is_whitespace) {
+            r.report(
+                &NATS_STREAM_SUBJECTS,
+                format!("{subject:?} is not a subject (it has white space)"),
+            );
+        }
+    }
+    let subject_template = r.subject_template(&NATS_SUBJECT_TEMPLATE);
+    let v2_subject_template = r.subject_template(&NATS_V2_SUBJECT_TEMPLATE);
+    Some(NatsSettings {
+        url: Secret::new(url?),
+        stream,
+        stream_subjects,
+        subject_template,
+        v2_subject_template,
+        client_name: r.string_or_default(&NATS_CLIENT_NAME),
+        ensure_stream: r.flag(&NATS_ENSURE_STREAM),
+    })
+}
+
+/// One server of `AGENT_RUNTIME_NATS_URL`: `host:port` or a `nats`, `tls`, `ws` or `wss` URL.
+/// The messages never repeat the value, which may carry a password or token.
+fn check_nats_server(server: &str) -> Result<(), String> {
+    let with_scheme = if server.contains("://") {
+        server.to_string()
+    } else {
+        format!("nats://{server}")
+    };
+    match Url::parse(&with_scheme) {
+        Ok(url) if !matches!(url.scheme(), "nats" | "tls" | "ws" | "wss") => Err(format!(
+            "a server URL has the scheme {:?} (expected nats, tls, ws or wss)",
+            url.scheme()
+        )),
+        Ok(url) if !url.has_host() => Err("a server URL has no host".to_string()),
+        Ok(_) => Ok(()),
+        Err(error) => Err(format!("a server URL is not valid: {error}")),
+    }
+}
+
+/// JetStream stream names are one token without wildcards or path separators.
+fn check_stream_name(name: &str) -> Result<(), String> {
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '.' | '*' | '>' | '/' | '\\'))
+    {
+        return Err(format!(
+            "{name:?} is not a stream name (no white space, `.`, `*`, `>`, `/` or `\\`)"
+        ));
+    }
+    Ok(())
+}
+
+/// A subject template renders dot-separated tokens, none empty, without wildcards or spaces.
+fn check_subject_template(template: &str) -> Result<(), String> {
+    if template
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '*' | '>'))
+    {
+        return Err(format!(
+            "{template:?} is not a subject template (no white space, `*` or `>`)"
+        ));
+    }
+    if template.split('.').any(str::is_empty) {
+        return Err(format!("{template:?} has an empty subject token"));
+    }
+    Ok(())
+}
+
+fn read_global_callback(r: &mut Reader<'_>) -> Option<GlobalCallbackSettings> {
+    if r.get(&EVENT_CALLBACK_URL).is_none() {
+        r.report(
+            &EVENT_CALLBACK_URL,
+            "is required with the callback event sink",
+        );
+        return None;
+    }
+    Some(GlobalCallbackSettings {
+        url: r.url(&EVENT_CALLBACK_URL, None)?,
+        token: r.secret(&EVENT_CALLBACK_TOKEN),
+    })
 }
 
 /// Run-scoped MCP servers: the key their credentials are sealed with (run MCP is offered only
@@ -1491,59 +1657,148 @@ mod tests {
     }
 
     #[test]
-    fn event_sinks_log_and_none_work_and_the_others_are_refused() {
+    fn every_event_sink_works_and_an_unknown_one_is_refused() {
         let settings =
             ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "slog")])).unwrap();
         assert!(settings.events.log);
+        assert!(settings.events.nats.is_none() && settings.events.callback.is_none());
         let settings =
-            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "none")])).unwrap();
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "noop")])).unwrap();
         assert!(!settings.events.log);
 
-        for (value, capability) in [
-            ("nats", "NATS"),
-            ("JetStream", "NATS"),
-            ("callback", "global event callback"),
-            ("http", "global event callback"),
-            ("webhook", "global event callback"),
-        ] {
-            let err = ServiceSettings::from_env(lookup(&[(
-                "AGENT_RUNTIME_EVENT_SINK",
-                &format!("log, {value}"),
-            )]))
-            .unwrap_err();
-            let messages = messages_at(&err, "AGENT_RUNTIME_EVENT_SINK");
-            assert_eq!(messages.len(), 1, "{value}: {err:?}");
-            assert!(
-                messages[0].contains("does not support")
-                    && messages[0].contains(capability)
-                    && messages[0].contains(value),
-                "{value}: {messages:?}"
+        for (sink, log) in [("log,nats", true), ("JetStream", false)] {
+            let settings = ServiceSettings::from_env(lookup(&[
+                ("AGENT_RUNTIME_EVENT_SINK", sink),
+                ("AGENT_RUNTIME_NATS_URL", "nats://u:pw@127.0.0.1:4222"),
+            ]))
+            .unwrap();
+            assert_eq!(settings.events.log, log, "{sink}");
+            let nats = settings.events.nats.expect("nats sink");
+            assert_eq!(nats.url.expose(), "nats://u:pw@127.0.0.1:4222");
+            assert_eq!(nats.stream, "AGENT_RUNTIME_EVENTS");
+            assert_eq!(nats.stream_subjects, vec!["agent-runtime.events.>"]);
+            assert_eq!(
+                nats.subject_template,
+                "agent-runtime.events.{app_id}.{run_id}.{event_type}"
             );
+            assert_eq!(
+                nats.v2_subject_template,
+                "agent-runtime.events.v2.{app_id}.{run_id}.{event_type}"
+            );
+            assert_eq!(nats.client_name, "agent-runtime");
+            assert!(nats.ensure_stream);
+            assert!(!format!("{nats:?}").contains("pw@"), "the URL is secret");
         }
+        for sink in ["callback", "http", "Webhook"] {
+            let settings = ServiceSettings::from_env(lookup(&[
+                ("AGENT_RUNTIME_EVENT_SINK", sink),
+                (
+                    "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+                    "https://hooks.example/all",
+                ),
+                ("AGENT_RUNTIME_EVENT_CALLBACK_TOKEN", "cb-very-secret"),
+            ]))
+            .unwrap();
+            let callback = settings.events.callback.expect("callback sink");
+            assert_eq!(callback.url.as_str(), "https://hooks.example/all");
+            assert_eq!(callback.token.unwrap().expose(), "cb-very-secret");
+        }
+
+        let err = ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "log, kafka")]))
+            .unwrap_err();
+        let messages = messages_at(&err, "AGENT_RUNTIME_EVENT_SINK");
+        assert_eq!(messages.len(), 1, "{err:?}");
+        assert!(messages[0].contains("\"kafka\""), "{messages:?}");
         let err = ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "log,none")]))
             .unwrap_err();
         assert!(messages_at(&err, "AGENT_RUNTIME_EVENT_SINK")[0].contains("cannot be combined"));
     }
 
     #[test]
-    fn unsupported_variables_are_refused_whatever_else_is_set() {
-        // NATS settings without the nats sink, a Temporal namespace without an address: set,
-        // they would be ignored, so each is refused on its own.
+    fn the_nats_and_callback_sinks_need_their_settings_and_check_them() {
+        let err =
+            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_EVENT_SINK", "nats,callback")]))
+                .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec!["AGENT_RUNTIME_NATS_URL", "AGENT_RUNTIME_EVENT_CALLBACK_URL"]
+        );
         let err = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_EVENT_SINK", "nats,callback"),
+            (
+                "AGENT_RUNTIME_NATS_URL",
+                "nats://127.0.0.1:4222, http://x:pw@h:1",
+            ),
+            ("AGENT_RUNTIME_NATS_STREAM", "a.b"),
+            ("AGENT_RUNTIME_NATS_STREAM_SUBJECTS", "ok.>, not ok"),
+            ("AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE", "x.{app_id}.*"),
+            ("AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE", "x..{run_id}"),
+            ("AGENT_RUNTIME_NATS_ENSURE_STREAM", "maybe"),
+            ("AGENT_RUNTIME_EVENT_CALLBACK_URL", "ftp://h/x"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "AGENT_RUNTIME_NATS_URL",
+                "AGENT_RUNTIME_NATS_STREAM",
+                "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
+                "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
+                "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+                "AGENT_RUNTIME_NATS_ENSURE_STREAM",
+                "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+            ]
+        );
+        assert!(!format!("{err:?}").contains("pw@"), "{err:?}");
+        // Several servers, a bare host:port, and every custom setting.
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_EVENT_SINK", "nats"),
+            ("AGENT_RUNTIME_NATS_URL", "127.0.0.1:4222,tls://n2:4222"),
+            ("AGENT_RUNTIME_NATS_STREAM", "EVENTS_T"),
+            ("AGENT_RUNTIME_NATS_STREAM_SUBJECTS", "t.v1.>, t.v2.>"),
+            (
+                "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
+                "t.v1.{app_id}.{type}",
+            ),
+            (
+                "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+                "t.v2.{app_id}.{type}",
+            ),
+            ("AGENT_RUNTIME_NATS_CLIENT_NAME", "rt-1"),
+            ("AGENT_RUNTIME_NATS_ENSURE_STREAM", "off"),
+        ]))
+        .unwrap();
+        let nats = settings.events.nats.unwrap();
+        assert_eq!(nats.stream_subjects, vec!["t.v1.>", "t.v2.>"]);
+        assert_eq!(nats.subject_template, "t.v1.{app_id}.{type}");
+        assert_eq!(nats.v2_subject_template, "t.v2.{app_id}.{type}");
+        assert_eq!(
+            (nats.client_name.as_str(), nats.ensure_stream),
+            ("rt-1", false)
+        );
+        // Under `none`, or without their sink, the sinks' settings are not read.
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_EVENT_SINK", "log"),
             ("AGENT_RUNTIME_NATS_URL", "nats://127.0.0.1:4222"),
+        ]))
+        .unwrap();
+        assert!(settings.events.nats.is_none());
+    }
+
+    #[test]
+    fn unsupported_variables_are_refused_whatever_else_is_set() {
+        // A Temporal namespace without an address: set, it would be ignored, so it is refused
+        // on its own.
+        let err = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_NAMESPACE", "default"),
             ("AGENT_RUNTIME_CHATGPT_ENABLED", "yes"),
         ]))
         .unwrap_err();
         assert_eq!(
             paths(&err),
-            vec![
-                "AGENT_RUNTIME_CHATGPT_ENABLED",
-                "AGENT_RUNTIME_NATS_URL",
-                "TEMPORAL_NAMESPACE",
-            ]
+            vec!["AGENT_RUNTIME_CHATGPT_ENABLED", "TEMPORAL_NAMESPACE"]
         );
-        assert!(err[2].message.contains("durable execution (Temporal)"));
+        assert!(err[1].message.contains("durable execution (Temporal)"));
     }
 
     #[test]
@@ -1553,11 +1808,6 @@ mod tests {
             ("AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK", "0"),
         ]));
         assert!(settings.is_ok(), "{settings:?}");
-        // A switch whose default is on is not "off by default": set at all, it is refused.
-        let err =
-            ServiceSettings::from_env(lookup(&[("AGENT_RUNTIME_NATS_ENSURE_STREAM", "false")]))
-                .unwrap_err();
-        assert_eq!(paths(&err), vec!["AGENT_RUNTIME_NATS_ENSURE_STREAM"]);
     }
 
     #[test]
@@ -1594,7 +1844,7 @@ mod tests {
             ),
             "{table}"
         );
-        assert!(table.contains("yes, except `nats`, `jetstream`, `callback`, `http`, `webhook`"));
+        assert!(table.contains("yes, except `openai_chatgpt`"), "{table}");
     }
 
     #[test]

@@ -11,10 +11,6 @@ use crate::Diagnostic;
 /// turns one on by reading its settings and dropping them from the refusals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capability {
-    /// Publishing events to NATS JetStream (issue 10).
-    NatsEvents,
-    /// The legacy global event callback that receives every app's events (issue 10).
-    GlobalEventCallback,
     /// Durable execution on Temporal (issue 13).
     Durable,
     /// Host workspace providers (issue 11).
@@ -35,10 +31,6 @@ impl Capability {
     /// What is missing, as a phrase ("this version does not support … yet").
     pub fn describe(self) -> &'static str {
         match self {
-            Capability::NatsEvents => "publishing events to NATS JetStream",
-            Capability::GlobalEventCallback => {
-                "the global event callback sink (use the apps' event_callbacks)"
-            }
             Capability::Durable => "durable execution (Temporal)",
             Capability::Workspaces => "host workspace providers",
             Capability::Skills => "host skill providers",

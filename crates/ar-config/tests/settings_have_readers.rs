@@ -198,7 +198,60 @@ const ENV_READERS: &[Reader] = &[
     reader(
         "AGENT_RUNTIME_EVENT_SINK",
         COMPOSE,
-        &["event_sinks(&settings.events, &bus)", "if events.log {"],
+        &[
+            "event_sinks(&settings.events, &bus, nats.as_ref())",
+            "if events.log {",
+            "let Some(nats) = &events.nats else",
+            "settings.events.callback.as_ref()",
+        ],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_URL",
+        COMPOSE,
+        &["servers: nats.url.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_STREAM",
+        COMPOSE,
+        &["stream: nats.stream.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
+        COMPOSE,
+        &["stream_subjects: nats.stream_subjects.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
+        COMPOSE,
+        &["v1_template: nats.subject_template.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+        COMPOSE,
+        &["v2_template: nats.v2_subject_template.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_CLIENT_NAME",
+        COMPOSE,
+        &["client_name: nats.client_name.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_ENSURE_STREAM",
+        COMPOSE,
+        &["ensure_stream: nats.ensure_stream"],
+    ),
+    reader(
+        "AGENT_RUNTIME_EVENT_CALLBACK_URL",
+        COMPOSE,
+        &[
+            "if let Some(global) = global {",
+            "url: global.url.to_string()",
+        ],
+    ),
+    reader(
+        "AGENT_RUNTIME_EVENT_CALLBACK_TOKEN",
+        COMPOSE,
+        &["token: global.token.clone()"],
     ),
     reader(
         "AGENT_RUNTIME_STUDIO_URL",

@@ -6,7 +6,8 @@
 //!   bus without gaps or duplicates (subscribe first, then read the log, then skip what was read).
 //! - [`sse`]: the run event stream's frames (sequence numbers as ids), heartbeat and resume cursor.
 //! - [`outbox::CallbackDispatcher`]: at-least-once HTTP delivery of persisted events to app
-//!   callbacks, with the events table as the outbox and a named cursor per callback.
+//!   callbacks (and the legacy global one), with the events table as the outbox and a named
+//!   cursor per callback ([`outbox::load_or_create_cursor`], shared with the NATS sink).
 //! - [`log_sink::LoggingBus`]: the `log` event sink, writing each event's envelope to the log.
 
 pub mod bus;
@@ -20,5 +21,8 @@ mod fake_store;
 
 pub use bus::{Bus, RecvError, Subscription};
 pub use log_sink::LoggingBus;
-pub use outbox::{CallbackDispatcher, CallbackTarget, DispatcherOptions, RenderFn, StartPosition};
+pub use outbox::{
+    load_or_create_cursor, AppFilter, CallbackDispatcher, CallbackTarget, DispatcherOptions,
+    RenderFn, StartPosition,
+};
 pub use replay::{stream_run_events, stream_run_events_with, ReplayOptions, RunState};

@@ -1,4 +1,4 @@
-//! Durable at-least-once delivery of persisted events to app HTTP callbacks, using the events table as the outbox.
+//! Durable at-least-once delivery of persisted events to HTTP callbacks (an app's, or the global one of all apps), using the events table as the outbox.
 //!
 //! Each callback owns a named cursor in the store (a position in the store-wide event order).
 //! Its worker tails `list_events_after_position`, keeps the events of its app whose type it
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use ar_core::event::StoredEvent;
 use ar_core::secret::Secret;
-use ar_core::store::Store;
+use ar_core::store::{Store, StoreError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -39,13 +39,31 @@ pub enum StartPosition {
     After(i64),
 }
 
-/// One HTTP callback of one app.
+/// Whose events a callback receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppFilter {
+    /// One app's (`apps[].event_callbacks`).
+    One(String),
+    /// Every app's (the legacy global callback, `AGENT_RUNTIME_EVENT_CALLBACK_URL`).
+    All,
+}
+
+impl AppFilter {
+    fn accepts(&self, app_id: &str) -> bool {
+        match self {
+            AppFilter::One(app) => app == app_id,
+            AppFilter::All => true,
+        }
+    }
+}
+
+/// One HTTP callback of one app, or of all.
 #[derive(Debug, Clone)]
 pub struct CallbackTarget {
     /// Name of the store cursor; must be stable across restarts and unique per callback.
     /// It appears in logs, so it must not contain secrets.
     pub cursor_name: String,
-    pub app_id: String,
+    pub apps: AppFilter,
     pub url: String,
     pub token: Option<Secret>,
     /// Accepted event types; empty = every persisted event of the app.
@@ -55,7 +73,7 @@ pub struct CallbackTarget {
 
 impl CallbackTarget {
     fn accepts(&self, event: &StoredEvent) -> bool {
-        event.app_id == self.app_id
+        self.apps.accepts(&event.app_id)
             && (self.event_types.is_empty()
                 || self.event_types.iter().any(|t| t == event.kind.as_str()))
     }
@@ -157,6 +175,21 @@ impl CallbackDispatcher {
         self
     }
 
+    /// Creates the cursor of every callback that has none yet, at its start position, so that
+    /// events committed from now on are delivered even if a worker starts later. Workers do
+    /// this themselves too (retrying); calling it first closes the window at startup.
+    pub async fn init_cursors(&self) -> Result<(), StoreError> {
+        for target in &self.targets {
+            load_or_create_cursor(
+                self.shared.store.as_ref(),
+                &target.cursor_name,
+                target.start,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Runs every callback's worker until `cancel` fires. A delivery in flight is abandoned
     /// (its event is delivered again after restart).
     pub async fn run(self, cancel: CancellationToken) {
@@ -177,6 +210,45 @@ impl CallbackDispatcher {
     /// Runs [`CallbackDispatcher::run`] as a background task.
     pub fn spawn(self, cancel: CancellationToken) -> JoinHandle<()> {
         tokio::spawn(self.run(cancel))
+    }
+}
+
+/// The position of the cursor `name`, created at `start` when missing. When another worker
+/// (another replica) creates it first, theirs is used. Every reader of the log through a
+/// cursor (callbacks, the NATS sink) starts here.
+pub async fn load_or_create_cursor(
+    store: &dyn Store,
+    name: &str,
+    start: StartPosition,
+) -> Result<i64, StoreError> {
+    if let Some(position) = store.get_cursor(name).await? {
+        return Ok(position);
+    }
+    let start = match start {
+        StartPosition::Beginning => 0,
+        StartPosition::After(position) => position.max(0),
+        StartPosition::End => end_of_log(store).await?,
+    };
+    if store.advance_cursor(name, None, start).await? {
+        return Ok(start);
+    }
+    Ok(store.get_cursor(name).await?.unwrap_or(start))
+}
+
+/// Position of the newest event. The store port has no "latest position" query, so this
+/// pages through the log once (only when a cursor is first created).
+async fn end_of_log(store: &dyn Store) -> Result<i64, StoreError> {
+    const PAGE: i64 = 1000;
+    let mut position = 0;
+    loop {
+        let page = store.list_events_after_position(position, PAGE).await?;
+        match page.last() {
+            Some(last) => position = last.position,
+            None => return Ok(position),
+        }
+        if (page.len() as i64) < PAGE {
+            return Ok(position);
+        }
     }
 }
 
@@ -261,55 +333,16 @@ impl Worker {
         }
     }
 
-    async fn try_init_cursor(&mut self) -> Result<(), ar_core::store::StoreError> {
-        let store = &self.shared.store;
-        if let Some(position) = store.get_cursor(&self.target.cursor_name).await? {
-            self.cursor = position;
-            self.stored = Some(position);
-            return Ok(());
-        }
-        let start = match self.target.start {
-            StartPosition::Beginning => 0,
-            StartPosition::After(position) => position.max(0),
-            StartPosition::End => self.end_of_log().await?,
-        };
-        if store
-            .advance_cursor(&self.target.cursor_name, None, start)
-            .await?
-        {
-            self.cursor = start;
-            self.stored = Some(start);
-        } else {
-            // Another worker (another replica) created it first; use theirs.
-            let position = store
-                .get_cursor(&self.target.cursor_name)
-                .await?
-                .unwrap_or(start);
-            self.cursor = position;
-            self.stored = Some(position);
-        }
+    async fn try_init_cursor(&mut self) -> Result<(), StoreError> {
+        let position = load_or_create_cursor(
+            self.shared.store.as_ref(),
+            &self.target.cursor_name,
+            self.target.start,
+        )
+        .await?;
+        self.cursor = position;
+        self.stored = Some(position);
         Ok(())
-    }
-
-    /// Position of the newest event. The store port has no "latest position" query, so this
-    /// pages through the log once (only when a callback is first configured).
-    async fn end_of_log(&self) -> Result<i64, ar_core::store::StoreError> {
-        const PAGE: i64 = 1000;
-        let mut position = 0;
-        loop {
-            let page = self
-                .shared
-                .store
-                .list_events_after_position(position, PAGE)
-                .await?;
-            match page.last() {
-                Some(last) => position = last.position,
-                None => return Ok(position),
-            }
-            if (page.len() as i64) < PAGE {
-                return Ok(position);
-            }
-        }
     }
 
     /// Writes the in-memory cursor to the store (compare-and-swap). Failures are logged and
@@ -537,7 +570,7 @@ mod tests {
     ) -> CallbackTarget {
         CallbackTarget {
             cursor_name: "callback:app:test".into(),
-            app_id: "app".into(),
+            apps: AppFilter::One("app".into()),
             url: url.into(),
             token: token.map(Secret::new),
             event_types: event_types.iter().map(|t| t.as_str().to_string()).collect(),
@@ -603,6 +636,40 @@ mod tests {
         );
         assert_eq!(got[0].body["type"], "run.completed");
         assert_eq!(got[0].body["app_id"], "app");
+    }
+
+    #[tokio::test]
+    async fn the_global_callback_gets_every_apps_events_from_a_cursor_made_before_it_ran() {
+        let (url, received) = receiver(ok()).await;
+        let store = Arc::new(FakeStore::default());
+        store.append("app", "run_1", EventKind::RunStarted);
+        let mut global = target(&url, None, &[], StartPosition::End);
+        global.apps = AppFilter::All;
+        let dispatcher =
+            CallbackDispatcher::with_options(store.clone(), render(), vec![global], fast())
+                .unwrap();
+        dispatcher.init_cursors().await.unwrap();
+        assert_eq!(
+            store.cursor("callback:app:test"),
+            Some(1),
+            "created at the end"
+        );
+        // Committed before any worker runs: still delivered.
+        store.append("app", "run_1", EventKind::RunCompleted);
+        store.append("other", "run_2", EventKind::RunStarted);
+        let cancel = CancellationToken::new();
+        let handle = dispatcher.spawn(cancel.clone());
+        wait_until("two deliveries", || received.lock().unwrap().len() == 2).await;
+        cancel.cancel();
+        handle.await.unwrap();
+        let apps: Vec<Value> = received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.body["app_id"].clone())
+            .collect();
+        assert_eq!(apps, vec!["app", "other"]);
+        assert_eq!(ids(&received), vec!["evt_2", "evt_3"]);
     }
 
     #[tokio::test]

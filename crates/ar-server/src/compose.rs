@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ar_config::app::AppConfig;
-use ar_config::env::{EventSettings, StoreSettings};
+use ar_config::env::{EventSettings, GlobalCallbackSettings, StoreSettings};
 use ar_config::ServiceSettings;
 use ar_core::agent_cli::AgentCli;
 use ar_core::clock::SystemClock;
@@ -82,6 +82,8 @@ pub struct Service {
     /// Timeouts and the per-client cap of HTTP connections.
     pub connections: crate::connections::ConnectionLimits,
     background: CancellationToken,
+    /// The NATS sink's publisher, which flushes what is committed when `background` ends.
+    nats_publisher: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
@@ -391,13 +393,66 @@ fn detect_agent_clis(
     (Some(cli), kinds)
 }
 
-/// Where the engine publishes: the bus, behind the `log` sink when it is on.
-fn event_sinks(events: &EventSettings, bus: &Arc<Bus>) -> Arc<dyn EventBus> {
-    if events.log {
-        Arc::new(LoggingBus::new(bus.clone()))
-    } else {
-        bus.clone()
+/// Where the engine publishes: the bus, behind the NATS sink's live deltas and the `log` sink
+/// when they are on. (Persisted events reach NATS and the callbacks from the store.)
+fn event_sinks(
+    events: &EventSettings,
+    bus: &Arc<Bus>,
+    nats: Option<&ar_nats::NatsSink>,
+) -> Arc<dyn EventBus> {
+    let mut sink: Arc<dyn EventBus> = bus.clone();
+    if let Some(nats) = nats {
+        sink = nats.live_bus(sink);
     }
+    if events.log {
+        sink = Arc::new(LoggingBus::new(sink));
+    }
+    sink
+}
+
+/// The v1 envelope of a persisted event as JSON (app callbacks, the global callback, NATS).
+fn v1_body() -> ar_events::RenderFn {
+    Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default())
+}
+
+/// The NATS JetStream sink (`AGENT_RUNTIME_EVENT_SINK` with `nats`): connected in the
+/// background, its cursor in the store before the service takes a request.
+async fn nats_sink(
+    events: &EventSettings,
+    apps: &AppConfig,
+    store: &Arc<dyn Store>,
+) -> anyhow::Result<Option<ar_nats::NatsSink>> {
+    let Some(nats) = &events.nats else {
+        return Ok(None);
+    };
+    let options = ar_nats::NatsOptions {
+        servers: nats.url.clone(),
+        client_name: nats.client_name.clone(),
+        stream: nats.stream.clone(),
+        stream_subjects: nats.stream_subjects.clone(),
+        ensure_stream: nats.ensure_stream,
+        tuning: ar_nats::Tuning::default(),
+    };
+    let routes = ar_nats::Routes {
+        v1_template: nats.subject_template.clone(),
+        v2_template: nats.v2_subject_template.clone(),
+        v2_apps: apps
+            .apps
+            .iter()
+            .filter(|(_, app)| app.event_protocol == ar_core::EventProtocol::V2)
+            .map(|(app_id, _)| app_id.clone())
+            .collect(),
+        render: ar_nats::Renderers {
+            v1: v1_body(),
+            v2: Arc::new(|event| {
+                serde_json::to_vec(&crate::convert::event_to_v2(event)).unwrap_or_default()
+            }),
+        },
+    };
+    let sink = ar_nats::NatsSink::connect(options, routes, store.clone())
+        .await
+        .context("the NATS event sink")?;
+    Ok(Some(sink))
 }
 
 /// What capabilities report about this process. Durable execution and run-scoped MCP are not
@@ -443,37 +498,19 @@ impl Service {
         let (agent_cli, cli_kinds) = detect_agent_clis(&dir, mcp_bridge(&options, listen_addr));
         let config = EngineConfig {
             instance_id: instance_id(&settings, &dir)?,
-            lease_ttl: settings.lease_ttl,
-            sweep_interval: settings.sweep_interval,
             apps: app_policies(&apps),
             providers: provider_defaults,
-            served_providers: SERVED_PROVIDERS
-                .iter()
-                .map(|name| name.to_string())
-                .collect(),
-            default_provider: settings.models.native_provider.clone(),
             credentials_enabled: sealer.is_some(),
-            mcp: ar_engine::mcp::McpSettings {
-                allow_http: settings.mcp.allow_http,
-                allow_private_networks: settings.mcp.allow_private_networks,
-                allowed_hosts: settings.mcp.allowed_hosts.clone(),
-            },
-            ..EngineConfig::default()
+            ..engine_config(&settings)
         };
         let (mcp_sealer, mcp) = run_mcp(&settings.mcp)?;
-        let mcp_providers = Arc::new(
-            ar_tools::McpProviders::from_app_config(&apps, &dir).context("app MCP providers")?,
-        );
-        let tools = WithControlTools(
-            ar_tools::HostToolHost::from_app_config(&apps)
-                .context("host tools")?
-                .with_mcp_providers(mcp_providers.clone()),
-        );
+        let (tools, mcp_providers) = tool_host(&apps, &dir)?;
         let context =
             ar_tools::ContextRouter::from_app_config(&apps).context("context endpoints")?;
+        let nats = nats_sink(&settings.events, &apps, &store).await?;
         let deps = EngineDeps {
             store: store.clone(),
-            bus: event_sinks(&settings.events, &bus),
+            bus: event_sinks(&settings.events, &bus, nats.as_ref()),
             models: Arc::new(ar_llm::LlmClient::new().context("model client")?),
             tools: Arc::new(tools),
             context: Arc::new(context),
@@ -505,7 +542,16 @@ impl Service {
             &settings.studio,
         );
         let background = CancellationToken::new();
-        start_callbacks(&apps, store, bus, &background);
+        let nats_publisher =
+            nats.map(|nats| nats.spawn(Some(bus.appended_signal()), background.clone()));
+        start_callbacks(
+            &apps,
+            settings.events.callback.as_ref(),
+            store,
+            bus,
+            &background,
+        )
+        .await;
         mcp_providers.start(&background);
         Ok(Service {
             state,
@@ -516,6 +562,7 @@ impl Service {
             studio,
             connections: (&settings.http).into(),
             background,
+            nats_publisher,
         })
     }
 
@@ -552,15 +599,55 @@ impl Service {
         })
         .await;
         self.background.cancel();
+        if let Some(publisher) = self.nats_publisher {
+            // Bounded by the sink's own shutdown flush.
+            let _ = publisher.await;
+        }
         // Stdio providers are processes of their own group: they would outlive the service.
         self.state.mcp_providers.close().await;
         Ok(())
     }
 }
 
-/// Per-app event callbacks, delivered through the durable outbox.
-fn start_callbacks(
+/// The engine settings read straight from the service settings.
+fn engine_config(settings: &ServiceSettings) -> EngineConfig {
+    EngineConfig {
+        lease_ttl: settings.lease_ttl,
+        sweep_interval: settings.sweep_interval,
+        served_providers: SERVED_PROVIDERS
+            .iter()
+            .map(|name| name.to_string())
+            .collect(),
+        default_provider: settings.models.native_provider.clone(),
+        mcp: ar_engine::mcp::McpSettings {
+            allow_http: settings.mcp.allow_http,
+            allow_private_networks: settings.mcp.allow_private_networks,
+            allowed_hosts: settings.mcp.allowed_hosts.clone(),
+        },
+        ..EngineConfig::default()
+    }
+}
+
+/// The tools runs get: host commands, the apps' MCP providers (returned too, for health and
+/// readiness; stdio providers run in `dir`) and the runtime-control tools.
+fn tool_host(
     apps: &AppConfig,
+    dir: &Path,
+) -> anyhow::Result<(WithControlTools, Arc<ar_tools::McpProviders>)> {
+    let providers =
+        Arc::new(ar_tools::McpProviders::from_app_config(apps, dir).context("app MCP providers")?);
+    let host = ar_tools::HostToolHost::from_app_config(apps)
+        .context("host tools")?
+        .with_mcp_providers(providers.clone());
+    Ok((WithControlTools(host), providers))
+}
+
+/// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with
+/// `callback`), delivered through the durable outbox. Their cursors are made before the
+/// service takes a request, so no event committed from then on is missed.
+async fn start_callbacks(
+    apps: &AppConfig,
+    global: Option<&GlobalCallbackSettings>,
     store: Arc<dyn Store>,
     bus: Arc<Bus>,
     cancel: &CancellationToken,
@@ -570,7 +657,7 @@ fn start_callbacks(
         for callback in &app.event_callbacks {
             targets.push(ar_events::CallbackTarget {
                 cursor_name: callback.cursor_name(app_id),
-                app_id: app_id.clone(),
+                apps: ar_events::AppFilter::One(app_id.clone()),
                 url: callback.url.to_string(),
                 token: callback.token.clone(),
                 event_types: callback.event_types.clone(),
@@ -578,19 +665,30 @@ fn start_callbacks(
             });
         }
     }
+    if let Some(global) = global {
+        targets.push(ar_events::CallbackTarget {
+            cursor_name: global.cursor_name(),
+            apps: ar_events::AppFilter::All,
+            url: global.url.to_string(),
+            token: global.token.clone(),
+            event_types: Vec::new(),
+            start: ar_events::StartPosition::End,
+        });
+    }
     if targets.is_empty() {
         return;
     }
-    let render: ar_events::RenderFn = Arc::new(|event| {
-        serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default()
-    });
-    let dispatcher = match ar_events::CallbackDispatcher::new(store, render, targets) {
+    let dispatcher = match ar_events::CallbackDispatcher::new(store, v1_body(), targets) {
         Ok(dispatcher) => dispatcher.wake_on(&bus),
         Err(error) => {
             tracing::error!(%error, "event callbacks disabled: could not build the HTTP client");
             return;
         }
     };
+    if let Err(error) = dispatcher.init_cursors().await {
+        // The workers create them, retrying; events committed until then may be skipped.
+        tracing::warn!(%error, "creating the event callbacks' cursors failed");
+    }
     let cancel = cancel.clone();
     tokio::spawn(async move { dispatcher.run(cancel).await });
 }

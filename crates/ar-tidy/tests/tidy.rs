@@ -30,6 +30,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-dispatch", &["ar-core", "ar-process"][..]),
         ("ar-engine", &["ar-core"][..]),
         ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
+        ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
         (
             "ar-server",
             &[
@@ -43,6 +44,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-engine",
                 "ar-dispatch",
                 "ar-mcp",
+                "ar-nats",
                 "ar-process",
                 "ar-sse",
                 "ar-studio",

@@ -47,13 +47,19 @@ pub fn v2_app_event_subject(app_id: &str) -> String {
 /// Renders a subject template for an event in one left-to-right pass (placeholders inside
 /// substituted values are not expanded again). An empty template means the v1 default.
 pub fn render_subject(template: &str, event: &EventEnvelope) -> String {
+    render_subject_of(template, &event.app_id, &event.run_id, &event.event_type)
+}
+
+/// [`render_subject`] from the three values a subject names (what a publisher has before it
+/// builds an envelope).
+pub fn render_subject_of(template: &str, app_id: &str, run_id: &str, event_type: &str) -> String {
     let template = match template.trim() {
         "" => DEFAULT_SUBJECT_TEMPLATE,
         t => t,
     };
-    let app = app_token(&event.app_id);
-    let run = token(&event.run_id);
-    let kind = token(&event.event_type);
+    let app = app_token(app_id);
+    let run = token(run_id);
+    let kind = token(event_type);
     let placeholders: [(&str, &str); 4] = [
         ("{app_id}", &app),
         ("{run_id}", &run),

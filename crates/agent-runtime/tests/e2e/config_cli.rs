@@ -142,9 +142,9 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
 /// Settings this version does not support yet, each with what the refusal must name.
 const UNSUPPORTED: &[(&str, &str, &str)] = &[
     (
-        "AGENT_RUNTIME_EVENT_SINK",
-        "log,nats",
-        "does not support publishing events to NATS JetStream yet",
+        "AGENT_RUNTIME_CHATGPT_ENABLED",
+        "true",
+        "does not support the openai_chatgpt provider (ChatGPT subscriptions) yet",
     ),
     (
         "TEMPORAL_ADDRESS",
@@ -321,4 +321,22 @@ apps:
     assert!(shown("crm", "transport=http"), "{stdout}");
     assert!(shown("files", "transport=stdio"), "{stdout}");
     assert!(!stdout.contains("crm-secret-token") && !stderr.contains("crm-secret-token"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_an_unknown_event_sink_and_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = base_env(dir.path());
+    env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
+    env.insert("AGENT_RUNTIME_EVENT_SINK".into(), "log,kafka".into());
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.contains("AGENT_RUNTIME_EVENT_SINK")
+                && line.contains("unknown event sink \"kafka\"")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
 }

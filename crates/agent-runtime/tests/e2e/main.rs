@@ -14,6 +14,7 @@ mod config_cli;
 mod durability;
 mod embedded;
 mod mcp_bridge;
+mod nats;
 mod postgres;
 mod replicas;
 mod sdk_flow;

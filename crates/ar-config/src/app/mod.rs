@@ -92,7 +92,7 @@ impl EventCallback {
 }
 
 /// 64-bit FNV-1a: tiny, and stable across Rust releases (unlike `DefaultHasher`).
-fn fnv1a(text: &str) -> u64 {
+pub(crate) fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })

@@ -13,6 +13,7 @@ mod lifecycle;
 mod mcp;
 mod mcp_providers;
 mod native_loop;
+mod nats;
 mod nul;
 mod recovery;
 mod studio;

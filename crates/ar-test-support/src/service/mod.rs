@@ -8,6 +8,7 @@
 mod binary;
 mod client;
 mod in_process;
+pub mod nats;
 mod postgres;
 mod sse;
 

@@ -1,6 +1,7 @@
 //! `agent-runtime bench`: the benchmarks whose figures README.md reports.
 
 mod mcp;
+mod nats_lag;
 mod proc_stats;
 mod service;
 
@@ -31,6 +32,14 @@ pub struct BenchArgs {
     /// Paused runs held for the memory measurement.
     #[arg(long, default_value_t = 10_000)]
     pub paused: usize,
+    /// Global event sinks of the server (`service`): `log` (the default), `nats` (`log,nats`:
+    /// every event also published to JetStream, with the publish lag measured), or `both`
+    /// (one after the other, to compare the server's CPU).
+    #[arg(long, default_value = "log")]
+    pub sink: String,
+    /// NATS server for `--sink nats`.
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    pub nats_url: String,
     /// PostgreSQL URL for `--store postgres`.
     #[arg(
         long,

@@ -10,6 +10,7 @@ use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use super::nats_lag::NatsBench;
 use super::proc_stats::{context_switches, cpu_ms, peak_rss_mib, rss_mib};
 use super::{percentile, BenchArgs};
 
@@ -31,6 +32,7 @@ async fn start_server(
     store: &str,
     postgres_url: &str,
     mock: &MockProvider,
+    nats: Option<&NatsBench>,
 ) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
@@ -52,6 +54,9 @@ async fn start_server(
             "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY",
             "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
         );
+    if let Some(nats) = nats {
+        env = nats.env(env);
+    }
     env = match store {
         "postgres" => {
             // A fresh database per benchmark run, so the figures start from empty tables.
@@ -178,11 +183,18 @@ impl Server {
     }
 }
 
-async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
+async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Result<()> {
     let mock = MockProvider::start().await;
     mock.set_recording(false);
     mock.auto(AutoScript::five_step("get_context"));
-    let server = start_server(store, &args.postgres_url, &mock).await?;
+    let nats = match sink {
+        "nats" => Some(NatsBench::connect(&args.nats_url).await?),
+        _ => None,
+    };
+    let server = start_server(store, &args.postgres_url, &mock, nats.as_ref()).await?;
+    if let Some(nats) = &nats {
+        nats.wait_ready().await?;
+    }
     let idle_rss = rss_mib(server.process.pid()).unwrap_or(0.0);
     server.put_agent().await?;
     // Warm-up.
@@ -191,18 +203,38 @@ async fn bench_store(store: &str, args: &BenchArgs) -> anyhow::Result<()> {
         server.follow(&id).await?;
     }
     let sequential = Sequential::measure(&server, &mock, args.sequential.max(1)).await?;
+    let lag = match &nats {
+        Some(nats) => Some(nats.watch().await?),
+        None => None,
+    };
     let concurrent =
         Concurrent::measure(&server, &mock, args.runs, args.concurrency.max(1)).await?;
+    let lag = match lag {
+        Some(watch) => Some(watch.finish().await),
+        None => None,
+    };
     let paused = Paused::measure(&server, &mock, args.paused).await?;
 
-    println!("store: {store}");
+    println!(
+        "store: {store}, event sinks: {}",
+        match sink {
+            "nats" => "log,nats",
+            _ => "log",
+        }
+    );
     if let Ok(workers) = ar_config::env::worker_threads(|name| std::env::var(name).ok()) {
         println!("  server worker threads: {workers} (AGENT_RUNTIME_WORKER_THREADS)");
     }
     sequential.print();
     concurrent.print();
+    if let Some(lag) = lag {
+        lag.print();
+    }
     paused.print(idle_rss, concurrent.peak_rss);
     server.process.kill_group();
+    if let Some(nats) = nats {
+        nats.delete().await;
+    }
     Ok(())
 }
 
@@ -449,8 +481,15 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "both" => vec!["sqlite", "postgres"],
         other => vec![other],
     };
+    let sinks: Vec<&str> = match args.sink.as_str() {
+        "both" => vec!["log", "nats"],
+        "log" | "nats" => vec![args.sink.as_str()],
+        other => anyhow::bail!("unknown sink {other:?} (expected log, nats or both)"),
+    };
     for store in stores {
-        bench_store(store, args).await?;
+        for sink in &sinks {
+            bench_store(store, sink, args).await?;
+        }
     }
     Ok(())
 }

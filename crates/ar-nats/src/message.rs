@@ -1,0 +1,207 @@
+//! The NATS messages of one event: a v1 copy on the v1 subject family for every app, and for a v2 app also a v2 copy on the v2 family.
+//!
+//! The original's global sink puts every event on the v1 family (what the Python SDK's default
+//! consumer reads), and its v2 publisher puts a v2 app's events on the v2 family too. Both
+//! families usually live in one stream, whose duplicate window compares `Nats-Msg-Id`s: the
+//! v1 copy carries the event id, the v2 copy the event id with `:v2` appended, so neither
+//! drops the other, and each is stable across republishes (which the window then drops).
+
+use std::collections::HashSet;
+
+use ar_core::event::{StoredEvent, TransientEvent};
+use ar_events::RenderFn;
+use bytes::Bytes;
+
+/// Appended to an event's id for the message id of its v2 copy.
+pub const V2_MESSAGE_ID_SUFFIX: &str = ":v2";
+
+/// The envelope renderers (the server's v1 and v2 envelopes as JSON), so the wire forms are
+/// made in one place.
+#[derive(Clone)]
+pub struct Renderers {
+    pub v1: RenderFn,
+    pub v2: RenderFn,
+}
+
+impl std::fmt::Debug for Renderers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Renderers")
+    }
+}
+
+/// One message to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub subject: String,
+    /// `Nats-Msg-Id`.
+    pub message_id: String,
+    pub payload: Bytes,
+}
+
+/// Where an app's events go and in which forms.
+#[derive(Debug, Clone)]
+pub struct Routes {
+    /// Subject template of the v1 family (`{app_id}`, `{run_id}`, `{event_type}`/`{type}`).
+    pub v1_template: String,
+    /// Subject template of the v2 family.
+    pub v2_template: String,
+    /// Apps whose event protocol is v2.
+    pub v2_apps: HashSet<String>,
+    pub render: Renderers,
+}
+
+impl Routes {
+    /// The messages of a persisted event, v1 copy first.
+    pub fn messages(&self, event: &StoredEvent) -> Vec<Outgoing> {
+        let mut out = Vec::with_capacity(2);
+        out.push(Outgoing {
+            subject: subject(&self.v1_template, event),
+            message_id: event.event_id.clone(),
+            payload: Bytes::from((self.render.v1)(event)),
+        });
+        if self.v2_apps.contains(&event.app_id) {
+            out.push(Outgoing {
+                subject: subject(&self.v2_template, event),
+                message_id: format!("{}{V2_MESSAGE_ID_SUFFIX}", event.event_id),
+                payload: Bytes::from((self.render.v2)(event)),
+            });
+        }
+        out
+    }
+
+    /// The messages of a transient delta: as a persisted event would be, with an id of its own
+    /// and sequence 0 (it has no place in the durable log, so consumers can tell it apart).
+    pub fn live_messages(&self, event: &TransientEvent) -> Vec<Outgoing> {
+        self.messages(&as_envelope_source(event))
+    }
+}
+
+fn subject(template: &str, event: &StoredEvent) -> String {
+    ar_wire::nats::render_subject_of(template, &event.app_id, &event.run_id, event.kind.as_str())
+}
+
+/// A transient event in the shape the renderers take: a fresh id, sent now, no position or
+/// sequence, and `host_run_id` in its data as persisted events carry it.
+pub fn as_envelope_source(event: &TransientEvent) -> StoredEvent {
+    StoredEvent {
+        position: 0,
+        event_id: ar_core::ids::new_id(ar_core::ids::prefix::EVENT),
+        app_id: event.app_id.clone(),
+        run_id: event.run_id.clone(),
+        host_run_id: event.host_run_id.clone(),
+        sequence_no: 0,
+        kind: event.event.kind(),
+        data: event.event.data(&event.host_run_id),
+        created_at: chrono::Utc::now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ar_core::event::MessageDelta;
+    use ar_core::{EventKind, RunEvent};
+
+    use super::*;
+
+    fn routes() -> Routes {
+        let render = |form: &'static str| -> RenderFn {
+            Arc::new(move |event: &StoredEvent| {
+                format!("{form}:{}:{}", event.event_id, event.sequence_no).into_bytes()
+            })
+        };
+        Routes {
+            v1_template: "agent-runtime.events.{app_id}.{run_id}.{type}".into(),
+            v2_template: ar_wire::nats::DEFAULT_V2_SUBJECT_TEMPLATE.into(),
+            v2_apps: HashSet::from(["v2.app".to_string()]),
+            render: Renderers {
+                v1: render("v1"),
+                v2: render("v2"),
+            },
+        }
+    }
+
+    fn stored(app_id: &str) -> StoredEvent {
+        StoredEvent {
+            position: 7,
+            event_id: "evt_1".into(),
+            app_id: app_id.into(),
+            run_id: "run 1".into(),
+            host_run_id: String::new(),
+            sequence_no: 3,
+            kind: EventKind::RunStarted,
+            data: Default::default(),
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_v1_apps_event_goes_to_the_v1_family_only() {
+        let messages = routes().messages(&stored("host.app"));
+        assert_eq!(
+            messages,
+            vec![Outgoing {
+                subject: "agent-runtime.events.host_app.run_1.run.started".into(),
+                message_id: "evt_1".into(),
+                payload: Bytes::from_static(b"v1:evt_1:3"),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_v2_apps_event_goes_to_both_families_with_distinct_stable_ids() {
+        let routes = routes();
+        let messages = routes.messages(&stored("v2.app"));
+        let got: Vec<(&str, &str, &[u8])> = messages
+            .iter()
+            .map(|m| (m.subject.as_str(), m.message_id.as_str(), &m.payload[..]))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "agent-runtime.events.v2_app.run_1.run.started",
+                    "evt_1",
+                    &b"v1:evt_1:3"[..]
+                ),
+                (
+                    "agent-runtime.events.v2.v2_app.run_1.run.started",
+                    "evt_1:v2",
+                    &b"v2:evt_1:3"[..]
+                ),
+            ]
+        );
+        assert_eq!(messages, routes.messages(&stored("v2.app")), "stable");
+    }
+
+    #[test]
+    fn a_delta_gets_an_id_of_its_own_sequence_zero_and_the_host_run_id() {
+        let delta = TransientEvent {
+            app_id: "v2.app".into(),
+            run_id: "run_1".into(),
+            host_run_id: "host-9".into(),
+            event: RunEvent::AssistantMessageDelta(MessageDelta {
+                message_id: "m".into(),
+                text: "hi".into(),
+            }),
+        };
+        let source = as_envelope_source(&delta);
+        assert!(source.event_id.starts_with("evt_"));
+        assert_eq!((source.sequence_no, source.position), (0, 0));
+        assert_eq!(source.kind, EventKind::AssistantMessageDelta);
+        assert_eq!(source.data["host_run_id"], "host-9");
+        assert_eq!(source.data["text"], "hi");
+        let messages = routes().live_messages(&delta);
+        assert_eq!(messages.len(), 2);
+        assert_eq!(
+            messages[1].message_id,
+            format!("{}:v2", messages[0].message_id)
+        );
+        assert_ne!(
+            routes().live_messages(&delta)[0].message_id,
+            messages[0].message_id,
+            "each delta is its own message"
+        );
+    }
+}
