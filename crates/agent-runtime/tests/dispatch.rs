@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use ar_test_support::require_cli;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agent-runtime");
@@ -145,18 +146,6 @@ fn exec_refuses_bad_input_without_output() {
         "{}",
         text(&peer.stderr)
     );
-}
-
-/// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
-fn require_cli(program: &str) -> bool {
-    if ar_process::find_program(program, None).is_some() {
-        return true;
-    }
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("the {program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
-    }
-    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
-    false
 }
 
 /// `exec --agent claude` reads the real CLI's stream with the parser the service uses: the

@@ -11,6 +11,19 @@ pub mod provider_host;
 #[cfg(feature = "service")]
 pub mod service;
 
+/// True when the agent CLI `program` is on `PATH`. Missing: a loud skip message locally, a
+/// panic under `CI=true` (a missing peer fails the suite there).
+pub fn require_cli(program: &str) -> bool {
+    if ar_process::find_program(program, None).is_some() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|value| value == "true") {
+        panic!("the {program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
+    }
+    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
+    false
+}
+
 /// Serves `router` on `listener` in the background until `shutdown` is cancelled, with
 /// TCP_NODELAY on every connection: a test peer's small answers (SSE pieces, zero-latency
 /// replies) must not wait for Nagle's algorithm and the client's delayed ACK (~40 ms).

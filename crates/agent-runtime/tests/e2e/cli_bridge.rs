@@ -18,18 +18,7 @@ use ar_test_support::service::*;
 use serde_json::{json, Value};
 
 use crate::BIN;
-
-/// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
-fn require_cli(program: &str) -> bool {
-    if ar_process::find_program(program, None).is_some() {
-        return true;
-    }
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("the {program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
-    }
-    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
-    false
-}
+use ar_test_support::require_cli;
 
 /// The model names each CLI is run with (Claude Code needs a Claude model name).
 fn model_for(kind: &str) -> &'static str {

@@ -3,18 +3,7 @@
 use std::time::Duration;
 
 use ar_dispatch::{EventType, Run, RunEvent};
-
-/// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
-pub fn require_cli(program: &str) -> bool {
-    if ar_process::find_program(program, None).is_some() {
-        return true;
-    }
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("{program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
-    }
-    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
-    false
-}
+pub use ar_test_support::require_cli;
 
 /// Reads every event of a run (bounded by the run ending).
 pub async fn collect(run: &Run) -> Vec<RunEvent> {

@@ -8,19 +8,8 @@ use std::time::Duration;
 use ar_test_support::mock_provider::{AutoScript, MockProvider, Reply, Usage};
 use serde_json::{json, Value};
 
+use ar_test_support::require_cli;
 use ar_test_support::service::*;
-
-/// True when `program` is on PATH. Missing: loud skip locally, panic under `CI=true`.
-fn require_cli(program: &str) -> bool {
-    if ar_process::find_program(program, None).is_some() {
-        return true;
-    }
-    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-        panic!("the {program} CLI is required under CI=true (install with .ci/steps/install-agent-clis.sh)");
-    }
-    eprintln!("!!!!!! SKIPPING: the {program} CLI is not installed (run .ci/steps/install-agent-clis.sh) !!!!!!");
-    false
-}
 
 /// Polls until the run reaches one of `statuses` (bounded: 120 s; CLIs start slowly).
 async fn wait_for(server: &TestServer, run_id: &str, statuses: &[&str]) -> Value {
