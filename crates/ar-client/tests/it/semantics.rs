@@ -1,10 +1,10 @@
-//! The consumer's settlement of each delivery on a real JetStream, with events published straight to a stream of the test's own: retry after the schedule's delay, drop, the last delivery, an undecodable body, durability across a restart, redelivery after a crash.
+//! The consumer's settlement of each delivery on a real JetStream, with events published straight to a stream of the test's own: retry after the schedule's delay, drop, the last delivery, an undecodable body, durability across a restart, redelivery after a crash, a reconnect after NATS was cut off.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ar_client::nats::{stream_config, HandlerError, NatsConsumerConfig};
-use ar_test_support::service::nats::{on_test_stream, TestStream};
+use ar_test_support::service::nats::{on_test_stream, NatsProxy, TestStream};
 use ar_wire::EventEnvelope;
 use serde_json::json;
 
@@ -201,6 +201,36 @@ async fn acknowledged_events_stay_acknowledged_across_restarts_and_a_crash_redel
         );
         assert_eq!(acked(&stream, durable).await, (3, 0));
         other.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consumer_reconnects_after_nats_was_cut_off_and_goes_on_from_its_durable() {
+    on_test_stream("client_reconnect", |stream| async move {
+        create_stream(&stream).await;
+        let proxy = NatsProxy::start().await;
+        let config = NatsConsumerConfig {
+            url: proxy.url.clone(),
+            ..config(&stream, "reconnect", &[500])
+        };
+        let mut running = spawn_consumer(config, |_| Answer::Reply(Ok(())));
+        publish(&stream, "r1", 1, "before").await;
+        let handled = running.take(1, Duration::from_secs(10), |_| true).await;
+        assert_eq!(ids(&handled), ["before"]);
+
+        proxy.cut();
+        publish(&stream, "r1", 2, "during").await;
+        assert!(
+            running.next(Duration::from_secs(2)).await.is_none(),
+            "cut off"
+        );
+        proxy.restore();
+        let handled = running.take(1, Duration::from_secs(20), |_| true).await;
+        assert_eq!(ids(&handled), ["during"], "after the reconnect");
+        assert!(running.next(Duration::from_secs(1)).await.is_none());
+        assert_eq!(acked(&stream, "reconnect").await, (2, 0));
+        running.stop().await;
     })
     .await;
 }
