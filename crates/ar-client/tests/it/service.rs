@@ -1,4 +1,4 @@
-//! The consumer with the SDKs' defaults (only the test's stream and subject prefix set) reading what the real service publishes: every persisted event of a v1 and a v2 run, in order, equal to the run's history, and only its app's.
+//! The consumer with the SDKs' defaults (only the test's stream and subject prefix set) reading what the real service publishes: every persisted event of a v1 and a v2 run (on both subject families), in order, equal to the run's history, and only its app's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -152,6 +152,12 @@ async fn with_the_sdks_defaults_every_persisted_event_of_v1_and_v2_runs_arrives_
         assert_eq!(v2.keys().collect::<Vec<_>>(), [&v2_run]);
         assert_history(&v2[&v2_run], &v2_history, "2");
         assert!(v2[&v2_run].iter().all(|e| e.revision == e.sequence_no));
+
+        // The v2 app's events on the v1 family too (what a default consumer of it reads).
+        let filter = stream.v1_filter(V2_APP);
+        let v2_on_v1 = consume_persisted(&stream, V2_APP, filter, v2_history.len()).await;
+        assert_eq!(v2_on_v1.keys().collect::<Vec<_>>(), [&v2_run]);
+        assert_history(&v2_on_v1[&v2_run], &v2_history, "");
         server.stop().await;
     })
     .await;
