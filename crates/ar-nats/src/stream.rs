@@ -6,11 +6,11 @@ use async_nats::jetstream::{self, stream};
 
 /// JetStream's duplicate window: a republish within it (after a crash, or a retry after a
 /// lost acknowledgement) is dropped by message id.
-pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(2 * 60);
+pub const DUPLICATE_WINDOW: Duration = ar_wire::nats::STREAM_DUPLICATE_WINDOW;
 /// How long the stream keeps an event.
-pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+pub const MAX_AGE: Duration = ar_wire::nats::STREAM_MAX_AGE;
 /// How much the stream keeps before it discards its oldest events.
-pub const MAX_BYTES: i64 = 512 * 1024 * 1024;
+pub const MAX_BYTES: i64 = ar_wire::nats::STREAM_MAX_BYTES;
 
 /// The stream `name` over `subjects`.
 pub fn config(name: &str, subjects: &[String]) -> stream::Config {

@@ -31,6 +31,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-engine", &["ar-core"][..]),
         ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
         ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
+        ("ar-client", &["ar-wire"][..]),
         (
             "ar-server",
             &[

@@ -1,5 +1,7 @@
 //! NATS JetStream conventions shared with host consumers: default stream/subjects and subject rendering.
 
+use std::time::Duration;
+
 use crate::events::EventEnvelope;
 
 /// Default stream name.
@@ -13,6 +15,16 @@ pub const DEFAULT_V2_SUBJECT_TEMPLATE: &str =
     "agent-runtime.events.v2.{app_id}.{run_id}.{event_type}";
 /// Default NATS client name of the runtime publisher.
 pub const DEFAULT_CLIENT_NAME: &str = "agent-runtime";
+
+/// The events stream's limits, the same whether the runtime or a consumer creates it: file
+/// storage, limits retention, discard old, and these three. The duplicate window is how long
+/// JetStream drops a republish (after a crash, or a retry after a lost acknowledgement) by its
+/// message id.
+pub const STREAM_DUPLICATE_WINDOW: Duration = Duration::from_secs(2 * 60);
+/// How long the events stream keeps an event.
+pub const STREAM_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// How much the events stream keeps before it discards its oldest events.
+pub const STREAM_MAX_BYTES: i64 = 512 * 1024 * 1024;
 
 /// Sanitizes one subject token: trims; whitespace, `/`, `\`, `*`, `>` become `_`; empty becomes `_`.
 pub fn token(value: &str) -> String {
