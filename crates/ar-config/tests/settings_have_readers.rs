@@ -231,6 +231,11 @@ const ENV_READERS: &[Reader] = &[
         &["v2_template: nats.v2_subject_template.clone()"],
     ),
     reader(
+        "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",
+        COMPOSE,
+        &["&nats.replica_subject_prefix"],
+    ),
+    reader(
         "AGENT_RUNTIME_NATS_CLIENT_NAME",
         COMPOSE,
         &["client_name: nats.client_name.clone()"],

@@ -1,0 +1,130 @@
+//! The replica link over NATS core subjects (no JetStream): each replica publishes the live events of the runs it owns and the owner signals of the requests it receives, and subscribes to the others'.
+//!
+//! Subjects are the link's own, apart from the JetStream stream's: `{prefix}.live.{run_id}`
+//! for a run's live events and `{prefix}.owner` for owner signals (sent to every replica; the
+//! one owning the run acts). One task publishes what [`ReplicaLink::send`] queued, in order, on
+//! the sink's connection, so a run's events reach the other replicas in the order published;
+//! nothing is sent while disconnected (a reader's poll of the store covers persisted events;
+//! deltas are best effort) and a full queue drops.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ar_core::event::LiveEvent;
+use ar_core::replica::{decode_batch, encode_message, LinkMessage, Packer, ReplicaLink};
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::NatsError;
+
+/// Messages waiting to be published; beyond it they are dropped (and counted).
+const QUEUE: usize = 8192;
+
+/// The sending side: a bounded queue in front of the publishing task.
+pub struct NatsReplicaLink {
+    queue: mpsc::Sender<LinkMessage>,
+    dropped: AtomicU64,
+}
+
+impl ReplicaLink for NatsReplicaLink {
+    fn send(&self, message: LinkMessage) {
+        if let Err(mpsc::error::TrySendError::Full(message)) = self.queue.try_send(message) {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if matches!(message, LinkMessage::Owner { .. }) {
+                tracing::warn!(
+                    dropped,
+                    "replica link queue full: an owner signal was dropped"
+                );
+            }
+        }
+    }
+}
+
+/// The link on `client` under `prefix` (e.g. `agent-runtime.replicas`). `origin` (this
+/// process's instance id) marks what it sends, so its own messages are not received back.
+/// The publishing task stops with `stop`.
+pub async fn connect_nats_link(
+    client: async_nats::Client,
+    prefix: &str,
+    origin: &str,
+    stop: CancellationToken,
+) -> Result<(Arc<NatsReplicaLink>, BoxStream<'static, LinkMessage>), NatsError> {
+    let subscriber = client.subscribe(format!("{prefix}.>")).await?;
+    let (queue, receiver) = mpsc::channel(QUEUE);
+    tokio::spawn(publish_loop(
+        client,
+        prefix.to_string(),
+        origin.to_string(),
+        receiver,
+        stop,
+    ));
+    let link = Arc::new(NatsReplicaLink {
+        queue,
+        dropped: AtomicU64::new(0),
+    });
+    let origin = origin.to_string();
+    let inbound = subscriber
+        .flat_map(move |message| {
+            let messages = match decode_batch(&message.payload) {
+                Ok(batch) if batch.origin != origin => batch.messages,
+                Ok(_) => Vec::new(),
+                Err(error) => {
+                    tracing::warn!(%error, subject = %message.subject, "a replica link message was not understood");
+                    Vec::new()
+                }
+            };
+            futures::stream::iter(messages)
+        })
+        .boxed();
+    Ok((link, inbound))
+}
+
+/// Publishes what is queued, one message per NATS message, in order.
+async fn publish_loop(
+    client: async_nats::Client,
+    prefix: String,
+    origin: String,
+    mut receiver: mpsc::Receiver<LinkMessage>,
+    stop: CancellationToken,
+) {
+    let mut packer = Packer::new(&origin, 0);
+    loop {
+        let message = tokio::select! {
+            message = receiver.recv() => message,
+            () = stop.cancelled() => None,
+        };
+        let Some(message) = message else { return };
+        if client.connection_state() != async_nats::connection::State::Connected {
+            continue;
+        }
+        let limit = usize::try_from(client.server_info().max_payload)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(packer.overhead());
+        let Some(encoded) = encode_message(&message, limit) else {
+            tracing::debug!("a live delta too large for NATS was dropped");
+            continue;
+        };
+        packer.push(&encoded);
+        let Some(batch) = packer.take() else { continue };
+        if let Err(error) = client
+            .publish(subject(&prefix, &message), batch.into())
+            .await
+        {
+            tracing::debug!(%error, "publishing to the other replicas failed");
+        }
+    }
+}
+
+/// `{prefix}.live.{run_id}` for a run's events, `{prefix}.owner` for owner signals.
+fn subject(prefix: &str, message: &LinkMessage) -> String {
+    let run_id = match message {
+        LinkMessage::Live(LiveEvent::Persisted(event)) => &event.run_id,
+        LinkMessage::Live(LiveEvent::Transient(event)) => &event.run_id,
+        LinkMessage::Appended { run_id, .. } => run_id,
+        LinkMessage::Owner { .. } => return format!("{prefix}.owner"),
+    };
+    // The run id as a subject token, sanitised as the event subjects' are.
+    ar_wire::nats::render_subject_of(&format!("{prefix}.live.{{run_id}}"), "", run_id, "")
+}
