@@ -199,7 +199,7 @@ const ENV_READERS: &[Reader] = &[
         "AGENT_RUNTIME_EVENT_SINK",
         COMPOSE,
         &[
-            "event_sinks(&settings.events, &bus, nats.as_ref())",
+            "event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref())",
             "if events.log {",
             "let Some(nats) = &events.nats else",
             "settings.events.callback.as_ref()",

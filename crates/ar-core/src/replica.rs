@@ -33,7 +33,7 @@ pub enum OwnerSignal {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LinkMessage {
     /// A live event of a run owned by the sender.
-    Live(LiveEvent),
+    Live(Box<LiveEvent>),
     /// A persisted event too large for the link: read it from the store.
     Appended {
         app_id: String,
@@ -109,14 +109,7 @@ struct WireBatch {
 impl From<&LinkMessage> for Wire {
     fn from(message: &LinkMessage) -> Wire {
         match message {
-            LinkMessage::Live(LiveEvent::Persisted(event)) => persisted_wire(event),
-            LinkMessage::Live(LiveEvent::Transient(event)) => Wire::Transient {
-                app_id: event.app_id.clone(),
-                run_id: event.run_id.clone(),
-                host_run_id: event.host_run_id.clone(),
-                kind: event.event.kind(),
-                data: event.event.data(""),
-            },
+            LinkMessage::Live(event) => live_wire(event),
             LinkMessage::Appended {
                 app_id,
                 run_id,
@@ -131,6 +124,19 @@ impl From<&LinkMessage> for Wire {
                 signal: signal.clone(),
             },
         }
+    }
+}
+
+fn live_wire(event: &LiveEvent) -> Wire {
+    match event {
+        LiveEvent::Persisted(event) => persisted_wire(event),
+        LiveEvent::Transient(event) => Wire::Transient {
+            app_id: event.app_id.clone(),
+            run_id: event.run_id.clone(),
+            host_run_id: event.host_run_id.clone(),
+            kind: event.event.kind(),
+            data: event.event.data(""),
+        },
     }
 }
 
@@ -163,7 +169,7 @@ impl TryFrom<Wire> for LinkMessage {
                 kind,
                 data,
                 created_at,
-            } => LinkMessage::Live(LiveEvent::Persisted(StoredEvent {
+            } => LinkMessage::Live(Box::new(LiveEvent::Persisted(StoredEvent {
                 position,
                 event_id,
                 app_id,
@@ -173,19 +179,19 @@ impl TryFrom<Wire> for LinkMessage {
                 kind,
                 data,
                 created_at,
-            })),
+            }))),
             Wire::Transient {
                 app_id,
                 run_id,
                 host_run_id,
                 kind,
                 data,
-            } => LinkMessage::Live(LiveEvent::Transient(TransientEvent {
+            } => LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
                 app_id,
                 run_id,
                 host_run_id,
                 event: transient_event(kind, data)?,
-            })),
+            }))),
             Wire::Appended {
                 app_id,
                 run_id,
@@ -228,7 +234,10 @@ pub fn encode_message(message: &LinkMessage, limit: usize) -> Option<Vec<u8>> {
     if encoded.len() <= limit {
         return Some(encoded);
     }
-    let LinkMessage::Live(LiveEvent::Persisted(event)) = message else {
+    let LinkMessage::Live(event) = message else {
+        return None;
+    };
+    let LiveEvent::Persisted(event) = &**event else {
         return None;
     };
     let wake = LinkMessage::Appended {
@@ -319,7 +328,7 @@ mod tests {
     use crate::event::MessageDelta;
 
     fn delta(text: &str) -> LinkMessage {
-        LinkMessage::Live(LiveEvent::Transient(TransientEvent {
+        LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
             app_id: "app".into(),
             run_id: "run_1".into(),
             host_run_id: "h".into(),
@@ -327,13 +336,13 @@ mod tests {
                 message_id: "m".into(),
                 text: text.into(),
             }),
-        }))
+        })))
     }
 
     fn persisted(sequence_no: i64, text: &str) -> LinkMessage {
         let mut data = JsonMap::new();
         data.insert("text".into(), text.into());
-        LinkMessage::Live(LiveEvent::Persisted(StoredEvent {
+        LinkMessage::Live(Box::new(LiveEvent::Persisted(StoredEvent {
             position: 40 + sequence_no,
             event_id: format!("evt_{sequence_no}"),
             app_id: "app".into(),
@@ -343,7 +352,7 @@ mod tests {
             kind: EventKind::AssistantMessageCompleted,
             data,
             created_at: DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap(),
-        }))
+        })))
     }
 
     fn round_trip(messages: &[LinkMessage], limit: usize) -> Vec<Batch> {

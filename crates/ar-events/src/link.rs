@@ -25,7 +25,7 @@ impl LinkedBus {
 
 impl EventBus for LinkedBus {
     fn publish(&self, event: LiveEvent) {
-        self.link.send(LinkMessage::Live(event.clone()));
+        self.link.send(LinkMessage::Live(Box::new(event.clone())));
         self.inner.publish(event);
     }
 }
@@ -44,7 +44,7 @@ pub async fn receive_from_replicas(
     let mut inbound = std::pin::pin!(inbound);
     while let Some(message) = inbound.next().await {
         match message {
-            LinkMessage::Live(event) => bus.publish(event),
+            LinkMessage::Live(event) => bus.publish(*event),
             LinkMessage::Appended {
                 app_id,
                 run_id,
@@ -102,7 +102,9 @@ mod tests {
         linked.publish(LiveEvent::Persisted(first.clone()));
         assert_eq!(
             *sent.0.lock().unwrap(),
-            vec![LinkMessage::Live(LiveEvent::Persisted(first.clone()))]
+            vec![LinkMessage::Live(Box::new(LiveEvent::Persisted(
+                first.clone()
+            )))]
         );
 
         // Another replica's bus: a reader of run_1 there, fed by the link.
@@ -110,7 +112,7 @@ mod tests {
         let mut reader = there.subscribe("run_1");
         let large = store.append("app", "run_1", EventKind::RunCompleted);
         let inbound = futures::stream::iter(vec![
-            LinkMessage::Live(LiveEvent::Persisted(first.clone())),
+            LinkMessage::Live(Box::new(LiveEvent::Persisted(first.clone()))),
             LinkMessage::Appended {
                 app_id: "app".into(),
                 run_id: "run_1".into(),

@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ar_core::event::LiveEvent;
 use ar_core::replica::{decode_batch, encode_message, LinkMessage, Packer, ReplicaLink};
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -99,9 +98,12 @@ async fn publish_loop(
         if client.connection_state() != async_nats::connection::State::Connected {
             continue;
         }
-        let limit = usize::try_from(client.server_info().max_payload)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(packer.overhead());
+        // The server's limit (NATS's default 1 MiB until its INFO is known).
+        let limit = match client.server_info().max_payload {
+            0 => 1 << 20,
+            max => max,
+        }
+        .saturating_sub(packer.overhead());
         let Some(encoded) = encode_message(&message, limit) else {
             tracing::debug!("a live delta too large for NATS was dropped");
             continue;
@@ -120,8 +122,7 @@ async fn publish_loop(
 /// `{prefix}.live.{run_id}` for a run's events, `{prefix}.owner` for owner signals.
 fn subject(prefix: &str, message: &LinkMessage) -> String {
     let run_id = match message {
-        LinkMessage::Live(LiveEvent::Persisted(event)) => &event.run_id,
-        LinkMessage::Live(LiveEvent::Transient(event)) => &event.run_id,
+        LinkMessage::Live(event) => event.run_id(),
         LinkMessage::Appended { run_id, .. } => run_id,
         LinkMessage::Owner { .. } => return format!("{prefix}.owner"),
     };
