@@ -174,3 +174,84 @@ async fn replicas_on_postgres_with_nats_stream_live_and_cancel_at_once() {
     })
     .await;
 }
+
+/// Runs started on two replicas that are killed one after the other (`kill -9`) while the
+/// runs stream; the third, where every SSE reader is, takes them over: every run completes,
+/// each history has no gap, no duplicate and one terminal event, and each SSE stream on the
+/// surviving replica equals its run's history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_survive_replicas_killed_under_load_with_every_event_once() {
+    on_fresh_database("e2e::live_replicas::chaos", |database_url| async move {
+        let mock = MockProvider::start().await;
+        mock.set_fallback(Some(
+            Reply::text_deltas((0..10).map(|n| format!("d{n} "))).chunk_delay(CHUNK / 4),
+        ));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut base = on_postgres(sqlite_env(dir.path(), &mock), &database_url);
+        base.insert("AGENT_RUNTIME_LEASE_TTL_SECONDS".into(), "2".into());
+        base.insert("AGENT_RUNTIME_SWEEP_INTERVAL_SECONDS".into(), "1".into());
+        let mut first = Server::start(BIN, &replica_env(&base, "inst_one")).await;
+        let mut second = Server::start(BIN, &replica_env(&base, "inst_two")).await;
+        let survivor = Server::start(BIN, &replica_env(&base, "inst_three")).await;
+        let agent = first.create_agent("chaos", &[]).await;
+        let agent_id = agent["id"].as_str().expect("agent id").to_string();
+
+        let mut runs = Vec::new();
+        let mut readers = Vec::new();
+        for phase in 0..2 {
+            let starters: [&Server; 2] = if phase == 0 {
+                [&first, &second]
+            } else {
+                [&second, &second]
+            };
+            for starter in starters {
+                for _ in 0..3 {
+                    let run = starter.start_run(&mock, &agent_id, json!({})).await;
+                    let run_id = run["id"].as_str().expect("run id").to_string();
+                    let response = survivor.open_stream(&run_id, None).await;
+                    readers.push(tokio::spawn(read_frames(response)));
+                    runs.push(run_id);
+                }
+            }
+            // Mid-stream: each reply takes a little over half a second.
+            tokio::time::sleep(CHUNK).await;
+            if phase == 0 {
+                first.process.kill_hard();
+            } else {
+                second.process.kill_hard();
+            }
+        }
+
+        for (run_id, reader) in runs.iter().zip(readers) {
+            let done = survivor
+                .wait_status(run_id, &["completed", "failed", "cancelled"])
+                .await;
+            assert_eq!(done["status"], "completed", "{done}");
+            let history = survivor.events(run_id).await;
+            assert_contiguous(&history);
+            let types = event_types(&history);
+            let terminal = ["run.completed", "run.failed", "run.cancelled"];
+            assert_eq!(
+                types
+                    .iter()
+                    .filter(|t| terminal.contains(&t.as_str()))
+                    .count(),
+                1,
+                "{run_id}: {types:?}"
+            );
+            let frames = reader.await.expect("SSE reader");
+            let ids: Vec<i64> = frames.iter().filter_map(|frame| frame.id).collect();
+            assert_eq!(
+                ids,
+                (1..=history.len() as i64).collect::<Vec<_>>(),
+                "{run_id}: SSE on the surviving replica = the history"
+            );
+        }
+        assert!(
+            survivor.process.stderr().contains("taking over run"),
+            "the survivor took over the killed replicas' runs"
+        );
+        drop((first, second));
+    })
+    .await;
+}
