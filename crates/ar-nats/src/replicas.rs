@@ -129,3 +129,98 @@ fn subject(prefix: &str, message: &LinkMessage) -> String {
     // The run id as a subject token, sanitised as the event subjects' are.
     ar_wire::nats::render_subject_of(&format!("{prefix}.live.{{run_id}}"), "", run_id, "")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ar_core::event::{LiveEvent, MessageDelta, TransientEvent};
+    use ar_core::replica::OwnerSignal;
+    use ar_core::RunEvent;
+
+    use super::*;
+
+    async fn connect() -> Option<async_nats::Client> {
+        let url = std::env::var("AR_TEST_NATS_URL")
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| "nats://127.0.0.1:4222".to_string());
+        let connecting = async_nats::connect(url.as_str());
+        match tokio::time::timeout(Duration::from_secs(5), connecting).await {
+            Ok(Ok(client)) => Some(client),
+            outcome if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("NATS at {url} is required under CI: {outcome:?}")
+            }
+            outcome => {
+                eprintln!(
+                    "\n!!!!! SKIPPING the NATS replica link test: NATS at {url} is unreachable \
+                     ({outcome:?}); under CI=true this fails.\n"
+                );
+                None
+            }
+        }
+    }
+
+    fn delta(n: usize) -> LinkMessage {
+        LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
+            app_id: "app".into(),
+            run_id: "run_nats".into(),
+            host_run_id: String::new(),
+            event: RunEvent::AssistantMessageDelta(MessageDelta {
+                message_id: "m".into(),
+                text: n.to_string(),
+            }),
+        })))
+    }
+
+    #[tokio::test]
+    async fn two_replicas_exchange_in_order_on_their_own_subjects_without_echo() {
+        let (Some(one), Some(two), Some(watcher)) =
+            (connect().await, connect().await, connect().await)
+        else {
+            return;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let prefix = format!("art_link_{}_{nanos}", std::process::id());
+        let mut subjects = watcher.subscribe(format!("{prefix}.>")).await.unwrap();
+        watcher.flush().await.unwrap();
+        let stop = CancellationToken::new();
+        let (sender, mut echo) = connect_nats_link(one, &prefix, "inst_a", stop.clone())
+            .await
+            .unwrap();
+        let (_other, mut inbound) = connect_nats_link(two, &prefix, "inst_b", stop.clone())
+            .await
+            .unwrap();
+        let mut sent: Vec<LinkMessage> = (0..20).map(delta).collect();
+        sent.push(LinkMessage::Owner {
+            run_id: "run_nats".into(),
+            signal: OwnerSignal::Pause,
+        });
+        for message in &sent {
+            sender.send(message.clone());
+        }
+        let mut received = Vec::new();
+        while received.len() < sent.len() {
+            let next = tokio::time::timeout(Duration::from_secs(5), inbound.next())
+                .await
+                .unwrap_or_else(|_| panic!("stalled after {} messages", received.len()));
+            received.push(next.expect("the link ended"));
+        }
+        assert_eq!(received, sent);
+        let mut seen = Vec::new();
+        for _ in 0..sent.len() {
+            let message = tokio::time::timeout(Duration::from_secs(5), subjects.next())
+                .await
+                .unwrap()
+                .unwrap();
+            seen.push(message.subject.to_string());
+        }
+        assert_eq!(seen[0], format!("{prefix}.live.run_nats"));
+        assert_eq!(seen[20], format!("{prefix}.owner"));
+        let own = tokio::time::timeout(Duration::from_millis(300), echo.next()).await;
+        assert!(own.is_err(), "a replica received its own message: {own:?}");
+        stop.cancel();
+    }
+}
