@@ -1708,6 +1708,7 @@ mod tests {
                 "agent-runtime.events.v2.{app_id}.{run_id}.{event_type}"
             );
             assert_eq!(nats.client_name, "agent-runtime");
+            assert_eq!(nats.replica_subject_prefix, "agent-runtime.replicas");
             assert!(nats.ensure_stream);
             assert!(!format!("{nats:?}").contains("pw@"), "the URL is secret");
         }
@@ -1755,6 +1756,7 @@ mod tests {
             ("AGENT_RUNTIME_NATS_STREAM_SUBJECTS", "ok.>, not ok"),
             ("AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE", "x.{app_id}.*"),
             ("AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE", "x..{run_id}"),
+            ("AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX", "links.>"),
             ("AGENT_RUNTIME_NATS_ENSURE_STREAM", "maybe"),
             ("AGENT_RUNTIME_EVENT_CALLBACK_URL", "ftp://h/x"),
         ]))
@@ -1767,6 +1769,7 @@ mod tests {
                 "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
                 "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
                 "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+                "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",
                 "AGENT_RUNTIME_NATS_ENSURE_STREAM",
                 "AGENT_RUNTIME_EVENT_CALLBACK_URL",
             ]
