@@ -42,6 +42,9 @@ pub enum LinkMessage {
     },
     /// For the owner of `run_id`.
     Owner { run_id: String, signal: OwnerSignal },
+    /// A reader on the sender watches `run_id`: its owner sends the run's live events for the
+    /// next few seconds (renewed while the reader stays), and nothing for runs nobody watches.
+    Watching { run_id: String },
 }
 
 /// The sending side of the link. Receiving is the adapter's own (a stream of
@@ -98,6 +101,9 @@ enum Wire {
         #[serde(flatten)]
         signal: OwnerSignal,
     },
+    Watching {
+        run_id: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -122,6 +128,9 @@ impl From<&LinkMessage> for Wire {
             LinkMessage::Owner { run_id, signal } => Wire::Owner {
                 run_id: run_id.clone(),
                 signal: signal.clone(),
+            },
+            LinkMessage::Watching { run_id } => Wire::Watching {
+                run_id: run_id.clone(),
             },
         }
     }
@@ -202,6 +211,7 @@ impl TryFrom<Wire> for LinkMessage {
                 sequence_no,
             },
             Wire::Owner { run_id, signal } => LinkMessage::Owner { run_id, signal },
+            Wire::Watching { run_id } => LinkMessage::Watching { run_id },
         })
     }
 }
@@ -388,6 +398,9 @@ mod tests {
             LinkMessage::Owner {
                 run_id: "run_1".into(),
                 signal: OwnerSignal::Cancel,
+            },
+            LinkMessage::Watching {
+                run_id: "run_1".into(),
             },
             persisted(2, "bye"),
         ];

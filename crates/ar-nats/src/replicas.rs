@@ -1,8 +1,9 @@
 //! The replica link over NATS core subjects (no JetStream): each replica publishes the live events of the runs it owns and the owner signals of the requests it receives, and subscribes to the others'.
 //!
 //! Subjects are the link's own, apart from the JetStream stream's: `{prefix}.live.{run_id}`
-//! for a run's live events and `{prefix}.owner` for owner signals (sent to every replica; the
-//! one owning the run acts). One task publishes what [`ReplicaLink::send`] queued, in order, on
+//! for a run's live events, `{prefix}.owner` for owner signals (sent to every replica; the
+//! one owning the run acts) and `{prefix}.watch` for the runs a replica's SSE readers watch
+//! (only those runs' events are sent). One task publishes what [`ReplicaLink::send`] queued, in order, on
 //! the sink's connection, so a run's events reach the other replicas in the order published;
 //! nothing is sent while disconnected (a reader's poll of the store covers persisted events;
 //! deltas are best effort) and a full queue drops.
@@ -119,12 +120,14 @@ async fn publish_loop(
     }
 }
 
-/// `{prefix}.live.{run_id}` for a run's events, `{prefix}.owner` for owner signals.
+/// `{prefix}.live.{run_id}` for a run's events, `{prefix}.owner` for owner signals,
+/// `{prefix}.watch` for the runs a replica's readers watch.
 fn subject(prefix: &str, message: &LinkMessage) -> String {
     let run_id = match message {
         LinkMessage::Live(event) => event.run_id(),
         LinkMessage::Appended { run_id, .. } => run_id,
         LinkMessage::Owner { .. } => return format!("{prefix}.owner"),
+        LinkMessage::Watching { .. } => return format!("{prefix}.watch"),
     };
     // The run id as a subject token, sanitised as the event subjects' are.
     ar_wire::nats::render_subject_of(&format!("{prefix}.live.{{run_id}}"), "", run_id, "")

@@ -15,7 +15,7 @@ use ar_config::ServiceSettings;
 use ar_core::agent_cli::AgentCli;
 use ar_core::clock::SystemClock;
 use ar_core::event::EventBus;
-use ar_core::replica::{LinkMessage, ReplicaLink};
+use ar_core::replica::LinkMessage;
 use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::sealer::Sealer;
@@ -403,11 +403,11 @@ fn event_sinks(
     events: &EventSettings,
     bus: &Arc<Bus>,
     nats: Option<&ar_nats::NatsSink>,
-    replicas: Option<&Arc<dyn ReplicaLink>>,
+    replicas: Option<&ar_events::Replicas>,
 ) -> Arc<dyn EventBus> {
     let mut sink: Arc<dyn EventBus> = bus.clone();
-    if let Some(link) = replicas {
-        sink = Arc::new(ar_events::LinkedBus::new(sink, link.clone()));
+    if let Some(replicas) = replicas {
+        sink = replicas.bus(sink);
     }
     if let Some(nats) = nats {
         sink = nats.live_bus(sink);
@@ -471,7 +471,7 @@ async fn replica_link(
     nats: Option<&ar_nats::NatsSink>,
     instance_id: &str,
     stop: &CancellationToken,
-) -> anyhow::Result<Option<(Arc<dyn ReplicaLink>, ReplicaInbound)>> {
+) -> anyhow::Result<Option<(ar_events::Replicas, ReplicaInbound)>> {
     if let (Some(sink), Some(nats)) = (nats, &settings.events.nats) {
         let (link, inbound) = ar_nats::replicas::connect_nats_link(
             sink.client(),
@@ -482,35 +482,16 @@ async fn replica_link(
         .await
         .context("the replica link on NATS")?;
         tracing::info!(prefix = %nats.replica_subject_prefix, "replica link on NATS core subjects");
-        return Ok(Some((link, inbound)));
+        return Ok(Some((ar_events::Replicas::new(link), inbound)));
     }
     if let StoreSettings::Postgres { url } = &settings.store {
         let (link, inbound) = ar_store::connect_pg_link(url.expose(), instance_id, stop.clone())
             .await
             .context("the replica link on PostgreSQL")?;
         tracing::info!("replica link on PostgreSQL LISTEN/NOTIFY");
-        return Ok(Some((link, inbound)));
+        return Ok(Some((ar_events::Replicas::new(link), inbound)));
     }
     Ok(None)
-}
-
-/// Hands what the other replicas send to this process's bus and run owners, until `stop`.
-fn receive_from_replicas(
-    inbound: ReplicaInbound,
-    bus: Arc<Bus>,
-    store: Arc<dyn Store>,
-    engine: Engine,
-    stop: CancellationToken,
-) {
-    tokio::spawn(async move {
-        let receive = ar_events::receive_from_replicas(inbound, bus, store, |run_id, signal| {
-            engine.owner_signal_received(run_id, signal)
-        });
-        tokio::select! {
-            () = receive => {}
-            () = stop.cancelled() => {}
-        }
-    });
 }
 
 /// What capabilities report about this process. Durable execution and run-scoped MCP are not
@@ -582,15 +563,16 @@ impl Service {
             mcp_sealer,
             mcp,
             agent_cli,
-            replicas,
+            replicas: replicas.as_ref().map(ar_events::Replicas::link),
         };
         let engine = Engine::new(deps, config);
-        if let Some(inbound) = inbound {
-            receive_from_replicas(
+        if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
+            let owners = engine.clone();
+            replicas.spawn(
                 inbound,
                 bus.clone(),
                 store.clone(),
-                engine.clone(),
+                move |run_id, signal| owners.owner_signal_received(run_id, signal),
                 background.clone(),
             );
         }
