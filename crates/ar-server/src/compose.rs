@@ -398,7 +398,8 @@ fn detect_agent_clis(
 }
 
 /// Where the engine publishes: the bus, behind the replica link, the NATS sink's live deltas
-/// and the `log` sink when they are on. (Persisted events reach NATS and the callbacks from the store.)
+/// and the `log` sink when they are on. (Persisted events reach NATS and the callbacks from
+/// the store.)
 fn event_sinks(
     events: &EventSettings,
     bus: &Arc<Bus>,
@@ -464,8 +465,9 @@ async fn nats_sink(
 }
 
 /// The link between the replicas sharing the store: NATS core subjects when the `nats` sink is
-/// on, else PostgreSQL `LISTEN/NOTIFY` when the store is PostgreSQL; none for SQLite and
-/// memory, whose deployments are one process.
+/// on (whatever the store: processes sharing one SQLite file are replicas too), else
+/// PostgreSQL `LISTEN/NOTIFY` when the store is PostgreSQL; none otherwise (SQLite and memory
+/// without NATS are one process).
 async fn replica_link(
     settings: &ServiceSettings,
     nats: Option<&ar_nats::NatsSink>,
