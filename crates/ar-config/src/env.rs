@@ -333,7 +333,7 @@ pub const NATS_REPLICA_SUBJECT_PREFIX: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",
     Some("agent-runtime.replicas"),
-    "Prefix of the NATS core subjects the replicas of one deployment share with the `nats` sink (`{prefix}.live.{run_id}`: a run's live events for SSE readers on other replicas; `{prefix}.owner`: cancel, pause and steer for a run's owner). Keep it outside the stream's subjects.",
+    "Prefix of the NATS core subjects the replicas of one deployment share with the `nats` sink (`{prefix}.live.{run_id}`: a run's live events for SSE readers on other replicas; `{prefix}.owner`: cancel, pause and steer for a run's owner; `{prefix}.watch`: the runs a replica's readers watch). Keep it outside the stream's subjects.",
 );
 pub const NATS_ENSURE_STREAM: EnvVar = EnvVar::new(
     EVENTS,
