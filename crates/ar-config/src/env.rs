@@ -328,6 +328,13 @@ pub const NATS_CLIENT_NAME: EnvVar = EnvVar::new(
     Some("agent-runtime"),
     "NATS connection name.",
 );
+/// Not in the original (whose replicas do not talk to each other).
+pub const NATS_REPLICA_SUBJECT_PREFIX: EnvVar = EnvVar::new(
+    EVENTS,
+    "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",
+    Some("agent-runtime.replicas"),
+    "Prefix of the NATS core subjects the replicas of one deployment share with the `nats` sink (`{prefix}.live.{run_id}`: a run's live events for SSE readers on other replicas; `{prefix}.owner`: cancel, pause and steer for a run's owner; `{prefix}.watch`: the runs a replica's readers watch). Keep it outside the stream's subjects.",
+);
 pub const NATS_ENSURE_STREAM: EnvVar = EnvVar::new(
     EVENTS,
     "AGENT_RUNTIME_NATS_ENSURE_STREAM",
@@ -534,6 +541,7 @@ pub const ALL: &[EnvVar] = &[
     NATS_SUBJECT_TEMPLATE,
     NATS_V2_SUBJECT_TEMPLATE,
     NATS_CLIENT_NAME,
+    NATS_REPLICA_SUBJECT_PREFIX,
     NATS_ENSURE_STREAM,
     EVENT_CALLBACK_URL,
     EVENT_CALLBACK_TOKEN,
@@ -949,6 +957,8 @@ pub struct NatsSettings {
     /// Subject of v2 apps' events in v2 form.
     pub v2_subject_template: String,
     pub client_name: String,
+    /// Prefix of the replica link's subjects.
+    pub replica_subject_prefix: String,
     /// Create or update the stream at startup.
     pub ensure_stream: bool,
 }
@@ -1333,6 +1343,17 @@ fn read_nats(r: &mut Reader<'_>) -> Option<NatsSettings> {
     }
     let subject_template = r.subject_template(&NATS_SUBJECT_TEMPLATE);
     let v2_subject_template = r.subject_template(&NATS_V2_SUBJECT_TEMPLATE);
+    let replica_subject_prefix = r.string_or_default(&NATS_REPLICA_SUBJECT_PREFIX);
+    if replica_subject_prefix.is_empty()
+        || replica_subject_prefix
+            .chars()
+            .any(|c| c.is_whitespace() || c == '*' || c == '>')
+    {
+        r.report(
+            &NATS_REPLICA_SUBJECT_PREFIX,
+            "is not a subject prefix (empty, white space or a wildcard)",
+        );
+    }
     Some(NatsSettings {
         url: Secret::new(url?),
         stream,
@@ -1340,6 +1361,7 @@ fn read_nats(r: &mut Reader<'_>) -> Option<NatsSettings> {
         subject_template,
         v2_subject_template,
         client_name: r.string_or_default(&NATS_CLIENT_NAME),
+        replica_subject_prefix,
         ensure_stream: r.flag(&NATS_ENSURE_STREAM),
     })
 }
@@ -1686,6 +1708,7 @@ mod tests {
                 "agent-runtime.events.v2.{app_id}.{run_id}.{event_type}"
             );
             assert_eq!(nats.client_name, "agent-runtime");
+            assert_eq!(nats.replica_subject_prefix, "agent-runtime.replicas");
             assert!(nats.ensure_stream);
             assert!(!format!("{nats:?}").contains("pw@"), "the URL is secret");
         }
@@ -1733,6 +1756,7 @@ mod tests {
             ("AGENT_RUNTIME_NATS_STREAM_SUBJECTS", "ok.>, not ok"),
             ("AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE", "x.{app_id}.*"),
             ("AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE", "x..{run_id}"),
+            ("AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX", "links.>"),
             ("AGENT_RUNTIME_NATS_ENSURE_STREAM", "maybe"),
             ("AGENT_RUNTIME_EVENT_CALLBACK_URL", "ftp://h/x"),
         ]))
@@ -1745,6 +1769,7 @@ mod tests {
                 "AGENT_RUNTIME_NATS_STREAM_SUBJECTS",
                 "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
                 "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
+                "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",
                 "AGENT_RUNTIME_NATS_ENSURE_STREAM",
                 "AGENT_RUNTIME_EVENT_CALLBACK_URL",
             ]

@@ -199,7 +199,7 @@ const ENV_READERS: &[Reader] = &[
         "AGENT_RUNTIME_EVENT_SINK",
         COMPOSE,
         &[
-            "event_sinks(&settings.events, &bus, nats.as_ref())",
+            "event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref())",
             "if events.log {",
             "let Some(nats) = &events.nats else",
             "settings.events.callback.as_ref()",
@@ -229,6 +229,11 @@ const ENV_READERS: &[Reader] = &[
         "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
         COMPOSE,
         &["v2_template: nats.v2_subject_template.clone()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",
+        COMPOSE,
+        &["&nats.replica_subject_prefix"],
     ),
     reader(
         "AGENT_RUNTIME_NATS_CLIENT_NAME",

@@ -234,7 +234,7 @@ pub struct MessageStarted {
 }
 
 /// `assistant_message_delta` and `reasoning_message_delta` (transient).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct MessageDelta {
     pub message_id: String,
     pub text: String,
@@ -260,7 +260,7 @@ pub struct ToolCallStarted {
 }
 
 /// `tool_call_args_delta` (transient).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ToolCallArgsDelta {
     pub tool_call_id: String,
     pub args_delta: String,
@@ -307,10 +307,10 @@ pub struct ActivitySnapshot {
 }
 
 /// `activity_delta` (transient): a change to an activity's state.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ActivityDelta {
     pub activity_id: String,
-    #[serde(skip_serializing_if = "JsonMap::is_empty")]
+    #[serde(default, skip_serializing_if = "JsonMap::is_empty")]
     pub delta: JsonMap,
 }
 

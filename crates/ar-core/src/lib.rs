@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod model;
 pub mod records;
 pub mod redact;
+pub mod replica;
 pub mod run;
 pub mod secret;
 pub mod store;

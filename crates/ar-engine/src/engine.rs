@@ -35,6 +35,9 @@ pub struct EngineDeps {
     pub mcp: Option<Arc<dyn ar_core::mcp::McpClient>>,
     /// Present when agent CLIs (codex, claude_code, opencode) can run here.
     pub agent_cli: Option<Arc<dyn ar_core::agent_cli::AgentCli>>,
+    /// Present when other replicas share the store: how a request received here reaches the
+    /// owner of a run executing elsewhere.
+    pub replicas: Option<Arc<dyn ar_core::replica::ReplicaLink>>,
 }
 
 pub(crate) struct Inner {

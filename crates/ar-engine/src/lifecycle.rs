@@ -3,6 +3,7 @@
 
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::records::{interaction_kind, message_type, Artifact, Interaction, Message};
+use ar_core::replica::OwnerSignal;
 use ar_core::store::{RunChange, SecretChange};
 use ar_core::{
     CredentialSource, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
@@ -18,7 +19,6 @@ use crate::admission::{normalize_turn_policy, MODEL_CREDENTIAL_SECRET};
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
 use crate::model_route::RunCredential;
-use crate::owner::{OwnerMsg, StopReason};
 use crate::records::{mark_cancelled, mark_completed, mark_paused, message};
 use crate::transcript::{Decision, LoopState};
 
@@ -503,7 +503,7 @@ impl Engine {
                 Ok(Decide::Commit(()))
             })
             .await?;
-        self.tell_owner(&run_id, OwnerMsg::Stop(StopReason::Cancelled));
+        self.signal_owner(&run_id, OwnerSignal::Cancel);
         Ok(run)
     }
 
@@ -527,7 +527,7 @@ impl Engine {
                 }
             })
             .await?;
-        self.tell_owner(run_id, OwnerMsg::Pause);
+        self.signal_owner(run_id, OwnerSignal::Pause);
         Ok(run)
     }
 

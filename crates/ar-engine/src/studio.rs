@@ -8,6 +8,7 @@
 
 use ar_core::model::{ChatMessage, ChatRole, ModelToolCall};
 use ar_core::records::Interaction;
+use ar_core::replica::OwnerSignal;
 use ar_core::store::Checkpoint;
 use ar_core::tool::{canonical_tool_name, ToolDefinition};
 use ar_core::{Agent, InteractionStatus, Run, RunModel, RunStatus, TargetRef};
@@ -721,7 +722,9 @@ impl Engine {
         let delivered = self.tell_owner(run_id, OwnerMsg::Steer(message.to_string()));
         if !delivered && run.status() == RunStatus::Paused {
             self.queue_steer(app_id, run, message).await?;
-        } else if !delivered {
+        } else if !delivered
+            && !self.signal_remote_owner(run_id, OwnerSignal::Steer(message.to_string()))
+        {
             return Err(StudioRunError::Conflict(format!(
                 "run {run_id} is not executing in this process"
             )));

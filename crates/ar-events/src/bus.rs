@@ -19,6 +19,8 @@ struct Inner {
     capacity: usize,
     /// Position of the latest persisted event published (0 before any).
     appended: watch::Sender<i64>,
+    /// Bumped whenever a run gets its first subscriber (the replica link announces it).
+    watched: watch::Sender<u64>,
 }
 
 /// The in-process bus. Cheap to clone; clones share the channels.
@@ -50,11 +52,13 @@ impl Bus {
     /// A bus whose per-run channels hold `capacity` events (at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
         let (appended, _) = watch::channel(0);
+        let (watched, _) = watch::channel(0);
         Bus {
             inner: Arc::new(Inner {
                 channels: RwLock::new(HashMap::new()),
                 capacity: capacity.max(1),
                 appended,
+                watched,
             }),
         }
     }
@@ -68,6 +72,7 @@ impl Bus {
             None => {
                 let (sender, receiver) = broadcast::channel(self.inner.capacity);
                 channels.insert(run_id.to_string(), sender);
+                self.inner.watched.send_modify(|count| *count += 1);
                 receiver
             }
         };
@@ -82,6 +87,16 @@ impl Bus {
     /// on every persisted publish (whether or not the run has subscribers).
     pub fn appended_signal(&self) -> watch::Receiver<i64> {
         self.inner.appended.subscribe()
+    }
+
+    /// A signal that changes whenever a run gets its first subscriber.
+    pub fn watched_signal(&self) -> watch::Receiver<u64> {
+        self.inner.watched.subscribe()
+    }
+
+    /// The runs that have subscribers now.
+    pub fn watched_runs(&self) -> Vec<String> {
+        read(&self.inner.channels).keys().cloned().collect()
     }
 
     /// Runs that currently have a channel.

@@ -8,9 +8,13 @@
 //! - [`outbox::CallbackDispatcher`]: at-least-once HTTP delivery of persisted events to app
 //!   callbacks (and the legacy global one), with the events table as the outbox and a named
 //!   cursor per callback ([`outbox::load_or_create_cursor`], shared with the NATS sink).
+//! - [`link`]: the replica link's side in this process ([`link::Replicas`]: live events of the
+//!   runs other replicas watch sent to them, theirs handed to the local bus, owner signals to
+//!   the runs' owners, the runs watched here announced).
 //! - [`log_sink::LoggingBus`]: the `log` event sink, writing each event's envelope to the log.
 
 pub mod bus;
+pub mod link;
 pub mod log_sink;
 pub mod outbox;
 pub mod replay;
@@ -20,6 +24,7 @@ pub mod sse;
 mod fake_store;
 
 pub use bus::{Bus, RecvError, Subscription};
+pub use link::{LinkedBus, Replicas};
 pub use log_sink::LoggingBus;
 pub use outbox::{
     load_or_create_cursor, AppFilter, CallbackDispatcher, CallbackTarget, DispatcherOptions,

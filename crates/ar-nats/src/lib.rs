@@ -15,12 +15,15 @@
 //! - [`message`]: which subjects an event goes to (the v1 family for every app, the v2 family
 //!   as well for v2 apps, each copy with its own message id) and its bodies, rendered by the
 //!   server's envelope renderers.
+//! - [`replicas`]: the replica link on NATS core subjects of its own (live events of the runs
+//!   a replica owns, owner signals), sharing the sink's connection.
 //! - [`stream`]: the stream the contract asks for, created or updated at startup.
 
 mod flight;
 pub mod live;
 pub mod message;
 pub mod publisher;
+pub mod replicas;
 pub mod stream;
 
 mod sink;

@@ -136,6 +136,8 @@ pub enum NatsError {
     },
     #[error("NATS client: {0}")]
     Connect(#[from] async_nats::ConnectError),
+    #[error("subscribing to the replica link: {0}")]
+    Subscribe(#[from] async_nats::SubscribeError),
     #[error("the NATS sink's cursor: {0}")]
     Cursor(#[from] StoreError),
 }
@@ -247,6 +249,11 @@ impl NatsSink {
             live_sender,
             live_receiver,
         })
+    }
+
+    /// The sink's connection (the replica link shares it).
+    pub fn client(&self) -> async_nats::Client {
+        self.client.clone()
     }
 
     /// `inner` with transient deltas also queued for NATS (never blocking the publisher).

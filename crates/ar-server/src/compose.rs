@@ -15,6 +15,7 @@ use ar_config::ServiceSettings;
 use ar_core::agent_cli::AgentCli;
 use ar_core::clock::SystemClock;
 use ar_core::event::EventBus;
+use ar_core::replica::LinkMessage;
 use ar_core::secret::Secret;
 use ar_core::store::Store;
 use ar_engine::sealer::Sealer;
@@ -25,6 +26,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::state::{AppState, RuntimeFacts};
+
+/// What the other replicas send, as the link's adapter receives it.
+type ReplicaInbound = futures::stream::BoxStream<'static, LinkMessage>;
 
 /// Providers the model client speaks (ChatGPT subscriptions are not enabled).
 const SERVED_PROVIDERS: &[&str] = &[
@@ -393,14 +397,19 @@ fn detect_agent_clis(
     (Some(cli), kinds)
 }
 
-/// Where the engine publishes: the bus, behind the NATS sink's live deltas and the `log` sink
-/// when they are on. (Persisted events reach NATS and the callbacks from the store.)
+/// Where the engine publishes: the bus, behind the replica link, the NATS sink's live deltas
+/// and the `log` sink when they are on. (Persisted events reach NATS and the callbacks from
+/// the store.)
 fn event_sinks(
     events: &EventSettings,
     bus: &Arc<Bus>,
     nats: Option<&ar_nats::NatsSink>,
+    replicas: Option<&ar_events::Replicas>,
 ) -> Arc<dyn EventBus> {
     let mut sink: Arc<dyn EventBus> = bus.clone();
+    if let Some(replicas) = replicas {
+        sink = replicas.bus(sink);
+    }
     if let Some(nats) = nats {
         sink = nats.live_bus(sink);
     }
@@ -453,6 +462,38 @@ async fn nats_sink(
         .await
         .context("the NATS event sink")?;
     Ok(Some(sink))
+}
+
+/// The link between the replicas sharing the store: NATS core subjects when the `nats` sink is
+/// on (whatever the store: processes sharing one SQLite file are replicas too), else
+/// PostgreSQL `LISTEN/NOTIFY` when the store is PostgreSQL; none otherwise (SQLite and memory
+/// without NATS are one process).
+async fn replica_link(
+    settings: &ServiceSettings,
+    nats: Option<&ar_nats::NatsSink>,
+    instance_id: &str,
+    stop: &CancellationToken,
+) -> anyhow::Result<Option<(ar_events::Replicas, ReplicaInbound)>> {
+    if let (Some(sink), Some(nats)) = (nats, &settings.events.nats) {
+        let (link, inbound) = ar_nats::replicas::connect_nats_link(
+            sink.client(),
+            &nats.replica_subject_prefix,
+            instance_id,
+            stop.clone(),
+        )
+        .await
+        .context("the replica link on NATS")?;
+        tracing::info!(prefix = %nats.replica_subject_prefix, "replica link on NATS core subjects");
+        return Ok(Some((ar_events::Replicas::new(link), inbound)));
+    }
+    if let StoreSettings::Postgres { url } = &settings.store {
+        let (link, inbound) = ar_store::connect_pg_link(url.expose(), instance_id, stop.clone())
+            .await
+            .context("the replica link on PostgreSQL")?;
+        tracing::info!("replica link on PostgreSQL LISTEN/NOTIFY");
+        return Ok(Some((ar_events::Replicas::new(link), inbound)));
+    }
+    Ok(None)
 }
 
 /// What capabilities report about this process. Durable execution and run-scoped MCP are not
@@ -508,9 +549,14 @@ impl Service {
         let context =
             ar_tools::ContextRouter::from_app_config(&apps).context("context endpoints")?;
         let nats = nats_sink(&settings.events, &apps, &store).await?;
+        let background = CancellationToken::new();
+        let (replicas, inbound) =
+            replica_link(&settings, nats.as_ref(), &config.instance_id, &background)
+                .await?
+                .unzip();
         let deps = EngineDeps {
             store: store.clone(),
-            bus: event_sinks(&settings.events, &bus, nats.as_ref()),
+            bus: event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref()),
             models: Arc::new(ar_llm::LlmClient::new().context("model client")?),
             tools: Arc::new(tools),
             context: Arc::new(context),
@@ -519,8 +565,19 @@ impl Service {
             mcp_sealer,
             mcp,
             agent_cli,
+            replicas: replicas.as_ref().map(ar_events::Replicas::link),
         };
         let engine = Engine::new(deps, config);
+        if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
+            let owners = engine.clone();
+            replicas.spawn(
+                inbound,
+                bus.clone(),
+                store.clone(),
+                move |run_id, signal| owners.owner_signal_received(run_id, signal),
+                background.clone(),
+            );
+        }
         let state = AppState {
             engine: engine.clone(),
             store: store.clone(),
@@ -541,7 +598,6 @@ impl Service {
             auth.token.clone(),
             &settings.studio,
         );
-        let background = CancellationToken::new();
         let nats_publisher =
             nats.map(|nats| nats.spawn(Some(bus.appended_signal()), background.clone()));
         start_callbacks(

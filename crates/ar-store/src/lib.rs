@@ -21,6 +21,8 @@
 //! - A store keeps its connections open for its whole life (SQLite: see `sqlite`; PostgreSQL:
 //!   `lanes`); `close` ends them. A commit whose caller gives up midway applies whole or not
 //!   at all.
+//! - [`connect_pg_link`]: the replica link over PostgreSQL `LISTEN/NOTIFY` (live events and
+//!   owner signals between the replicas on one database, when NATS is not configured).
 
 use std::sync::Arc;
 
@@ -57,10 +59,12 @@ mod change;
 mod codec;
 mod error;
 mod lanes;
+mod pg_link;
 mod postgres;
 mod sqlite;
 
 pub use error::ConnectError;
+pub use pg_link::{connect_pg_link, PgReplicaLink};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 

@@ -13,6 +13,7 @@ mod cli_bridge;
 mod config_cli;
 mod durability;
 mod embedded;
+mod live_replicas;
 mod mcp_bridge;
 mod nats;
 mod postgres;

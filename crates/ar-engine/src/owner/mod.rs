@@ -1,6 +1,7 @@
 //! Run ownership: one owner task per executing run, its lease in the store, the heartbeat that
 //! keeps leases alive, and the sweeper that takes over runs whose owner died.
 
+use ar_core::replica::{LinkMessage, OwnerSignal};
 use ar_core::store::LeaseChange;
 use ar_core::{Agent, Run, RunStatus};
 use futures::FutureExt;
@@ -94,6 +95,31 @@ impl Engine {
     /// Sends `message` to the run's owner in this process; false when it has none here.
     pub(crate) fn tell_owner(&self, run_id: &str, message: OwnerMsg) -> bool {
         self.inner.owners.tell(run_id, message)
+    }
+
+    /// Sends `signal` to the run's owner: in this process when it runs here, otherwise through
+    /// the replica link to every other replica (the one owning the run acts on it). False when
+    /// no owner can be reached (none here and no link).
+    pub(crate) fn signal_owner(&self, run_id: &str, signal: OwnerSignal) -> bool {
+        self.tell_owner(run_id, owner_message(&signal)) || self.signal_remote_owner(run_id, signal)
+    }
+
+    /// Sends `signal` through the replica link alone; false without a link.
+    pub(crate) fn signal_remote_owner(&self, run_id: &str, signal: OwnerSignal) -> bool {
+        let Some(link) = &self.deps().replicas else {
+            return false;
+        };
+        link.send(LinkMessage::Owner {
+            run_id: run_id.to_string(),
+            signal,
+        });
+        true
+    }
+
+    /// A signal another replica received for a run's owner: the same message a request
+    /// received here sends (a cancel aborts the model call in flight), when the owner runs here.
+    pub fn owner_signal_received(&self, run_id: &str, signal: OwnerSignal) {
+        self.tell_owner(run_id, owner_message(&signal));
     }
 
     /// Drives the run until it pauses, ends or the process stops; then hands it back.
@@ -292,5 +318,14 @@ impl Engine {
         while !self.inner.owners.is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+    }
+}
+
+/// The owner message a signal stands for.
+fn owner_message(signal: &OwnerSignal) -> OwnerMsg {
+    match signal {
+        OwnerSignal::Cancel => OwnerMsg::Stop(StopReason::Cancelled),
+        OwnerSignal::Pause => OwnerMsg::Pause,
+        OwnerSignal::Steer(text) => OwnerMsg::Steer(text.clone()),
     }
 }

@@ -8,6 +8,7 @@ mod harness;
 mod leases;
 mod migrations;
 mod perf;
+mod pg_link;
 mod records;
 mod runs;
 mod sanitize;

@@ -23,7 +23,7 @@ pub use binary::{base_env, run_command, sqlite_env, ChildGuard, Server};
 pub use client::{assert_contiguous, event_types, http_client, Api};
 pub use in_process::{env_for, TestServer};
 pub use postgres::{on_fresh_database, on_postgres};
-pub use sse::{read_frames, read_frames_until_cut, Frame};
+pub use sse::{read_frames, read_frames_until_cut, Frame, FrameStream};
 
 /// The service token of the configured services.
 pub const TOKEN: &str = "test-service-token-0123456789";

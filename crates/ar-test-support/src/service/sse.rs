@@ -49,6 +49,39 @@ pub async fn read_frames_until_cut(response: reqwest::Response) -> (Vec<Frame>, 
     (frames, cut)
 }
 
+/// An SSE response read frame by frame, for tests that act while the stream is open.
+pub struct FrameStream {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+}
+
+impl FrameStream {
+    pub fn new(response: reqwest::Response) -> FrameStream {
+        FrameStream {
+            body: response.bytes_stream().boxed(),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next frame; `None` when the stream ended (cleanly or not). Panics after [`WAIT`].
+    pub async fn next(&mut self) -> Option<Frame> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                if let Some(frame) = parse_block(&block) {
+                    return Some(frame);
+                }
+            }
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Err(_) => panic!("no SSE frame within {WAIT:?}"),
+                Ok(Some(Ok(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                Ok(None | Some(Err(_))) => return None,
+            }
+        }
+    }
+}
+
 /// One frame from its lines; `None` for comments (`: ping`).
 fn parse_block(block: &str) -> Option<Frame> {
     let (mut id, mut event, mut data) = (None, String::new(), String::new());
