@@ -12,44 +12,6 @@ use serde_json::{json, Value};
 
 use crate::running::{spawn_consumer, Answer};
 
-const V2_APP: &str = "v2_app";
-
-/// A run of the v2 app (its endpoint needs no credential); its id.
-async fn start_v2_run(server: &TestServer, mock: &MockProvider) -> String {
-    let (status, _) = server
-        .put(
-            &format!("/v1/agents/client-v2?app_id={V2_APP}"),
-            json!({"app_id": V2_APP, "name": "v2"}),
-        )
-        .await;
-    assert!(status == 201 || status == 200);
-    let body = json!({
-        "app_id": V2_APP, "agent_id": "client-v2", "target": {"type": "doc", "id": "D"},
-        "model": {"provider": "openai_compatible", "model": "m",
-                  "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none"}},
-        "model_credential": {"type": "none"}
-    });
-    let (status, run) = server.post("/v1/runs", body).await;
-    assert_eq!(status, 202, "{run}");
-    run["id"].as_str().expect("run id").to_string()
-}
-
-/// The run's persisted history once it completed.
-async fn completed_history(server: &TestServer, app: &str, run_id: &str) -> Vec<Value> {
-    let path = format!("/v1/runs/{run_id}?app_id={app}");
-    wait_for(&format!("{run_id} to complete"), WAIT, || async {
-        (server.get(&path).await.1["status"] == "completed").then_some(())
-    })
-    .await;
-    let (status, history) = server
-        .get(&format!("/v1/runs/{run_id}/events/history?app_id={app}"))
-        .await;
-    assert_eq!(status, 200, "{history}");
-    let history = history.as_array().expect("history").clone();
-    assert_contiguous(&history);
-    history
-}
-
 /// Every persisted event `app`'s consumer on `subject` is handed, per run, in order; with
 /// the SDKs' defaults but for the stream, its subjects and the filter (below the test's
 /// prefix).
@@ -135,9 +97,9 @@ async fn with_the_sdks_defaults_every_persisted_event_of_v1_and_v2_runs_arrives_
         let agent = server.agent("client-v1", json!({})).await;
         let v1_run = server.start_run(&mock, &agent, json!({})).await;
         let v1_run = v1_run["id"].as_str().expect("run id").to_string();
-        let v2_run = start_v2_run(&server, &mock).await;
-        let v1_history = completed_history(&server, APP, &v1_run).await;
-        let v2_history = completed_history(&server, V2_APP, &v2_run).await;
+        let v2_run = server.start_v2_run(&mock, "client-v2").await;
+        let v1_history = server.completed_history(APP, &v1_run).await;
+        let v2_history = server.completed_history(V2_APP, &v2_run).await;
 
         let v1 = consume_persisted(&stream, APP, stream.v1_filter(APP), v1_history.len()).await;
         assert_eq!(

@@ -11,44 +11,6 @@ use ar_test_support::service::nats::{on_test_stream, NatsProxy, Received, TestSt
 use ar_test_support::service::*;
 use serde_json::{json, Value};
 
-const V2_APP: &str = "v2_app";
-
-/// A v2 app's run (its endpoint needs no credential).
-async fn start_v2_run(server: &TestServer, mock: &MockProvider) -> String {
-    let (status, _) = server
-        .put(
-            &format!("/v1/agents/nats-v2?app_id={V2_APP}"),
-            json!({"app_id": V2_APP, "name": "v2"}),
-        )
-        .await;
-    assert!(status == 201 || status == 200);
-    let body = json!({
-        "app_id": V2_APP, "agent_id": "nats-v2", "target": {"type": "doc", "id": "D"},
-        "model": {"provider": "openai_compatible", "model": "m",
-                  "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none"}},
-        "model_credential": {"type": "none"}
-    });
-    let (status, run) = server.post("/v1/runs", body).await;
-    assert_eq!(status, 202, "{run}");
-    run["id"].as_str().expect("run id").to_string()
-}
-
-/// Waits until the run of `app` completed; returns its persisted history.
-async fn completed_history(server: &TestServer, app: &str, run_id: &str) -> Vec<Value> {
-    let path = format!("/v1/runs/{run_id}?app_id={app}");
-    wait_for(&format!("{run_id} to complete"), WAIT, || async {
-        (server.get(&path).await.1["status"] == "completed").then_some(())
-    })
-    .await;
-    let (status, history) = server
-        .get(&format!("/v1/runs/{run_id}/events/history?app_id={app}"))
-        .await;
-    assert_eq!(status, 200, "{history}");
-    let history = history.as_array().expect("history").clone();
-    assert_contiguous(&history);
-    history
-}
-
 /// The persisted events of each run as received, in order.
 fn by_run(received: &[Received]) -> BTreeMap<String, Vec<Received>> {
     let mut runs: BTreeMap<String, Vec<Received>> = BTreeMap::new();
@@ -162,14 +124,14 @@ async fn every_persisted_event_of_v1_and_v2_apps_reaches_its_consumers_in_order(
         for _ in 0..2 {
             let run = server.start_run(&mock, &agent, json!({})).await;
             v1_runs.push(run["id"].as_str().expect("run id").to_string());
-            v2_runs.push(start_v2_run(&server, &mock).await);
+            v2_runs.push(server.start_v2_run(&mock, "nats-v2").await);
         }
         let mut histories = BTreeMap::new();
         for run in &v1_runs {
-            histories.insert(run.clone(), completed_history(&server, APP, run).await);
+            histories.insert(run.clone(), server.completed_history(APP, run).await);
         }
         for run in &v2_runs {
-            histories.insert(run.clone(), completed_history(&server, V2_APP, run).await);
+            histories.insert(run.clone(), server.completed_history(V2_APP, run).await);
         }
         let total = |runs: &[String]| runs.iter().map(|r| histories[r].len()).sum::<usize>();
 
@@ -236,7 +198,7 @@ async fn runs_go_on_while_nats_is_unreachable_and_the_backlog_arrives_in_order_a
         let agent = server.agent("nats-outage", json!({})).await;
         let first = server.start_run(&mock, &agent, json!({})).await;
         let first = first["id"].as_str().expect("run id").to_string();
-        let first_history = completed_history(&server, APP, &first).await;
+        let first_history = server.completed_history(APP, &first).await;
         consumer
             .take_until(WAIT, |got| persisted_count(got) >= first_history.len())
             .await;
@@ -250,7 +212,7 @@ async fn runs_go_on_while_nats_is_unreachable_and_the_backlog_arrives_in_order_a
         }
         let mut histories = BTreeMap::new();
         for run in &later {
-            histories.insert(run.clone(), completed_history(&server, APP, run).await);
+            histories.insert(run.clone(), server.completed_history(APP, run).await);
         }
         assert!(
             cut_at.elapsed() < Duration::from_secs(10),
@@ -335,10 +297,10 @@ async fn the_legacy_global_callback_receives_every_apps_events_through_the_outbo
     let agent = server.agent("global-callback", json!({})).await;
     let v1_run = server.start_run(&mock, &agent, json!({})).await;
     let v1_run = v1_run["id"].as_str().expect("run id").to_string();
-    let v2_run = start_v2_run(&server, &mock).await;
+    let v2_run = server.start_v2_run(&mock, "nats-v2").await;
     let mut expected = BTreeSet::new();
     for (app, run) in [(APP, &v1_run), (V2_APP, &v2_run)] {
-        for event in completed_history(&server, app, run).await {
+        for event in server.completed_history(app, run).await {
             expected.insert(event["event_id"].as_str().unwrap_or_default().to_string());
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{merge, APP, RUN_API_KEY, WAIT};
+use super::{merge, wait_for, APP, RUN_API_KEY, V2_APP, WAIT};
 use crate::mock_provider::MockProvider;
 
 /// An HTTP client that never goes through a proxy (everything here is loopback).
@@ -151,6 +151,44 @@ impl Api {
         let (status, runs) = self.get(&format!("/v1/runs?app_id={APP}")).await;
         assert_eq!(status, 200, "list runs: {runs}");
         runs.as_array().map_or(0, Vec::len)
+    }
+
+    /// Starts a run of [`V2_APP`]'s agent `agent_id` (created or replaced here) against the mock
+    /// endpoint without a credential; returns the run id.
+    pub async fn start_v2_run(&self, mock: &MockProvider, agent_id: &str) -> String {
+        let (status, agent) = self
+            .put(
+                &format!("/v1/agents/{agent_id}?app_id={V2_APP}"),
+                json!({"app_id": V2_APP, "name": "v2"}),
+            )
+            .await;
+        assert!(status == 201 || status == 200, "v2 agent: {status} {agent}");
+        let body = json!({
+            "app_id": V2_APP, "agent_id": agent_id, "target": {"type": "doc", "id": "D"},
+            "model": {"provider": "openai_compatible", "model": "m",
+                      "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none"}},
+            "model_credential": {"type": "none"}
+        });
+        let (status, run) = self.post("/v1/runs", body).await;
+        assert_eq!(status, 202, "start v2 run: {run}");
+        run["id"].as_str().expect("run id").to_string()
+    }
+
+    /// Waits (bounded by [`WAIT`]) until run `run_id` of `app` completed; returns its persisted
+    /// history, checked contiguous.
+    pub async fn completed_history(&self, app: &str, run_id: &str) -> Vec<Value> {
+        let path = format!("/v1/runs/{run_id}?app_id={app}");
+        wait_for(&format!("{run_id} to complete"), WAIT, || async {
+            (self.get(&path).await.1["status"] == "completed").then_some(())
+        })
+        .await;
+        let (status, history) = self
+            .get(&format!("/v1/runs/{run_id}/events/history?app_id={app}"))
+            .await;
+        assert_eq!(status, 200, "{history}");
+        let history = history.as_array().expect("history").clone();
+        assert_contiguous(&history);
+        history
     }
 
     pub async fn run(&self, run_id: &str) -> Value {

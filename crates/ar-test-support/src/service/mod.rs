@@ -29,6 +29,8 @@ pub use sse::{read_frames, read_frames_until_cut, Frame, FrameStream};
 pub const TOKEN: &str = "test-service-token-0123456789";
 /// The app every test works in.
 pub const APP: &str = "host_app";
+/// The app of [`in_process::env_for`] with event protocol v2 (its mock endpoint needs no credential).
+pub const V2_APP: &str = "v2_app";
 /// A fixed credential encryption key (base64 of 32 bytes) so restarts can open run credentials.
 pub const CREDENTIAL_KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 /// The run credential [`Api::start_run`] sends; it must never come back in any response.
