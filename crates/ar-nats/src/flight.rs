@@ -1,80 +1,90 @@
-//! One batch of the log on its way to JetStream: which events may be sent now (at most one per run, at most a window in all), and how far the acknowledged prefix reaches.
+//! The events read from the log and not yet acknowledged by JetStream, in log order: which may be sent now (at most one per run, at most a window in all), and how far the acknowledged prefix reaches.
 //!
-//! Each run's events wait in a queue of their own; a run whose previous event is acknowledged
-//! is ready to send its next one. Acknowledgements complete in any order; the cursor only
-//! moves over the prefix of the batch whose events are all acknowledged, so it never passes an
+//! The publisher appends what it reads from the log as it goes; nothing waits for a batch to
+//! finish. Each run's events wait in a queue of their own; a run whose previous event is
+//! acknowledged is ready to send its next one. Acknowledgements complete in any order; the
+//! cursor only moves over the prefix whose events are all acknowledged, so it never passes an
 //! event JetStream may not have.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use ar_core::event::StoredEvent;
 use async_nats::jetstream::context::{PublishAckFuture, PublishError};
 use futures::stream::FuturesUnordered;
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 
-type AckOf = Pin<Box<dyn Future<Output = (usize, Result<(), PublishError>)> + Send>>;
+type AckOf = Pin<Box<dyn Future<Output = (u64, Result<(), PublishError>)> + Send>>;
 
-pub(crate) struct Flight {
-    positions: Vec<i64>,
-    runs: Vec<String>,
+/// One event between the log and its acknowledgement.
+struct Slot {
+    position: i64,
+    run: Arc<str>,
     /// Taken when sent.
-    events: Vec<Option<StoredEvent>>,
-    acked: Vec<bool>,
-    /// Slots before it are all acknowledged.
-    prefix: usize,
-    /// Per run, its slots not sent yet, in log order.
-    waiting: HashMap<String, VecDeque<usize>>,
+    event: Option<StoredEvent>,
+    acked: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Flight {
+    /// Read and not yet passed by the acknowledged prefix; `slots[0]` is slot `first`.
+    slots: VecDeque<Slot>,
+    first: u64,
+    /// Per run, its slots not sent yet, in log order (no entry when none wait).
+    waiting: HashMap<Arc<str>, VecDeque<u64>>,
+    /// Runs with an event in flight.
+    busy: HashSet<Arc<str>>,
     /// Runs with nothing in flight and an event waiting, in the order they became ready.
-    ready: VecDeque<String>,
-    in_flight: usize,
+    ready: VecDeque<Arc<str>>,
     acks: FuturesUnordered<AckOf>,
 }
 
 impl Flight {
-    pub(crate) fn new(batch: Vec<StoredEvent>) -> Flight {
-        let mut waiting: HashMap<String, VecDeque<usize>> = HashMap::new();
-        let mut ready = VecDeque::new();
-        let mut positions = Vec::with_capacity(batch.len());
-        let mut runs = Vec::with_capacity(batch.len());
-        for (slot, event) in batch.iter().enumerate() {
-            let queue = waiting.entry(event.run_id.clone()).or_default();
-            if queue.is_empty() {
-                ready.push_back(event.run_id.clone());
+    /// Appends events read from the log after everything held.
+    pub(crate) fn extend(&mut self, events: Vec<StoredEvent>) {
+        for event in events {
+            let slot = self.first + self.slots.len() as u64;
+            let run: Arc<str> = Arc::from(event.run_id.as_str());
+            let queue = self.waiting.entry(run.clone()).or_default();
+            if queue.is_empty() && !self.busy.contains(&run) {
+                self.ready.push_back(run.clone());
             }
             queue.push_back(slot);
-            positions.push(event.position);
-            runs.push(event.run_id.clone());
+            self.slots.push_back(Slot {
+                position: event.position,
+                run,
+                event: Some(event),
+                acked: false,
+            });
         }
-        Flight {
-            acked: vec![false; batch.len()],
-            events: batch.into_iter().map(Some).collect(),
-            positions,
-            runs,
-            prefix: 0,
-            waiting,
-            ready,
-            in_flight: 0,
-            acks: FuturesUnordered::new(),
-        }
+    }
+
+    /// Events read and not yet acknowledged.
+    pub(crate) fn held(&self) -> usize {
+        self.slots.len()
     }
 
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight
+        self.acks.len()
     }
 
-    /// The next event that may be sent (its run has nothing in flight), taken out of the batch.
-    pub(crate) fn next_to_send(&mut self) -> Option<(usize, StoredEvent)> {
+    /// The next event that may be sent (its run has nothing in flight), taken out of its slot.
+    pub(crate) fn next_to_send(&mut self) -> Option<(u64, StoredEvent)> {
         let run = self.ready.pop_front()?;
-        let slot = self.waiting.get_mut(&run)?.pop_front()?;
-        let event = self.events[slot].take()?;
+        let queue = self.waiting.get_mut(&run)?;
+        let slot = queue.pop_front()?;
+        if queue.is_empty() {
+            self.waiting.remove(&run);
+        }
+        let event = self.slots[(slot - self.first) as usize].event.take()?;
+        self.busy.insert(run);
         Some((slot, event))
     }
 
     /// Records that `slot` was sent; `acks` are its messages' acknowledgements.
-    pub(crate) fn sent(&mut self, slot: usize, acks: Vec<PublishAckFuture>) {
-        self.in_flight += 1;
+    pub(crate) fn sent(&mut self, slot: u64, acks: Vec<PublishAckFuture>) {
         self.acks.push(Box::pin(async move {
             for ack in acks {
                 if let Err(error) = ack.await {
@@ -85,17 +95,29 @@ impl Flight {
         }));
     }
 
-    /// Waits for one event's acknowledgements; its run may send its next event.
-    pub(crate) async fn next_ack(&mut self) -> Result<(), PublishError> {
-        let Some((slot, result)) = self.acks.next().await else {
-            return Ok(());
-        };
+    /// Waits for one event's acknowledgements, then takes every other one already there; their
+    /// runs may send their next events. Pending forever when nothing is in flight.
+    pub(crate) async fn acknowledged(&mut self) -> Result<(), PublishError> {
+        if self.acks.is_empty() {
+            return std::future::pending().await;
+        }
+        if let Some((slot, result)) = self.acks.next().await {
+            self.record(slot, result)?;
+        }
+        while let Some(Some((slot, result))) = self.acks.next().now_or_never() {
+            self.record(slot, result)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, slot: u64, result: Result<(), PublishError>) -> Result<(), PublishError> {
         result?;
-        self.in_flight -= 1;
-        self.acked[slot] = true;
-        let run = &self.runs[slot];
-        if self.waiting.get(run).is_some_and(|queue| !queue.is_empty()) {
-            self.ready.push_back(run.clone());
+        let entry = &mut self.slots[(slot - self.first) as usize];
+        entry.acked = true;
+        let run = entry.run.clone();
+        self.busy.remove(&run);
+        if self.waiting.contains_key(&run) {
+            self.ready.push_back(run);
         }
         Ok(())
     }
@@ -103,20 +125,16 @@ impl Flight {
     /// Moves over the acknowledged prefix; returns how many events it passed and the position
     /// of the last one.
     pub(crate) fn advance(&mut self) -> Option<(u64, i64)> {
-        let start = self.prefix;
-        while self.prefix < self.acked.len() && self.acked[self.prefix] {
-            self.prefix += 1;
+        let mut passed = 0;
+        let mut position = None;
+        while self.slots.front().is_some_and(|slot| slot.acked) {
+            if let Some(slot) = self.slots.pop_front() {
+                position = Some(slot.position);
+            }
+            self.first += 1;
+            passed += 1;
         }
-        (self.prefix > start).then(|| {
-            (
-                (self.prefix - start) as u64,
-                self.positions[self.prefix - 1],
-            )
-        })
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.prefix == self.acked.len()
+        position.map(|position| (passed, position))
     }
 }
 
@@ -140,19 +158,36 @@ mod tests {
         }
     }
 
-    #[test]
-    fn one_event_per_run_is_ready_at_a_time_in_log_order() {
-        let mut flight = Flight::new(vec![
-            event(1, "a"),
-            event(2, "a"),
-            event(3, "b"),
-            event(4, "a"),
-        ]);
-        let first: Vec<i64> = std::iter::from_fn(|| flight.next_to_send())
-            .map(|(_, e)| e.position)
-            .collect();
-        assert_eq!(first, vec![1, 3], "a's second event waits for its first");
+    fn sendable(flight: &mut Flight) -> Vec<i64> {
+        let mut positions = Vec::new();
+        while let Some((slot, event)) = flight.next_to_send() {
+            flight.sent(slot, Vec::new());
+            positions.push(event.position);
+        }
+        positions
+    }
+
+    #[tokio::test]
+    async fn one_event_per_run_is_in_flight_at_a_time_in_log_order() {
+        let mut flight = Flight::default();
+        flight.extend(vec![event(1, "a"), event(2, "a"), event(3, "b")]);
+        assert_eq!(sendable(&mut flight), vec![1, 3], "a's second waits");
+        // Read while a's first is in flight: a stays behind it, c may go.
+        flight.extend(vec![event(4, "a"), event(5, "c")]);
+        assert_eq!(sendable(&mut flight), vec![5]);
         assert!(flight.advance().is_none());
-        assert!(!flight.is_done());
+        flight.acknowledged().await.unwrap();
+        assert_eq!(
+            flight.advance(),
+            Some((1, 1)),
+            "1 is acknowledged; 2 is not sent yet"
+        );
+        assert_eq!(sendable(&mut flight), vec![2], "a's next after its first");
+        flight.acknowledged().await.unwrap();
+        assert_eq!(sendable(&mut flight), vec![4]);
+        flight.acknowledged().await.unwrap();
+        assert_eq!(flight.advance(), Some((4, 5)));
+        assert_eq!(flight.held(), 0);
+        assert_eq!(flight.in_flight(), 0);
     }
 }

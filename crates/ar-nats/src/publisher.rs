@@ -1,17 +1,20 @@
 //! The durable half of the sink: persisted events published from the event log after the sink's cursor, the cursor moved only past acknowledged events, in log order.
 //!
-//! One pass reads a batch after the cursor and sends each event's messages without waiting,
-//! keeping at most `max_in_flight` events unacknowledged and at most one per run
-//! ([`crate::flight`]): a run's next event is sent only once its previous one is
-//! acknowledged, so even when a connection drops with some messages lost and later ones still
-//! queued, a run's events are stored in order, while the events of other runs go on. The
-//! cursor follows the acknowledged prefix of the batch and is written to the store after each
-//! pass.
+//! The publisher tails the log: whenever there is room it reads what follows what it has read
+//! so far ([`crate::flight`] holds it), and sends each event's messages without waiting,
+//! keeping at most `max_in_flight` events unacknowledged and at most one per run: a run's next
+//! event is sent only once its previous one is acknowledged, so even when a connection drops
+//! with some messages lost and later ones still queued, a run's events are stored in order,
+//! while the events of other runs go on. Nothing waits for a batch: an event committed while
+//! others are in flight is read and sent at once. The cursor follows the acknowledged prefix;
+//! it is written to the store every `cursor_interval` and when the publisher stops (a crash
+//! republishes at most that much, which JetStream's duplicate window drops).
 //!
-//! A failed publish (NATS unreachable, a timeout, no stream) ends the pass: what followed it is
-//! sent again from the cursor after a backoff, one event at a time until a pass succeeds, and
-//! JetStream's duplicate window drops what had arrived already. While the client is not
-//! connected nothing is sent, so an outage queues nothing but leaves the backlog in the log.
+//! A failed publish (NATS unreachable, a timeout, no stream) stops the stream: everything
+//! after the cursor is sent again after a backoff, one event at a time until one is
+//! acknowledged, and JetStream's duplicate window drops what had arrived already. While the
+//! client is not connected nothing is sent, so an outage queues nothing but leaves the backlog
+//! in the log.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,13 +23,14 @@ use ar_core::event::StoredEvent;
 use ar_core::store::{Store, StoreError};
 use async_nats::jetstream::{self, context::PublishAckFuture};
 use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::flight::Flight;
 use crate::message::Routes;
 use crate::sink::{Stats, Tuning};
 
-/// Why a pass stopped before the end of its batch.
+/// Why publishing stopped before it was cancelled.
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
     #[error("the NATS client is not connected")]
@@ -35,14 +39,6 @@ pub enum PassError {
     Publish(#[from] jetstream::context::PublishError),
     #[error("reading the event log: {0}")]
     Store(#[from] StoreError),
-}
-
-/// How a pass ended.
-enum Pass {
-    /// Events were published; there may be more.
-    Published,
-    /// Nothing after the cursor.
-    Idle,
 }
 
 /// What the publisher is built from (see [`crate::NatsSink::spawn`]).
@@ -62,17 +58,28 @@ pub(crate) struct Parts {
 
 pub(crate) struct Publisher {
     parts: Parts,
+    flight: Flight,
+    /// The position of the last event read into `flight`.
+    read: i64,
+    /// The log may hold events after `read`: a commit was signalled, the poll interval
+    /// passed, or the last read filled its limit.
+    more: bool,
     /// The cursor's value in the store, as far as we know.
     stored: i64,
     /// Events in flight allowed now: `max_in_flight`, or 1 after a failure.
     window: usize,
+    backoff: Duration,
 }
 
 impl Publisher {
     pub(crate) fn new(parts: Parts) -> Publisher {
         Publisher {
+            flight: Flight::default(),
+            read: parts.cursor,
+            more: true,
             stored: parts.cursor,
             window: parts.tuning.max_in_flight.max(1),
+            backoff: parts.tuning.initial_backoff,
             parts,
         }
     }
@@ -80,127 +87,134 @@ impl Publisher {
     /// Ensures the stream (when asked to), then publishes until `cancel`, then flushes what is
     /// committed for at most `shutdown_flush`.
     pub(crate) async fn run(mut self, cancel: CancellationToken) {
-        if self.parts.ensure_stream && !self.ensure_stream(&cancel).await {
+        let parts = &self.parts;
+        if parts.ensure_stream
+            && !ensure_stream(&parts.js, &parts.stream, &parts.tuning, &cancel).await
+        {
             return;
         }
-        let mut backoff = self.parts.tuning.initial_backoff;
         while !cancel.is_cancelled() {
-            match self.pass().await {
-                Ok(Pass::Published) => {
-                    backoff = self.parts.tuning.initial_backoff;
-                    self.window = self.parts.tuning.max_in_flight.max(1);
-                }
-                Ok(Pass::Idle) => self.idle(&cancel).await,
-                Err(PassError::NotConnected) => {
-                    // The connection's own log says it is down; the backlog waits in the log.
-                    self.window = 1;
-                    sleep_unless_cancelled(backoff, &cancel).await;
-                    backoff = (backoff * 2).min(self.parts.tuning.max_backoff);
-                }
-                Err(error) => {
-                    self.parts.stats.add_failure();
-                    tracing::warn!(
-                        %error,
-                        cursor = self.parts.cursor,
-                        retry_in_ms = backoff.as_millis() as u64,
-                        "publishing events to NATS failed; will retry from the cursor"
-                    );
-                    self.window = 1;
-                    sleep_unless_cancelled(backoff, &cancel).await;
-                    backoff = (backoff * 2).min(self.parts.tuning.max_backoff);
-                }
+            let Err(error) = self.stream(&cancel).await else {
+                break;
+            };
+            if !matches!(error, PassError::NotConnected) {
+                // A disconnect is logged by the connection itself; the backlog waits in the log.
+                self.parts.stats.add_failure();
+                tracing::warn!(
+                    %error,
+                    cursor = self.parts.cursor,
+                    retry_in_ms = self.backoff.as_millis() as u64,
+                    "publishing events to NATS failed; will retry from the cursor"
+                );
             }
+            self.restart_from_cursor().await;
+            sleep_unless_cancelled(self.backoff, &cancel).await;
+            self.backoff = (self.backoff * 2).min(self.parts.tuning.max_backoff);
         }
         self.flush_at_shutdown().await;
     }
 
-    /// Creates or updates the stream, retrying until it works. False when cancelled first.
-    async fn ensure_stream(&self, cancel: &CancellationToken) -> bool {
-        let mut backoff = self.parts.tuning.initial_backoff;
-        loop {
-            match crate::stream::ensure(&self.parts.js, self.parts.stream.clone()).await {
-                Ok(()) => {
-                    tracing::info!(stream = %self.parts.stream.name, "NATS stream ready");
-                    return true;
-                }
-                Err(error) => tracing::warn!(
-                    stream = %self.parts.stream.name,
-                    %error,
-                    "cannot create or update the NATS stream yet; retrying"
-                ),
-            }
-            if !sleep_unless_cancelled(backoff, cancel).await {
-                return false;
-            }
-            backoff = (backoff * 2).min(self.parts.tuning.max_backoff);
-        }
+    /// Forgets what is held (acknowledgements still outstanding are abandoned: JetStream may
+    /// store those messages, and drops their next copy) and goes on from the cursor, one event
+    /// in flight until one is acknowledged.
+    async fn restart_from_cursor(&mut self) {
+        self.flight = Flight::default();
+        self.read = self.parts.cursor;
+        self.more = true;
+        self.window = 1;
+        self.persist_cursor().await;
     }
 
+    /// Publishes what is committed until it is all acknowledged, for at most `shutdown_flush`;
+    /// the cursor is written either way.
     async fn flush_at_shutdown(&mut self) {
         let limit = self.parts.tuning.shutdown_flush;
-        let flush = async { while let Ok(Pass::Published) = self.pass().await {} };
-        if tokio::time::timeout(limit, flush).await.is_err() {
+        if tokio::time::timeout(limit, self.drain()).await.is_err() {
             tracing::warn!(
                 cursor = self.parts.cursor,
                 "shutdown before every event reached NATS; the rest is published at the next start"
             );
         }
+        self.persist_cursor().await;
         let _ = tokio::time::timeout(Duration::from_secs(1), self.parts.client.flush()).await;
     }
 
-    /// Publishes one batch after the cursor; the cursor moves past what was acknowledged, and
-    /// is written to the store, whether the pass ends well or not.
-    async fn pass(&mut self) -> Result<Pass, PassError> {
+    async fn drain(&mut self) {
+        self.more = true;
+        while self.step().await.is_ok() && (self.more || self.flight.held() > 0) {
+            if let Err(error) = self.flight.acknowledged().await {
+                tracing::warn!(%error, "publishing events to NATS at shutdown failed");
+                return;
+            }
+            self.advance();
+        }
+    }
+
+    /// Publishes until cancelled (`Ok`) or until a publish fails.
+    async fn stream(&mut self, cancel: &CancellationToken) -> Result<(), PassError> {
+        let mut save = tokio::time::interval(self.parts.tuning.cursor_interval);
+        save.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut poll = tokio::time::interval(self.parts.tuning.poll_interval);
+        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            self.step().await?;
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Ok(()),
+                acknowledged = self.flight.acknowledged() => {
+                    acknowledged?;
+                    self.advance();
+                }
+                _ = wait_for_commit(&mut self.parts.wake), if !self.more => self.more = true,
+                _ = save.tick() => self.persist_cursor().await,
+                _ = poll.tick() => self.more = true,
+            }
+        }
+    }
+
+    /// Reads what follows when there may be some and there is room, then sends what may go.
+    async fn step(&mut self) -> Result<(), PassError> {
         if self.parts.client.connection_state() != async_nats::connection::State::Connected {
             return Err(PassError::NotConnected);
         }
-        let batch = self
+        let limit = self
             .parts
-            .store
-            .list_events_after_position(self.parts.cursor, self.parts.tuning.batch_size)
-            .await?;
-        if batch.is_empty() {
-            return Ok(Pass::Idle);
+            .tuning
+            .max_held
+            .saturating_sub(self.flight.held());
+        if self.more && limit > 0 {
+            let limit = limit.min(self.parts.tuning.batch_size.max(1) as usize);
+            let events = self
+                .parts
+                .store
+                .list_events_after_position(self.read, limit as i64)
+                .await?;
+            self.more = events.len() == limit;
+            if let Some(last) = events.last() {
+                self.read = last.position;
+            }
+            self.flight.extend(events);
         }
-        let result = self.publish_batch(batch).await;
-        self.persist_cursor().await;
-        result.map(|()| Pass::Published)
+        while self.flight.in_flight() < self.window {
+            let Some((slot, event)) = self.flight.next_to_send() else {
+                break;
+            };
+            let acks = send(&self.parts.js, &self.parts.routes, &event).await?;
+            self.flight.sent(slot, acks);
+        }
+        Ok(())
     }
 
-    /// Sends what may be sent, then waits for one acknowledgement and moves the cursor over
-    /// the acknowledged prefix, until the batch is all acknowledged.
-    async fn publish_batch(&mut self, batch: Vec<StoredEvent>) -> Result<(), PassError> {
-        let mut flight = Flight::new(batch);
-        loop {
-            while flight.in_flight() < self.window {
-                let Some((slot, event)) = flight.next_to_send() else {
-                    break;
-                };
-                let acks = self.send(&event).await?;
-                flight.sent(slot, acks);
-            }
-            if let Some((events, position)) = flight.advance() {
-                self.parts.cursor = position;
-                self.parts.stats.add_published(events);
-                self.parts.stats.set_cursor(position);
-            }
-            if flight.is_done() {
-                return Ok(());
-            }
-            flight.next_ack().await?;
+    /// Moves the cursor over the acknowledged prefix (in memory; see `persist_cursor`).
+    fn advance(&mut self) {
+        if let Some((events, position)) = self.flight.advance() {
+            // Another replica's sink may have moved the cursor further (`persist_cursor`).
+            self.parts.cursor = self.parts.cursor.max(position);
+            self.parts.stats.add_published(events);
+            self.parts.stats.set_cursor(self.parts.cursor);
+            self.window = self.parts.tuning.max_in_flight.max(1);
+            self.backoff = self.parts.tuning.initial_backoff;
         }
-    }
-
-    /// Sends an event's messages; returns their acknowledgement futures.
-    async fn send(&self, event: &StoredEvent) -> Result<Vec<PublishAckFuture>, PassError> {
-        let mut acks = Vec::with_capacity(2);
-        for message in self.parts.routes.messages(event) {
-            let publish = jetstream::message::PublishMessage::build()
-                .payload(message.payload)
-                .message_id(&message.message_id);
-            acks.push(self.parts.js.send_publish(message.subject, publish).await?);
-        }
-        Ok(acks)
     }
 
     /// Writes the cursor (compare-and-swap). On a conflict another replica's sink moved it:
@@ -228,30 +242,59 @@ impl Publisher {
             Err(error) => tracing::warn!(%error, "saving the NATS sink's cursor failed"),
         }
     }
+}
 
-    /// Waits for a commit signal, the poll interval or cancellation.
-    async fn idle(&mut self, cancel: &CancellationToken) {
-        let sleep = tokio::time::sleep(self.parts.tuning.poll_interval);
-        match self.parts.wake.as_mut() {
-            Some(wake) => {
-                tokio::select! {
-                    _ = cancel.cancelled() => {}
-                    _ = sleep => {}
-                    changed = wake.changed() => {
-                        if changed.is_err() {
-                            // The bus is gone; polling alone from now on.
-                            self.parts.wake = None;
-                        }
-                    }
-                }
+/// Creates or updates the stream, retrying until it works. False when cancelled first.
+async fn ensure_stream(
+    js: &jetstream::Context,
+    stream: &jetstream::stream::Config,
+    tuning: &Tuning,
+    cancel: &CancellationToken,
+) -> bool {
+    let mut backoff = tuning.initial_backoff;
+    loop {
+        match crate::stream::ensure(js, stream.clone()).await {
+            Ok(()) => {
+                tracing::info!(stream = %stream.name, "NATS stream ready");
+                return true;
             }
-            None => {
-                tokio::select! {
-                    _ = cancel.cancelled() => {}
-                    _ = sleep => {}
-                }
-            }
+            Err(error) => tracing::warn!(
+                stream = %stream.name,
+                %error,
+                "cannot create or update the NATS stream yet; retrying"
+            ),
         }
+        if !sleep_unless_cancelled(backoff, cancel).await {
+            return false;
+        }
+        backoff = (backoff * 2).min(tuning.max_backoff);
+    }
+}
+
+/// Sends an event's messages; returns their acknowledgement futures.
+async fn send(
+    js: &jetstream::Context,
+    routes: &Routes,
+    event: &StoredEvent,
+) -> Result<Vec<PublishAckFuture>, PassError> {
+    let mut acks = Vec::with_capacity(2);
+    for message in routes.messages(event) {
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(message.payload)
+            .message_id(&message.message_id);
+        acks.push(js.send_publish(message.subject, publish).await?);
+    }
+    Ok(acks)
+}
+
+/// Waits for the bus's commit signal; pending forever without one (polling alone then).
+async fn wait_for_commit(wake: &mut Option<watch::Receiver<i64>>) {
+    let Some(receiver) = wake.as_mut() else {
+        return std::future::pending().await;
+    };
+    if receiver.changed().await.is_err() {
+        // The bus is gone; polling alone from now on.
+        *wake = None;
     }
 }
 

@@ -33,8 +33,13 @@ pub struct NatsOptions {
 pub struct Tuning {
     /// Events read from the log per store query.
     pub batch_size: i64,
+    /// Events read and not yet acknowledged, at most (reading waits beyond it).
+    pub max_held: usize,
     /// Events whose acknowledgements may be outstanding at once.
     pub max_in_flight: usize,
+    /// How often the cursor is written to the store while it moves (and when the publisher
+    /// stops): a crash republishes at most this much, which JetStream's duplicate window drops.
+    pub cursor_interval: Duration,
     /// Store poll interval when the bus does not wake the publisher (events committed by
     /// another replica).
     pub poll_interval: Duration,
@@ -55,7 +60,9 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             batch_size: 512,
+            max_held: 2048,
             max_in_flight: 256,
+            cursor_interval: Duration::from_millis(250),
             poll_interval: Duration::from_secs(1),
             ack_timeout: Duration::from_secs(5),
             initial_backoff: Duration::from_millis(100),
