@@ -23,7 +23,8 @@ use crate::{EventKind, JsonMap, RunEvent};
 pub enum OwnerSignal {
     /// The run was cancelled (committed): stop at once, aborting the call in flight.
     Cancel,
-    /// A pause was requested (committed): stop at the next safe point.
+    /// A pause was requested (committed): pause at the next safe point, aborting a model
+    /// call in flight (a tool call in flight finishes first).
     Pause,
     /// A user message for the loop's next safe boundary (studio steering).
     Steer(String),

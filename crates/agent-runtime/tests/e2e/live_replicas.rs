@@ -2,7 +2,8 @@
 //! `LISTEN/NOTIFY` (no NATS) or by NATS core subjects: a run started on the first streams its
 //! deltas slowly; an SSE reader on the second gets them live, with every persisted event once
 //! and in order; a cancel sent to the third reaches the owner at once, which aborts its model
-//! request (the mock sees the stream dropped) long before the stream would have ended.
+//! request (the mock sees the stream dropped) long before the stream would have ended; so does
+//! a pause.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -171,6 +172,76 @@ async fn replicas_on_postgres_with_nats_stream_live_and_cancel_at_once() {
             live_across_replicas(&env, &mock, "replica link on NATS core subjects").await;
         })
         .await;
+    })
+    .await;
+}
+
+/// A pause sent to a replica that does not own the run reaches the owner at once: it drops
+/// its model request (the mock sees the stream end) and pauses there, long before the reply
+/// would have finished; a resume sent to the other replica asks the model again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_sent_to_another_replica_aborts_the_owners_model_call() {
+    on_fresh_database("e2e::live_replicas::pause", |database_url| async move {
+        let mock = MockProvider::start().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = on_postgres(sqlite_env(dir.path(), &mock), &database_url);
+        mock.push(Reply::text_deltas((0..DELTAS).map(|n| format!("d{n} "))).chunk_delay(CHUNK));
+        mock.push(Reply::text("finished after the pause"));
+        let owner = Server::start(BIN, &replica_env(&env, "inst_owner")).await;
+        let other = Server::start(BIN, &replica_env(&env, "inst_other")).await;
+        let agent = owner.create_agent("pausable", &[]).await;
+        let run = owner
+            .start_run(&mock, agent["id"].as_str().expect("agent id"), json!({}))
+            .await;
+        let run_id = run["id"].as_str().expect("run id").to_string();
+        wait_for("the model stream", Duration::from_secs(5), || async {
+            (mock.active_streams() == 1).then_some(())
+        })
+        .await;
+
+        let paused_at = Instant::now();
+        let (status, body) = other
+            .post(&format!("/v1/runs/{run_id}/pause?app_id={APP}"), json!({}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        wait_for(
+            "the owner to drop its model stream",
+            Duration::from_secs(2),
+            || async { (mock.active_streams() == 0).then_some(()) },
+        )
+        .await;
+        let paused = other.wait_status(&run_id, &["paused"]).await;
+        assert!(
+            paused_at.elapsed() < Duration::from_secs(3),
+            "the pause took {:?}; the reply would take 8 s",
+            paused_at.elapsed()
+        );
+        assert_eq!(paused["pause_reason"], "manual");
+
+        let (status, body) = other
+            .post(
+                &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+                json!({"intent": "continue"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        other.wait_status(&run_id, &["completed"]).await;
+        assert_eq!(
+            mock.model_requests().len(),
+            2,
+            "asked again after the pause"
+        );
+        let history = other.events(&run_id).await;
+        assert_contiguous(&history);
+        let kinds: Vec<&str> = history
+            .iter()
+            .filter_map(|event| event["type"].as_str())
+            .collect();
+        let paused_event = kinds.iter().position(|kind| *kind == "run.paused");
+        assert!(
+            paused_event.is_some() && kinds.last() == Some(&"run.completed"),
+            "{kinds:?}"
+        );
     })
     .await;
 }

@@ -27,6 +27,7 @@ mod pending;
 mod round;
 pub(crate) use round::tool_result_events;
 mod stream;
+use stream::ModelCall;
 
 /// How long the first streamed deltas of a model call are held back to see whether the whole
 /// answer arrives at once (saving a commit per step); later deltas stream without delay.
@@ -483,16 +484,22 @@ impl Engine {
         marks: &mut StreamMarks,
     ) -> EngineResult<Option<ModelResponse>> {
         match self.call_model(run, route, request, owner, marks).await? {
-            Some(Ok(response)) => Ok(Some(response)),
-            Some(Err(ModelError::Authentication(reason))) => {
+            ModelCall::Answered(Ok(response)) => Ok(Some(response)),
+            ModelCall::Answered(Err(ModelError::Authentication(reason))) => {
                 self.pause_for_authentication(run, state, &reason).await?;
                 Ok(None)
             }
-            Some(Err(error)) => {
+            ModelCall::Answered(Err(error)) => {
                 self.fail_step(run, state, &error.to_string()).await?;
                 Ok(None)
             }
-            None => Ok(None),
+            // Stopped, or paused here as at the safe point before the call (the state is
+            // that point's: the answer was not applied).
+            ModelCall::Interrupted => {
+                self.safe_point(run, state, owner).await?;
+                Ok(None)
+            }
+            ModelCall::Stopped => Ok(None),
         }
     }
 

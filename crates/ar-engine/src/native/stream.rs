@@ -48,9 +48,19 @@ impl StreamMarks {
     }
 }
 
+/// How a model call ended.
+pub(super) enum ModelCall {
+    Answered(Result<ModelResponse, ModelError>),
+    /// The owner was told to stop or to pause before the answer was complete; the request
+    /// was dropped (aborted) and nothing of its answer is kept.
+    Interrupted,
+    /// A commit of the `*_started` events found the run stopped (ended elsewhere, lease lost).
+    Stopped,
+}
+
 impl Engine {
     /// Streams one model call, publishing deltas live and committing `*_started` events as the
-    /// stream opens them. `None` when the run was cancelled or stopped meanwhile.
+    /// stream opens them.
     pub(super) async fn call_model(
         &self,
         run: &mut Run,
@@ -58,9 +68,9 @@ impl Engine {
         request: &ModelRequest,
         owner: &mut Owner,
         marks: &mut StreamMarks,
-    ) -> EngineResult<Option<Result<ModelResponse, ModelError>>> {
+    ) -> EngineResult<ModelCall> {
         if let Some(answer) = self.scripted_answer(run, request).await? {
-            return Ok(Some(answer));
+            return Ok(ModelCall::Answered(answer));
         }
         let (sender, mut receiver) = mpsc::unbounded_channel::<StreamDelta>();
         let models = self.deps().models.clone();
@@ -74,7 +84,7 @@ impl Engine {
         let guarded = async move {
             tokio::select! {
                 result = call => Some(result),
-                () = inbox.stopped() => None,
+                () = inbox.stopped_or_paused() => None,
             }
         };
         let consume = async {
@@ -114,9 +124,9 @@ impl Engine {
         };
         let (result, stopped) = tokio::join!(guarded, consume);
         if stopped? {
-            return Ok(None);
+            return Ok(ModelCall::Stopped);
         }
-        Ok(result)
+        Ok(result.map_or(ModelCall::Interrupted, ModelCall::Answered))
     }
 
     /// Commits the `*_started` events a batch of deltas opens, then publishes the deltas.

@@ -112,7 +112,18 @@ impl Inbox {
     /// Resolves when the owner is told to stop at once; other messages received meanwhile are
     /// kept. Cancel-safe, so it can race the work it interrupts in a `select!`.
     pub(crate) async fn stopped(&mut self) {
-        while self.seen.stop.is_none() {
+        self.wait_until(|seen| seen.stop.is_some()).await
+    }
+
+    /// Resolves when the owner is told to stop or to pause: what interrupts a model call (a
+    /// pause does not wait for the answer, nothing of which is kept). Cancel-safe.
+    pub(crate) async fn stopped_or_paused(&mut self) {
+        self.wait_until(|seen| seen.stop.is_some() || seen.pause)
+            .await
+    }
+
+    async fn wait_until(&mut self, done: impl Fn(&Seen) -> bool) {
+        while !done(&self.seen) {
             match self.receiver.recv().await {
                 Some(message) => self.seen.apply(message),
                 // Every sender is gone (the registry let go of this owner): nothing can stop it.

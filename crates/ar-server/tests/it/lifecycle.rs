@@ -202,9 +202,10 @@ async fn cancel_aborts_the_in_flight_model_request_and_is_idempotent() {
 }
 
 #[tokio::test]
-async fn pause_stops_at_the_next_safe_point_and_continue_resumes() {
+async fn pause_aborts_the_model_call_in_flight_and_continue_asks_again() {
     let mock = MockProvider::start().await;
-    mock.push(Reply::tool_call("get_context", "{}").delay(Duration::from_millis(300)));
+    // An answer that would take 20 s: the pause must not wait for it.
+    mock.push(Reply::tool_call("get_context", "{}").delay(Duration::from_secs(20)));
     mock.push(Reply::text("finished"));
     let server = TestServer::start(&mock).await;
     let agent = server
@@ -213,16 +214,26 @@ async fn pause_stops_at_the_next_safe_point_and_continue_resumes() {
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().unwrap();
     server.wait_status(run_id, &["running"]).await;
+    wait_for("the model call", Duration::from_secs(5), || async {
+        (!mock.model_requests().is_empty()).then_some(())
+    })
+    .await;
+    let paused_at = std::time::Instant::now();
     let (status, body) = server
         .post(&format!("/v1/runs/{run_id}/pause?app_id={APP}"), json!({}))
         .await;
     assert_eq!(status, 200, "{body}");
     let paused = server.wait_status(run_id, &["paused"]).await;
+    assert!(
+        paused_at.elapsed() < Duration::from_secs(5),
+        "the pause waited for the answer: {:?}",
+        paused_at.elapsed()
+    );
     assert_eq!(paused["pause_reason"], "manual");
-    assert_eq!(
-        mock.model_requests().len(),
-        1,
-        "paused before the next model call"
+    let events = event_types(&server.events(run_id).await);
+    assert!(
+        !events.iter().any(|kind| kind.starts_with("tool_call.")),
+        "nothing of the interrupted answer is kept: {events:?}"
     );
     let (status, body) = server
         .post(
@@ -232,6 +243,7 @@ async fn pause_stops_at_the_next_safe_point_and_continue_resumes() {
         .await;
     assert_eq!(status, 200, "{body}");
     server.wait_status(run_id, &["completed"]).await;
+    assert_eq!(mock.model_requests().len(), 2, "the model is asked again");
     server.stop().await;
 }
 
