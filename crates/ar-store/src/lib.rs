@@ -60,6 +60,7 @@ mod codec;
 mod error;
 mod lanes;
 mod pg_link;
+mod position_gaps;
 mod postgres;
 mod sqlite;
 

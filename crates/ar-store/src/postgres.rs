@@ -29,6 +29,7 @@ use crate::change::{
 use crate::codec::{self, clean, micros, Cols};
 use crate::error::{corrupt, is_unique_violation, ConnectError};
 use crate::lanes::Lanes;
+use crate::position_gaps::PositionGaps;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -68,12 +69,28 @@ macro_rules! pg_event_columns {
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Arc<Lanes<Postgres>>,
+    /// Gaps of the position feed seen by this process (see `position_gaps`).
+    gaps: Arc<PositionGaps>,
 }
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore").finish_non_exhaustive()
     }
+}
+
+/// A transaction id assigned now, above every one assigned before (the position feed's gap
+/// mark). Its empty transaction is committed without waiting for the disk.
+async fn fresh_transaction_id(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(&mut *tx)
+        .await?;
+    let id: i64 = sqlx::query_scalar("SELECT pg_current_xact_id()::text::bigint")
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(id)
 }
 
 /// Whether a schema name is safe to quote into statements.
@@ -152,6 +169,7 @@ impl PostgresStore {
             })?;
         Ok(PostgresStore {
             pool: Arc::new(Lanes::new(pool, LANES, Some(IDLE_PING_AFTER))),
+            gaps: Arc::default(),
         })
     }
 
@@ -261,7 +279,9 @@ const RUN_RETURNING: &str =
 
 /// The record CTEs, each written only when the change has such records (a statement that
 /// names fewer tables opens and locks fewer relations). Bit `n` of a part mask selects
-/// `RECORD_PARTS[n]`.
+/// `RECORD_PARTS[n]`. Every part reads `r`, the run row written (inserted or updated) first:
+/// a statement has its transaction id before it draws event positions, which the position
+/// feed's gap rule relies on (`position_gaps`).
 const RECORD_PARTS: [&str; 8] = [
     r#"e AS (
   INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, event_type, data,
@@ -970,23 +990,36 @@ impl Store for PostgresStore {
         limit: i64,
     ) -> StoreResult<Vec<StoredEvent>> {
         // Positions are drawn when a transaction inserts but become visible when it commits,
-        // possibly out of order; showing only events of transactions older than every
-        // running one means a reader that moves its cursor past a position never misses an
-        // event committed later with a smaller one.
+        // possibly out of order: rows are shown only up to the first position that a running
+        // transaction may still commit (`position_gaps`), judged by this statement's snapshot.
         let mut lane = self.pool.get("postgres: list events by position").await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pg_event_columns!(),
-            " FROM events WHERE position > $1 \
-             AND txid < pg_snapshot_xmin(pg_current_snapshot()) \
-             ORDER BY position LIMIT $2"
+            ", pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS snapshot_xmin \
+             FROM events WHERE position > $1 ORDER BY position LIMIT $2"
         ))
         .bind(after)
         .bind(limit.max(0))
         .fetch_all(lane.conn())
         .await
         .map_err(|error| lane.fail("postgres: list events by position", error))?;
-        rows.iter().map(codec::event_from).collect()
+        let Some(first) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let xmin = first.int("snapshot_xmin")?;
+        let positions = rows
+            .iter()
+            .map(|row| row.int("position"))
+            .collect::<StoreResult<Vec<i64>>>()?;
+        let visible = self.gaps.visible(after, &positions, xmin);
+        if let Some(gap) = visible.new_gap {
+            let mark = fresh_transaction_id(lane.conn())
+                .await
+                .map_err(|error| lane.fail("postgres: mark a gap in the event feed", error))?;
+            self.gaps.mark(gap, mark);
+        }
+        rows[..visible.rows].iter().map(codec::event_from).collect()
     }
 
     async fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {

@@ -399,8 +399,8 @@ pub async fn events_after_with_limit(store: Arc<dyn Store>) {
         .is_empty());
 }
 
-/// Reads the feed until it shows `want` events: PostgreSQL holds back events of transactions
-/// that started before still-running ones, so the feed may lag a moment behind commits.
+/// Reads the feed until it shows `want` events: PostgreSQL holds back events after a position
+/// a running transaction may still commit, so the feed may lag a moment behind commits.
 pub async fn feed(store: &dyn Store, after: i64, limit: i64, want: usize) -> Vec<StoredEvent> {
     let mut events = Vec::new();
     for _ in 0..100 {

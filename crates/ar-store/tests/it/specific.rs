@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use ar_core::store::{Store, StoreError};
+use ar_core::StoredEvent;
 use ar_store::{open, ConnectError, SqliteStore};
 
+use crate::commit::feed;
 use crate::fixtures::{agent, create, run, stored};
 use crate::harness::{drop_schema, postgres_store, postgres_url};
 
@@ -448,4 +450,75 @@ async fn sqlite_grouped_commits_succeed_or_fail_one_by_one() {
         .unwrap();
     assert_eq!(committed.events[0].sequence_no, 2);
     store.close().await;
+}
+
+/// Inserts one event of `run` in `tx` as a commit would; returns its position.
+async fn insert_event(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    run: &ar_core::Run,
+    sequence_no: i64,
+) -> i64 {
+    sqlx::query_scalar(
+        "INSERT INTO events (run_id, app_id, host_run_id, sequence_no, event_id, event_type, \
+         data, created_at) VALUES ($1, $2, '', $3, $4, 'plan_updated', '{}', now()) \
+         RETURNING position",
+    )
+    .bind(&run.id)
+    .bind(&run.app_id)
+    .bind(sequence_no)
+    .bind(format!("evt_gap_{sequence_no}"))
+    .fetch_one(&mut **tx)
+    .await
+    .expect("insert event")
+}
+
+/// Transactions commit in another order than they drew positions: the older one (by
+/// transaction id) commits a later position while the younger one still holds an earlier one.
+/// The feed must not show the later position before the earlier one is committed, or a
+/// reader's cursor passes it for good; and a position rolled back must not hold it forever.
+#[tokio::test]
+async fn postgres_position_feed_never_passes_a_position_still_being_committed() {
+    let Some((store, schema)) = postgres_store("position_feed_gaps").await else {
+        return;
+    };
+    let run = run("app-a", "h", 0);
+    let start = create(&store, &run).await.events[0].position;
+    let positions =
+        |events: Vec<StoredEvent>| events.iter().map(|e| e.position).collect::<Vec<_>>();
+
+    let mut older = store.pool().begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()")
+        .execute(&mut *older)
+        .await
+        .unwrap();
+    let mut younger = store.pool().begin().await.unwrap();
+    let early = insert_event(&mut younger, &run, 1001).await;
+    let late = insert_event(&mut older, &run, 1002).await;
+    assert!(early < late);
+    older.commit().await.unwrap();
+    assert_eq!(
+        positions(store.list_events_after_position(start, 10).await.unwrap()),
+        Vec::<i64>::new(),
+        "{late} is committed, but {early} may still come"
+    );
+    younger.commit().await.unwrap();
+    assert_eq!(
+        positions(feed(&store, start, 10, 2).await),
+        vec![early, late]
+    );
+
+    let mut rolled_back = store.pool().begin().await.unwrap();
+    let lost = insert_event(&mut rolled_back, &run, 1003).await;
+    rolled_back.rollback().await.unwrap();
+    let mut after = store.pool().begin().await.unwrap();
+    let next = insert_event(&mut after, &run, 1004).await;
+    after.commit().await.unwrap();
+    assert!(lost < next);
+    assert_eq!(
+        positions(feed(&store, late, 10, 1).await),
+        vec![next],
+        "a position rolled back is passed once no transaction may hold it"
+    );
+    store.close().await;
+    drop_schema(&schema).await;
 }
