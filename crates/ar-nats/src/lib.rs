@@ -18,6 +18,8 @@
 //! - [`replicas`]: the replica link on NATS core subjects of its own (live events of the runs
 //!   a replica owns, owner signals), sharing the sink's connection.
 //! - [`stream`]: the stream the contract asks for, created or updated at startup.
+//! - The connection and both publishers run on a thread of the sink's own (`thread`), so a
+//!   saturated engine does not hold publishing back.
 
 mod flight;
 pub mod live;
@@ -27,6 +29,7 @@ pub mod replicas;
 pub mod stream;
 
 mod sink;
+mod thread;
 
 pub use message::{Renderers, Routes};
 pub use sink::{NatsError, NatsOptions, NatsSink, Stats, Tuning};

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::flight::Flight;
 use crate::message::Routes;
 use crate::sink::{Stats, Tuning};
+use crate::thread::on_store_runtime;
 
 /// Why publishing stopped before it was cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +47,8 @@ pub(crate) struct Parts {
     pub client: async_nats::Client,
     pub js: jetstream::Context,
     pub store: Arc<dyn Store>,
+    /// Where store calls run (the service's runtime, see [`crate::thread`]).
+    pub store_runtime: tokio::runtime::Handle,
     pub routes: Arc<Routes>,
     pub stream: jetstream::stream::Config,
     pub ensure_stream: bool,
@@ -184,11 +187,11 @@ impl Publisher {
             .saturating_sub(self.flight.held());
         if self.more && limit > 0 {
             let limit = limit.min(self.parts.tuning.batch_size.max(1) as usize);
-            let events = self
-                .parts
-                .store
-                .list_events_after_position(self.read, limit as i64)
-                .await?;
+            let (store, read) = (self.parts.store.clone(), self.read);
+            let events = on_store_runtime(&self.parts.store_runtime, async move {
+                store.list_events_after_position(read, limit as i64).await
+            })
+            .await?;
             self.more = events.len() == limit;
             if let Some(last) = events.last() {
                 self.read = last.position;
@@ -224,24 +227,32 @@ impl Publisher {
         if self.stored >= self.parts.cursor {
             return;
         }
-        let store = &self.parts.store;
-        let name = &self.parts.cursor_name;
-        match store
-            .advance_cursor(name, Some(self.stored), self.parts.cursor)
-            .await
-        {
-            Ok(true) => self.stored = self.parts.cursor,
-            Ok(false) => match store.get_cursor(name).await {
-                Ok(Some(current)) => {
-                    self.stored = current;
-                    self.parts.cursor = self.parts.cursor.max(current);
-                }
-                Ok(None) => {}
-                Err(error) => tracing::warn!(%error, "reading the NATS sink's cursor failed"),
-            },
+        let (store, name) = (self.parts.store.clone(), self.parts.cursor_name.clone());
+        let (expected, cursor) = (self.stored, self.parts.cursor);
+        let written = on_store_runtime(&self.parts.store_runtime, async move {
+            if store.advance_cursor(&name, Some(expected), cursor).await? {
+                return Ok(CursorWrite::Written);
+            }
+            store.get_cursor(&name).await.map(CursorWrite::Moved)
+        })
+        .await;
+        match written {
+            Ok(CursorWrite::Written) => self.stored = cursor,
+            Ok(CursorWrite::Moved(Some(current))) => {
+                self.stored = current;
+                self.parts.cursor = self.parts.cursor.max(current);
+            }
+            Ok(CursorWrite::Moved(None)) => {}
             Err(error) => tracing::warn!(%error, "saving the NATS sink's cursor failed"),
         }
     }
+}
+
+/// How a compare-and-swap of the cursor went.
+enum CursorWrite {
+    Written,
+    /// Someone else moved it (to this value, if it still exists).
+    Moved(Option<i64>),
 }
 
 /// Creates or updates the stream, retrying until it works. False when cancelled first.

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::message::Routes;
+use crate::thread::SinkThread;
 
 /// How the sink reaches NATS and which stream it writes.
 #[derive(Debug, Clone)]
@@ -147,6 +148,8 @@ pub enum NatsError {
     Subscribe(#[from] async_nats::SubscribeError),
     #[error("the NATS sink's cursor: {0}")]
     Cursor(#[from] StoreError),
+    #[error("starting the NATS sink's thread: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// The NATS JetStream sink, connected and with its cursor in the store; [`NatsSink::spawn`]
@@ -162,6 +165,7 @@ pub struct NatsSink {
     stats: Arc<Stats>,
     live_sender: mpsc::Sender<TransientEvent>,
     live_receiver: mpsc::Receiver<TransientEvent>,
+    thread: SinkThread,
 }
 
 impl std::fmt::Debug for NatsSink {
@@ -214,29 +218,18 @@ impl NatsSink {
         store: Arc<dyn Store>,
     ) -> Result<NatsSink, NatsError> {
         let servers = servers(options.servers.expose())?;
-        let wait = options.tuning.reconnect_wait;
-        let client = async_nats::ConnectOptions::new()
-            .name(&options.client_name)
-            .retry_on_initial_connect()
-            .max_reconnects(None)
-            // The first attempt (and the first after a disconnect) is at once, like the
-            // client's default; then every `reconnect_wait`.
-            .reconnect_delay_callback(
-                move |attempts| {
-                    if attempts <= 1 {
-                        Duration::ZERO
-                    } else {
-                        wait
-                    }
-                },
-            )
-            .event_callback(log_connection_event)
-            .connect(servers)
-            .await?;
-        let js = jetstream::ContextBuilder::new()
-            .timeout(options.tuning.ack_timeout)
-            .max_ack_inflight(options.tuning.max_in_flight * 2 + 1)
-            .build(client.clone());
+        let thread = SinkThread::start().map_err(NatsError::Thread)?;
+        // Connected on the sink's thread: the connection's tasks and the acknowledgement
+        // tracker run there.
+        let (client, js) = thread
+            .handle()
+            .spawn(open_connection(
+                servers,
+                options.client_name.clone(),
+                options.tuning,
+            ))
+            .await
+            .map_err(|error| NatsError::Thread(std::io::Error::other(error.to_string())))??;
         let cursor_name = cursor_name(&options.stream);
         let cursor =
             ar_events::load_or_create_cursor(store.as_ref(), &cursor_name, StartPosition::End)
@@ -255,6 +248,7 @@ impl NatsSink {
             stats,
             live_sender,
             live_receiver,
+            thread,
         })
     }
 
@@ -288,11 +282,13 @@ impl NatsSink {
             routes: self.routes.clone(),
             stats: self.stats.clone(),
         };
-        let live_task = tokio::spawn(live.run(self.live_receiver, cancel.clone()));
+        let runtime = self.thread.handle().clone();
+        let live_task = runtime.spawn(live.run(self.live_receiver, cancel.clone()));
         let publisher = crate::publisher::Publisher::new(crate::publisher::Parts {
             client: self.client,
             js: self.js,
             store: self.store,
+            store_runtime: tokio::runtime::Handle::current(),
             routes: self.routes,
             stream: crate::stream::config(&self.options.stream, &self.options.stream_subjects),
             ensure_stream: self.options.ensure_stream,
@@ -302,11 +298,45 @@ impl NatsSink {
             stats: self.stats,
             wake,
         });
-        tokio::spawn(async move {
+        let thread = self.thread;
+        runtime.spawn(async move {
             publisher.run(cancel).await;
             let _ = live_task.await;
+            // The thread ends with the sink's last task.
+            drop(thread);
         })
     }
+}
+
+/// The connection (reconnecting forever, the first attempt at once and then every
+/// `reconnect_wait`) and its JetStream context; runs on the sink's thread.
+async fn open_connection(
+    servers: Vec<async_nats::ServerAddr>,
+    client_name: String,
+    tuning: Tuning,
+) -> Result<(async_nats::Client, jetstream::Context), NatsError> {
+    let wait = tuning.reconnect_wait;
+    let client = async_nats::ConnectOptions::new()
+        .name(&client_name)
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .reconnect_delay_callback(
+            move |attempts| {
+                if attempts <= 1 {
+                    Duration::ZERO
+                } else {
+                    wait
+                }
+            },
+        )
+        .event_callback(log_connection_event)
+        .connect(servers)
+        .await?;
+    let js = jetstream::ContextBuilder::new()
+        .timeout(tuning.ack_timeout)
+        .max_ack_inflight(tuning.max_in_flight * 2 + 1)
+        .build(client.clone());
+    Ok((client, js))
 }
 
 #[cfg(test)]
