@@ -7,7 +7,7 @@
 //! its announcement reaching the owner are not sent: the reader has them from the store (it
 //! read the log after subscribing), or sees the hole at the next one and reads it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,23 +127,31 @@ impl EventBus for LinkedBus {
     }
 }
 
-/// Tells the other replicas which runs have readers here: at once when a run gets its first
-/// reader, and every [`ANNOUNCE_EVERY`] while it has any.
+/// Tells the other replicas which runs have readers here: a run at once when it gets its first
+/// reader, and every run with readers every [`ANNOUNCE_EVERY`] (which renews them).
 async fn announce_watched(bus: Arc<Bus>, link: Arc<dyn ReplicaLink>) {
     let mut watched = bus.watched_signal();
     let mut every = tokio::time::interval(ANNOUNCE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Announced since the last renewal: a new reader announces its run alone, not all of them.
+    let mut announced: HashSet<String> = HashSet::new();
     loop {
-        tokio::select! {
-            _ = every.tick() => {}
+        let renew = tokio::select! {
+            _ = every.tick() => true,
             changed = watched.changed() => {
                 if changed.is_err() {
                     return;
                 }
+                false
             }
+        };
+        if renew {
+            announced.clear();
         }
         for run_id in bus.watched_runs() {
-            link.send(LinkMessage::Watching { run_id });
+            if announced.insert(run_id.clone()) {
+                link.send(LinkMessage::Watching { run_id });
+            }
         }
     }
 }
@@ -251,8 +259,17 @@ mod tests {
             run_id: "run_1".into(),
         };
         assert_eq!(sent(&link), vec![watching.clone()], "at once");
+        // A second run's first reader announces that run alone.
+        let _second = bus.subscribe("run_2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = LinkMessage::Watching {
+            run_id: "run_2".into(),
+        };
+        assert_eq!(sent(&link), vec![second.clone()], "only the new one");
         tokio::time::sleep(ANNOUNCE_EVERY).await;
-        assert_eq!(sent(&link), vec![watching], "renewed");
+        let mut renewed = sent(&link);
+        renewed.sort_by_key(|message| format!("{message:?}"));
+        assert_eq!(renewed, vec![watching, second], "renewed, all of them");
         announcing.abort();
     }
 
