@@ -1,0 +1,1 @@
+//! Benchmarks of the workspace tools (`agent-runtime bench tools`, `cargo bench -p ar-workspace`).
