@@ -53,6 +53,12 @@ pub(crate) struct OpenFile {
     pub meta: std::fs::Metadata,
 }
 
+/// What [`Root::open_any`] found.
+pub(crate) enum Opened {
+    Dir(OwnedFd),
+    File,
+}
+
 /// A directory entry seen while listing or walking.
 pub(crate) struct Entry {
     pub name: String,
@@ -99,17 +105,25 @@ impl Root {
 
     /// `openat2` beneath the root, retried on the `EAGAIN` a concurrent rename can cause.
     fn open_beneath(&self, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, ToolError> {
+        self.open_raw(rel, flags, mode).map_err(|e| path_error(rel, e))
+    }
+
+    fn open_raw(&self, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, Errno> {
         let path = if rel.is_empty() { "." } else { rel };
-        let flags = flags | OFlags::CLOEXEC | OFlags::NOCTTY;
+        // openat2 refuses O_PATH with any flag but O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC.
+        let flags = if flags.contains(OFlags::PATH) {
+            flags | OFlags::CLOEXEC
+        } else {
+            flags | OFlags::CLOEXEC | OFlags::NOCTTY
+        };
         let mut last = Errno::AGAIN;
         for _ in 0..8 {
             match rustix::fs::openat2(&self.fd, path, flags, Mode::from_raw_mode(mode), RESOLVE) {
-                Ok(fd) => return Ok(fd),
                 Err(Errno::AGAIN) => last = Errno::AGAIN,
-                Err(e) => return Err(path_error(rel, e)),
+                done => return done,
             }
         }
-        Err(path_error(rel, last))
+        Err(last)
     }
 
     /// Opens a regular file for reading (see the module rules).
@@ -126,6 +140,20 @@ impl Root {
     pub fn read_all(&self, raw: &str) -> Result<(Vec<u8>, std::fs::Metadata), ToolError> {
         let OpenFile { file, meta } = self.open_read(raw)?;
         read_bounded(raw, file, meta)
+    }
+
+    /// Opens whatever `raw` names (`""` is the root): a directory, or a regular file under
+    /// the same rules as [`Root::open_read`].
+    pub fn open_any(&self, raw: &str) -> Result<Opened, ToolError> {
+        let rel = check_dir_path(raw)?;
+        let fd = self.open_beneath(rel, OFlags::RDONLY | OFlags::NONBLOCK, 0)?;
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(|e| ToolError::io(raw, e))?;
+        if meta.is_dir() {
+            return Ok(Opened::Dir(OwnedFd::from(file)));
+        }
+        regular_single_link(raw, &meta)?;
+        Ok(Opened::File)
     }
 
     /// Opens a directory beneath the root for listing (`""` is the root).
@@ -152,18 +180,7 @@ impl Root {
     /// The parent directory of a file path and the file's own name, the parent created
     /// (one component at a time, each resolved beneath the root) when `create`.
     fn parent_of<'a>(&self, raw: &'a str, create: bool) -> Result<(OwnedFd, &'a str), ToolError> {
-        let rel = check_path(raw)?;
-        let rel = rel.trim_end_matches('/');
-        let (parent, name) = match rel.rfind('/') {
-            Some(at) => (&rel[..at], &rel[at + 1..]),
-            None => ("", rel),
-        };
-        if name.is_empty() || name == "." || name == ".." {
-            return Err(ToolError::new(format!(
-                "path must name a file: {}",
-                display(raw)
-            )));
-        }
+        let (parent, name) = split_name(raw)?;
         if create {
             self.create_dirs(parent)?;
         }
@@ -189,9 +206,15 @@ impl Root {
         Ok(())
     }
 
-    /// What is at `raw` now, without following a final symlink; `None` when nothing is.
+    /// What is at `raw` now, without following a final symlink; `None` when nothing is
+    /// (its directory missing included).
     pub fn lstat_kind(&self, raw: &str) -> Result<Option<EntryKind>, ToolError> {
-        let (dir, name) = self.parent_of(raw, false)?;
+        let (parent, name) = split_name(raw)?;
+        let dir = match self.open_raw(parent, OFlags::PATH | OFlags::DIRECTORY, 0) {
+            Ok(dir) => dir,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(path_error(raw, e)),
+        };
         match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(kind_of(FileType::from_raw_mode(st.st_mode)))),
             Err(Errno::NOENT) => Ok(None),
@@ -221,11 +244,11 @@ impl Root {
         let mut file = File::from(fd);
         let written = file
             .write_all(content)
-            .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into))
-            .and_then(|()| file.metadata());
-        let renamed = written.and_then(|meta| {
+            .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into));
+        // The version recorded is the one after the rename (which changes the inode's ctime).
+        let renamed = written.and_then(|()| {
             rustix::fs::renameat(&dir, temp.as_str(), &dir, name)?;
-            Ok(meta)
+            file.metadata()
         });
         renamed.map_err(|e| {
             let _ = rustix::fs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
@@ -249,6 +272,19 @@ impl Root {
         rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, RenameFlags::NOREPLACE)
             .map_err(|e| path_error(to, e))
     }
+}
+
+/// A file path's directory and its own name (which must be a name, not `.` or `..`).
+fn split_name(raw: &str) -> Result<(&str, &str), ToolError> {
+    let rel = check_path(raw)?.trim_end_matches('/');
+    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(ToolError::new(format!(
+            "path must name a file: {}",
+            display(raw)
+        )));
+    }
+    Ok((parent, name))
 }
 
 /// Reads a directory's entries (sorted by name; `.` and `..` left out).

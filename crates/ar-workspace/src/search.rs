@@ -6,7 +6,6 @@
 //! symlink, so a search cannot be led outside the root; ripgrep's own walker opens paths by
 //! name and would follow a directory swapped for a symlink mid-walk.
 
-use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::{ToolError, ToolResult};
-use crate::fs::{display, list, open_child_dir, open_child_file, EntryKind, Root};
+use crate::fs::{display, list, open_child_dir, open_child_file, EntryKind, Opened, Root};
 use crate::host::{single_repository, Inner};
 use crate::schema::{SEARCH_DEFAULT_RESULTS, SEARCH_MAX_CONTEXT, SEARCH_MAX_RESULTS};
 
@@ -210,23 +209,6 @@ fn join(rel: &str, name: &str) -> String {
     }
 }
 
-/// Where a search starts: a directory to walk or one file.
-enum Start {
-    Dir(OwnedFd, String),
-    File(File, String),
-}
-
-fn start(root: &Root, raw: &str) -> ToolResult<Start> {
-    let rel = crate::state::key(crate::fs::check_dir_path(raw)?);
-    match root.open_dir(raw) {
-        Ok(dir) => Ok(Start::Dir(dir, rel)),
-        Err(dir_error) => match root.open_read(raw) {
-            Ok(open) => Ok(Start::File(open.file, rel)),
-            Err(_) => Err(dir_error),
-        },
-    }
-}
-
 fn walk(root: &Root, raw: &str, rules: &WalkRules, visitor: &mut dyn Visitor) -> ToolResult<WalkEnd> {
     let mut walker = Walker {
         rules,
@@ -234,14 +216,14 @@ fn walk(root: &Root, raw: &str, rules: &WalkRules, visitor: &mut dyn Visitor) ->
         ignores: Vec::new(),
         end: WalkEnd::default(),
     };
-    match start(root, raw)? {
-        Start::Dir(dir, rel) => walker.walk(&dir, &rel, 0, visitor),
-        Start::File(file, rel) => {
+    let rel = crate::state::key(crate::fs::check_dir_path(raw)?);
+    match root.open_any(raw)? {
+        Opened::Dir(dir) => walker.walk(&dir, &rel, 0, visitor),
+        Opened::File => {
             // A file named directly is searched even when hidden or ignored.
-            let parent = root.open_dir(rel.rsplit_once('/').map_or("", |(p, _)| p))?;
-            drop(file);
-            let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
-            visitor.file(&rel, &parent, &name);
+            let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
+            let parent = root.open_dir(parent)?;
+            visitor.file(&rel, &parent, name);
         }
     }
     Ok(walker.end)

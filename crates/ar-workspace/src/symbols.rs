@@ -127,13 +127,14 @@ struct Symbol {
 
 pub(crate) fn list_symbols(inner: &Inner, input: SymbolsInput) -> ToolResult<ToolOutput> {
     single_repository(&input.repository)?;
+    // Opened first: a path that leads outside is refused as such, whatever its extension.
+    let (data, _) = inner.root.read_all(&input.path)?;
     let Some(family) = family(&input.path) else {
         return Err(ToolError::new(format!(
             "list_symbols does not know the language of {}; it reads .rs, .go, .py, .js/.ts, .java, .kt, .cs, .c/.cpp/.h, .swift",
             display(&input.path)
         )));
     };
-    let (data, _) = inner.root.read_all(&input.path)?;
     if looks_binary(&data) {
         return Err(ToolError::new(format!("{} appears to be binary", display(&input.path))));
     }
