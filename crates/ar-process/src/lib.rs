@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
-pub use confine::{spawn_confined, Resource, ResourceLimit};
+pub use confine::{spawn_confined, ChildLimits, Resource, ResourceLimit};
 pub use lines::{Line, LineReader, MAX_LINE_BYTES};
 
 /// Bytes of stderr kept in the tail.

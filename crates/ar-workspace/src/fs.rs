@@ -105,7 +105,8 @@ impl Root {
 
     /// `openat2` beneath the root, retried on the `EAGAIN` a concurrent rename can cause.
     fn open_beneath(&self, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, ToolError> {
-        self.open_raw(rel, flags, mode).map_err(|e| path_error(rel, e))
+        self.open_raw(rel, flags, mode)
+            .map_err(|e| path_error(rel, e))
     }
 
     fn open_raw(&self, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, Errno> {
@@ -242,9 +243,9 @@ impl Root {
         )
         .map_err(|e| path_error(raw, e))?;
         let mut file = File::from(fd);
-        let written = file
-            .write_all(content)
-            .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into));
+        let written = file.write_all(content).and_then(|()| {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into)
+        });
         // The version recorded is the one after the rename (which changes the inode's ctime).
         let renamed = written.and_then(|()| {
             rustix::fs::renameat(&dir, temp.as_str(), &dir, name)?;
@@ -269,8 +270,14 @@ impl Root {
     pub fn rename_new(&self, from: &str, to: &str) -> Result<(), ToolError> {
         let (from_dir, from_name) = self.parent_of(from, false)?;
         let (to_dir, to_name) = self.parent_of(to, true)?;
-        rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, RenameFlags::NOREPLACE)
-            .map_err(|e| path_error(to, e))
+        rustix::fs::renameat_with(
+            &from_dir,
+            from_name,
+            &to_dir,
+            to_name,
+            RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| path_error(to, e))
     }
 }
 
@@ -312,14 +319,26 @@ pub(crate) fn list(dir: &OwnedFd) -> std::io::Result<Vec<Entry>> {
 /// Opens the subdirectory `name` of `dir` without following a symlink.
 pub(crate) fn open_child_dir(dir: &OwnedFd, name: &str) -> std::io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rustix::fs::openat2(dir, name, flags, Mode::empty(), RESOLVE)?)
+    Ok(rustix::fs::openat2(
+        dir,
+        name,
+        flags,
+        Mode::empty(),
+        RESOLVE,
+    )?)
 }
 
 /// Opens the regular file `name` of `dir` without following a symlink, refusing hard-linked
 /// files like every other read.
 pub(crate) fn open_child_file(dir: &OwnedFd, name: &str) -> std::io::Result<Option<File>> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = File::from(rustix::fs::openat2(dir, name, flags, Mode::empty(), RESOLVE)?);
+    let file = File::from(rustix::fs::openat2(
+        dir,
+        name,
+        flags,
+        Mode::empty(),
+        RESOLVE,
+    )?);
     let meta = file.metadata()?;
     Ok((meta.is_file() && meta.nlink() <= 1).then_some(file))
 }
@@ -420,7 +439,9 @@ fn temp_name(name: &str) -> String {
 pub(crate) fn check_path(raw: &str) -> Result<&str, ToolError> {
     let rel = check_dir_path(raw)?;
     if rel.is_empty() || rel == "." {
-        return Err(ToolError::new("path is required (a file path relative to the workspace root)"));
+        return Err(ToolError::new(
+            "path is required (a file path relative to the workspace root)",
+        ));
     }
     Ok(rel)
 }

@@ -35,9 +35,18 @@ pub(crate) struct PatchInput {
 
 #[derive(Debug, PartialEq)]
 enum Op {
-    Add { path: String, lines: Vec<String> },
-    Delete { path: String },
-    Update { path: String, move_to: Option<String>, hunks: Vec<Hunk> },
+    Add {
+        path: String,
+        lines: Vec<String>,
+    },
+    Delete {
+        path: String,
+    },
+    Update {
+        path: String,
+        move_to: Option<String>,
+        hunks: Vec<Hunk>,
+    },
 }
 
 #[derive(Debug, Default, PartialEq)]
@@ -90,14 +99,19 @@ fn parse(text: &str) -> ToolResult<Vec<Op>> {
             ops.push(Op::Add { path, lines: added });
             at = next;
         } else if line.starts_with(DELETE) {
-            ops.push(Op::Delete { path: named(line, DELETE, "*** Delete File")? });
+            ops.push(Op::Delete {
+                path: named(line, DELETE, "*** Delete File")?,
+            });
             at += 1;
         } else if line.starts_with(UPDATE) {
             let (op, next) = parse_update(&lines, at)?;
             ops.push(op);
             at = next;
         } else {
-            return Err(ToolError::new(format!("unexpected line {} in the patch", at + 1)));
+            return Err(ToolError::new(format!(
+                "unexpected line {} in the patch",
+                at + 1
+            )));
         }
     }
     Err(ToolError::new(format!("the patch does not end with {END}")))
@@ -162,20 +176,31 @@ fn parse_update(lines: &[&str], at: usize) -> ToolResult<(Op, usize)> {
     }
     for hunk in &mut hunks {
         // Blank lines between operations are not context.
-        while hunk.old.last().is_some_and(String::is_empty) && hunk.new.last().is_some_and(String::is_empty) {
+        while hunk.old.last().is_some_and(String::is_empty)
+            && hunk.new.last().is_some_and(String::is_empty)
+        {
             hunk.old.pop();
             hunk.new.pop();
         }
     }
     if hunks.is_empty() {
-        return Err(ToolError::new(format!("the update of {path} has no @@ hunk")));
+        return Err(ToolError::new(format!(
+            "the update of {path} has no @@ hunk"
+        )));
     }
     if hunks.iter().any(|h| h.old.is_empty()) {
         return Err(ToolError::new(format!(
             "every hunk for {path} needs context or removed lines to find its place"
         )));
     }
-    Ok((Op::Update { path, move_to, hunks }, at))
+    Ok((
+        Op::Update {
+            path,
+            move_to,
+            hunks,
+        },
+        at,
+    ))
 }
 
 fn push_both(hunk: &mut Hunk, line: &str) {
@@ -191,21 +216,25 @@ fn apply_hunks(content: &str, path: &str, hunks: &[Hunk]) -> ToolResult<String> 
     let mut lines: Vec<String> = if content.is_empty() {
         Vec::new()
     } else {
-        body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l).to_string()).collect()
+        body.split('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+            .collect()
     };
     for (n, hunk) in hunks.iter().enumerate() {
         let places: Vec<usize> = (0..=lines.len().saturating_sub(hunk.old.len()))
-            .filter(|&at| at + hunk.old.len() <= lines.len() && lines[at..at + hunk.old.len()] == hunk.old[..])
+            .filter(|&at| {
+                at + hunk.old.len() <= lines.len() && lines[at..at + hunk.old.len()] == hunk.old[..]
+            })
             .take(2)
             .collect();
         let at = match places.as_slice() {
             [at] => *at,
             [] => {
                 return Err(ToolError::new(format!(
-                    "hunk {} does not match {}; read the file again and refresh the patch's context",
-                    n + 1,
-                    display(path)
-                )))
+                "hunk {} does not match {}; read the file again and refresh the patch's context",
+                n + 1,
+                display(path)
+            )))
             }
             _ => {
                 return Err(ToolError::new(format!(
@@ -227,14 +256,28 @@ fn apply_hunks(content: &str, path: &str, hunks: &[Hunk]) -> ToolResult<String> 
 
 /// One planned change, checked and ready to write.
 enum Planned {
-    Write { path: String, content: String, old: Option<String> },
-    Remove { path: String },
-    Move { from: String, to: String, content: String, old: String },
+    Write {
+        path: String,
+        content: String,
+        old: Option<String>,
+    },
+    Remove {
+        path: String,
+    },
+    Move {
+        from: String,
+        to: String,
+        content: String,
+        old: String,
+    },
 }
 
 fn claim(seen: &mut HashSet<String>, path: &str) -> ToolResult<()> {
     if !seen.insert(key(path)) {
-        return Err(ToolError::new(format!("the patch changes {} more than once", display(path))));
+        return Err(ToolError::new(format!(
+            "the patch changes {} more than once",
+            display(path)
+        )));
     }
     Ok(())
 }
@@ -246,9 +289,13 @@ fn read_checked(inner: &Inner, path: &str) -> ToolResult<String> {
     let (data, meta) = inner.root.read_all(path)?;
     inner.reads.check(path, &meta, &data, Need::Read)?;
     if looks_binary(&data) {
-        return Err(ToolError::new(format!("{} appears to be binary; it is not patched", display(path))));
+        return Err(ToolError::new(format!(
+            "{} appears to be binary; it is not patched",
+            display(path)
+        )));
     }
-    String::from_utf8(data).map_err(|_| ToolError::new(format!("{} is not UTF-8 text", display(path))))
+    String::from_utf8(data)
+        .map_err(|_| ToolError::new(format!("{} is not UTF-8 text", display(path))))
 }
 
 fn plan(inner: &Inner, ops: Vec<Op>) -> ToolResult<Vec<Planned>> {
@@ -259,31 +306,55 @@ fn plan(inner: &Inner, ops: Vec<Op>) -> ToolResult<Vec<Planned>> {
             Op::Add { path, lines } => {
                 claim(&mut seen, &path)?;
                 if inner.root.lstat_kind(&path)?.is_some() {
-                    return Err(ToolError::new(format!("cannot add {}: it already exists", display(&path))));
+                    return Err(ToolError::new(format!(
+                        "cannot add {}: it already exists",
+                        display(&path)
+                    )));
                 }
                 let mut content = lines.join("\n");
                 if !lines.is_empty() {
                     content.push('\n');
                 }
-                planned.push(Planned::Write { path, content, old: None });
+                planned.push(Planned::Write {
+                    path,
+                    content,
+                    old: None,
+                });
             }
             Op::Delete { path } => {
                 claim(&mut seen, &path)?;
                 read_checked(inner, &path)?;
                 planned.push(Planned::Remove { path });
             }
-            Op::Update { path, move_to, hunks } => {
+            Op::Update {
+                path,
+                move_to,
+                hunks,
+            } => {
                 claim(&mut seen, &path)?;
                 let old = read_checked(inner, &path)?;
                 let content = apply_hunks(&old, &path, &hunks)?;
                 match move_to.filter(|to| key(to) != key(&path)) {
-                    None => planned.push(Planned::Write { path, content, old: Some(old) }),
+                    None => planned.push(Planned::Write {
+                        path,
+                        content,
+                        old: Some(old),
+                    }),
                     Some(to) => {
                         claim(&mut seen, &to)?;
                         if inner.root.lstat_kind(&to)?.is_some() {
-                            return Err(ToolError::new(format!("cannot move {} to {}: it already exists", display(&path), display(&to))));
+                            return Err(ToolError::new(format!(
+                                "cannot move {} to {}: it already exists",
+                                display(&path),
+                                display(&to)
+                            )));
                         }
-                        planned.push(Planned::Move { from: path, to, content, old });
+                        planned.push(Planned::Move {
+                            from: path,
+                            to,
+                            content,
+                            old,
+                        });
                     }
                 }
             }
@@ -296,7 +367,9 @@ fn apply_one(inner: &Inner, change: &Planned, report: &mut Vec<String>) -> ToolR
     match change {
         Planned::Write { path, content, old } => {
             let meta = inner.root.write_replace(path, content.as_bytes())?;
-            inner.reads.record_write(path, &meta, content.as_bytes(), "apply_patch");
+            inner
+                .reads
+                .record_write(path, &meta, content.as_bytes(), "apply_patch");
             report.push(match old {
                 None => format!("A {path}"),
                 Some(old) => format!("M {path}\n{}", diff(path, old, content)),
@@ -307,11 +380,18 @@ fn apply_one(inner: &Inner, change: &Planned, report: &mut Vec<String>) -> ToolR
             inner.reads.forget(path);
             report.push(format!("D {path}"));
         }
-        Planned::Move { from, to, content, old } => {
+        Planned::Move {
+            from,
+            to,
+            content,
+            old,
+        } => {
             inner.root.rename_new(from, to)?;
             inner.reads.forget(from);
             let meta = inner.root.write_replace(to, content.as_bytes())?;
-            inner.reads.record_write(to, &meta, content.as_bytes(), "apply_patch");
+            inner
+                .reads
+                .record_write(to, &meta, content.as_bytes(), "apply_patch");
             report.push(format!("R {from} -> {to}\n{}", diff(to, old, content)));
         }
     }
@@ -328,11 +408,17 @@ pub(crate) fn apply_patch(inner: &Inner, input: PatchInput) -> ToolResult<ToolOu
     let mut report = Vec::with_capacity(planned.len());
     for change in &planned {
         if let Err(error) = apply_one(inner, change, &mut report) {
-            let done: Vec<&str> = report.iter().map(|r| r.lines().next().unwrap_or("")).collect();
+            let done: Vec<&str> = report
+                .iter()
+                .map(|r| r.lines().next().unwrap_or(""))
+                .collect();
             return Err(ToolError::new(if done.is_empty() {
                 format!("the patch was not applied: {error}")
             } else {
-                format!("the patch was applied in part ({}), then failed: {error}", done.join(", "))
+                format!(
+                    "the patch was applied in part ({}), then failed: {error}",
+                    done.join(", ")
+                )
             }));
         }
     }
@@ -352,14 +438,28 @@ mod tests {
         let text = "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Delete File: b.txt\n*** Update File: c.txt\n*** Move to: d.txt\n@@ fn x\n context\n-old\n+new\n*** End of File\n*** End Patch\n";
         let ops = parse(text).unwrap();
         assert_eq!(ops.len(), 3);
-        assert_eq!(ops[0], Op::Add { path: "a.txt".into(), lines: vec!["one".into(), "two".into()] });
-        assert_eq!(ops[1], Op::Delete { path: "b.txt".into() });
+        assert_eq!(
+            ops[0],
+            Op::Add {
+                path: "a.txt".into(),
+                lines: vec!["one".into(), "two".into()]
+            }
+        );
+        assert_eq!(
+            ops[1],
+            Op::Delete {
+                path: "b.txt".into()
+            }
+        );
         assert_eq!(
             ops[2],
             Op::Update {
                 path: "c.txt".into(),
                 move_to: Some("d.txt".into()),
-                hunks: vec![Hunk { old: vec!["context".into(), "old".into()], new: vec!["context".into(), "new".into()] }],
+                hunks: vec![Hunk {
+                    old: vec!["context".into(), "old".into()],
+                    new: vec!["context".into(), "new".into()]
+                }],
             }
         );
     }
@@ -382,7 +482,13 @@ mod tests {
         assert_eq!(out, "a\nB\nc\n");
         let crlf = apply_hunks("a\r\nb\r\n", "f", &[hunk(&["a"], &["A", "A2"])]).unwrap();
         assert_eq!(crlf, "A\r\nA2\r\nb\r\n");
-        assert!(apply_hunks("x\nx\n", "f", &[hunk(&["x"], &["y"])]).unwrap_err().0.contains("several"));
-        assert!(apply_hunks("x\n", "f", &[hunk(&["z"], &["y"])]).unwrap_err().0.contains("does not match"));
+        assert!(apply_hunks("x\nx\n", "f", &[hunk(&["x"], &["y"])])
+            .unwrap_err()
+            .0
+            .contains("several"));
+        assert!(apply_hunks("x\n", "f", &[hunk(&["z"], &["y"])])
+            .unwrap_err()
+            .0
+            .contains("does not match"));
     }
 }

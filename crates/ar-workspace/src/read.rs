@@ -85,7 +85,11 @@ impl Window {
 
     fn footer(&self) -> String {
         if self.has_more() {
-            let why = if self.budget_cut { " (output limit reached)" } else { "" };
+            let why = if self.budget_cut {
+                " (output limit reached)"
+            } else {
+                ""
+            };
             format!(
                 "[lines {}-{} of {}{why}; {} more: continue with offset_line={}]",
                 self.start,
@@ -97,7 +101,10 @@ impl Window {
         } else if self.total == 0 {
             "[empty file]".to_string()
         } else {
-            format!("[lines {}-{} of {}; end of file]", self.start, self.end, self.total)
+            format!(
+                "[lines {}-{} of {}; end of file]",
+                self.start, self.end, self.total
+            )
         }
     }
 
@@ -108,8 +115,11 @@ impl Window {
         });
         if self.has_more() {
             value["next_start_line"] = json!(self.end + 1);
-            value["continuation_reason"] =
-                json!(if self.budget_cut { "output_limit" } else { "line_limit" });
+            value["continuation_reason"] = json!(if self.budget_cut {
+                "output_limit"
+            } else {
+                "line_limit"
+            });
         }
         value
     }
@@ -120,7 +130,9 @@ fn positive(name: &str, value: Option<i64>, default: usize) -> ToolResult<usize>
     match value {
         None => Ok(default),
         Some(v) if v >= 1 => Ok(usize::try_from(v).unwrap_or(usize::MAX)),
-        Some(v) => Err(ToolError::new(format!("{name} must be at least 1 (got {v})"))),
+        Some(v) => Err(ToolError::new(format!(
+            "{name} must be at least 1 (got {v})"
+        ))),
     }
 }
 
@@ -168,7 +180,9 @@ pub(crate) fn read_window(
         text.push_str(&shown);
         end = n;
     }
-    inner.reads.record_read(raw, &meta, &data, total, (start, end), via);
+    inner
+        .reads
+        .record_read(raw, &meta, &data, total, (start, end), via);
     Ok(Window {
         path: raw.to_string(),
         start,
@@ -206,7 +220,14 @@ pub(crate) fn read_file(inner: &Inner, input: ReadFileInput) -> ToolResult<ToolO
             "limit_lines is at most {READ_FILE_MAX_LINES} (got {limit}); read the rest in further calls"
         )));
     }
-    let window = read_window(inner, &input.path, start, limit, READ_OUTPUT_BUDGET, "read_file")?;
+    let window = read_window(
+        inner,
+        &input.path,
+        start,
+        limit,
+        READ_OUTPUT_BUDGET,
+        "read_file",
+    )?;
     Ok(window_output(window))
 }
 
@@ -228,7 +249,14 @@ pub(crate) fn read_file_range(inner: &Inner, input: ReadRangeInput) -> ToolResul
             "a range is at most {READ_FILE_MAX_LINES} lines (asked for {span})"
         )));
     }
-    let window = read_window(inner, &input.path, start, span, READ_OUTPUT_BUDGET, "read_file_range")?;
+    let window = read_window(
+        inner,
+        &input.path,
+        start,
+        span,
+        READ_OUTPUT_BUDGET,
+        "read_file_range",
+    )?;
     Ok(window_output(window))
 }
 

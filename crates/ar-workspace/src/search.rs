@@ -176,14 +176,22 @@ impl Walker<'_> {
     }
 
     fn push_gitignore(&mut self, dir: &OwnedFd, rel: &str, entries: &[crate::fs::Entry]) -> bool {
-        if !entries.iter().any(|e| e.name == ".gitignore" && e.kind == EntryKind::File) {
+        if !entries
+            .iter()
+            .any(|e| e.name == ".gitignore" && e.kind == EntryKind::File)
+        {
             return false;
         }
         let Ok(Some(file)) = open_child_file(dir, ".gitignore") else {
             return false;
         };
         let mut text = String::new();
-        if std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_GITIGNORE_BYTES), &mut text).is_err() {
+        if std::io::Read::read_to_string(
+            &mut std::io::Read::take(file, MAX_GITIGNORE_BYTES),
+            &mut text,
+        )
+        .is_err()
+        {
             return false;
         }
         let mut builder = GitignoreBuilder::new(format!("/{rel}"));
@@ -209,7 +217,12 @@ fn join(rel: &str, name: &str) -> String {
     }
 }
 
-fn walk(root: &Root, raw: &str, rules: &WalkRules, visitor: &mut dyn Visitor) -> ToolResult<WalkEnd> {
+fn walk(
+    root: &Root,
+    raw: &str,
+    rules: &WalkRules,
+    visitor: &mut dyn Visitor,
+) -> ToolResult<WalkEnd> {
     let mut walker = Walker {
         rules,
         deadline: Instant::now() + SEARCH_TIME_LIMIT,
@@ -314,7 +327,8 @@ impl Lines<'_> {
             None => text.to_string(),
         };
         let number = number.unwrap_or(0);
-        self.out.push(format!("{}{sep}{number}{sep}{shown}", self.rel));
+        self.out
+            .push(format!("{}{sep}{number}{sep}{shown}", self.rel));
         *self.shown += 1;
         *self.shown < self.max
     }
@@ -532,7 +546,9 @@ pub(crate) fn search_files(inner: &Inner, input: SearchFilesInput) -> ToolResult
     single_repository(&input.repository)?;
     let pattern = input.pattern.trim();
     if pattern.is_empty() {
-        return Err(ToolError::new("pattern is required (a glob such as **/*.rs)"));
+        return Err(ToolError::new(
+            "pattern is required (a glob such as **/*.rs)",
+        ));
     }
     let query = input.query.filter(|q| !q.is_empty());
     let mut search = PathSearch {

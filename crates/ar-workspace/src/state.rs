@@ -2,8 +2,9 @@
 //!
 //! Every read records the file's version (device, inode, size, modification and change
 //! times) and the SHA-256 of its whole content, with the line ranges seen. A mutation of an
-//! existing file needs a recorded read whose version and content still match the file now;
-//! replacing or deleting a file needs every line of it to have been seen. A successful
+//! existing file (an edit, a patch, a deletion) needs a recorded read whose version and
+//! content still match the file now; replacing a whole file with `write_file` needs every
+//! line of it to have been seen. A successful
 //! mutation records the new content as fully read, so a run can edit a file again without
 //! reading it back. The state lives in the host object, one per run.
 
@@ -57,9 +58,9 @@ impl Observation {
 /// What a mutation requires of the file's earlier reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Need {
-    /// Some of it was read (targeted edits: `edit_file`, `apply_patch` updates).
+    /// Some of it was read (targeted edits: `edit_file`, `apply_patch` updates and deletions).
     Read,
-    /// All of it was read (full replacement with `write_file`, deletion).
+    /// All of it was read (full replacement with `write_file`).
     Complete,
 }
 
@@ -123,7 +124,13 @@ impl ReadState {
     }
 
     /// Records a file this run just wrote as fully known.
-    pub fn record_write(&self, raw: &str, meta: &std::fs::Metadata, content: &[u8], via: &'static str) {
+    pub fn record_write(
+        &self,
+        raw: &str,
+        meta: &std::fs::Metadata,
+        content: &[u8],
+        via: &'static str,
+    ) {
         let total_lines = count_lines(content);
         let observation = Observation {
             version: Version::of(meta),

@@ -51,13 +51,24 @@ fn patterns(list: &[(&'static str, &str)]) -> Vec<Pattern> {
 static RUST: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     let vis = r"^\s*(?:pub(?:\([^)]*\))?\s+)?";
     patterns(&[
-        ("function", &format!(r#"{vis}(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+"[^"]*"\s+)?fn\s+(?P<name>\w+)"#)),
+        (
+            "function",
+            &format!(
+                r#"{vis}(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+"[^"]*"\s+)?fn\s+(?P<name>\w+)"#
+            ),
+        ),
         ("struct", &format!(r"{vis}struct\s+(?P<name>\w+)")),
         ("enum", &format!(r"{vis}enum\s+(?P<name>\w+)")),
-        ("trait", &format!(r"{vis}(?:unsafe\s+)?trait\s+(?P<name>\w+)")),
+        (
+            "trait",
+            &format!(r"{vis}(?:unsafe\s+)?trait\s+(?P<name>\w+)"),
+        ),
         ("type", &format!(r"{vis}type\s+(?P<name>\w+)")),
         ("module", &format!(r"{vis}mod\s+(?P<name>\w+)")),
-        ("impl", r"^\s*(?:unsafe\s+)?impl(?:<[^{]*?>)?\s+(?P<name>[\w:<>, ]+?)\s*(?:\{|where|$)"),
+        (
+            "impl",
+            r"^\s*(?:unsafe\s+)?impl(?:<[^{]*?>)?\s+(?P<name>[\w:<>, ]+?)\s*(?:\{|where|$)",
+        ),
         ("macro", r"^\s*macro_rules!\s*(?P<name>\w+)"),
     ])
 });
@@ -80,12 +91,26 @@ static PYTHON: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
 static SCRIPT: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     let export = r"^\s*(?:export\s+)?(?:default\s+)?";
     patterns(&[
-        ("function", &format!(r"{export}(?:async\s+)?function\s*\*?\s*(?P<name>\w+)")),
-        ("class", &format!(r"{export}(?:abstract\s+)?class\s+(?P<name>\w+)")),
+        (
+            "function",
+            &format!(r"{export}(?:async\s+)?function\s*\*?\s*(?P<name>\w+)"),
+        ),
+        (
+            "class",
+            &format!(r"{export}(?:abstract\s+)?class\s+(?P<name>\w+)"),
+        ),
         ("interface", &format!(r"{export}interface\s+(?P<name>\w+)")),
         ("type", &format!(r"{export}(?:type|enum)\s+(?P<name>\w+)")),
-        ("function", &format!(r"{export}(?:const|let|var)\s+(?P<name>\w+)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|\w+\s*=>)")),
-        ("method", r"^\s+(?:(?:public|private|protected|static|async|readonly|override|get|set)\s+)*(?P<name>\w+)\s*\([^)]*\)\s*(?::[^{]+)?\{\s*$"),
+        (
+            "function",
+            &format!(
+                r"{export}(?:const|let|var)\s+(?P<name>\w+)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|\w+\s*=>)"
+            ),
+        ),
+        (
+            "method",
+            r"^\s+(?:(?:public|private|protected|static|async|readonly|override|get|set)\s+)*(?P<name>\w+)\s*\([^)]*\)\s*(?::[^{]+)?\{\s*$",
+        ),
     ])
 });
 
@@ -93,11 +118,25 @@ static CLIKE: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     let modifiers = r"^\s*(?:(?:public|private|protected|internal|static|final|abstract|sealed|partial|open|override|virtual|inline|extern|export|data)\s+)*";
     patterns(&[
         ("class", &format!(r"{modifiers}class\s+(?P<name>\w+)")),
-        ("interface", &format!(r"{modifiers}interface\s+(?P<name>\w+)")),
-        ("enum", &format!(r"{modifiers}enum\s+(?:class\s+)?(?P<name>\w+)")),
+        (
+            "interface",
+            &format!(r"{modifiers}interface\s+(?P<name>\w+)"),
+        ),
+        (
+            "enum",
+            &format!(r"{modifiers}enum\s+(?:class\s+)?(?P<name>\w+)"),
+        ),
         ("struct", &format!(r"{modifiers}struct\s+(?P<name>\w+)")),
-        ("function", &format!(r"{modifiers}(?:fun|func)\s+(?P<name>\w+)")),
-        ("function", &format!(r"{modifiers}(?:synchronized\s+|native\s+|const\s+|unsigned\s+)*[\w:<>\[\],*&]+[\s*&]+(?P<name>\w+)\s*\([^;]*$")),
+        (
+            "function",
+            &format!(r"{modifiers}(?:fun|func)\s+(?P<name>\w+)"),
+        ),
+        (
+            "function",
+            &format!(
+                r"{modifiers}(?:synchronized\s+|native\s+|const\s+|unsigned\s+)*[\w:<>\[\],*&]+[\s*&]+(?P<name>\w+)\s*\([^;]*$"
+            ),
+        ),
     ])
 });
 
@@ -136,7 +175,10 @@ pub(crate) fn list_symbols(inner: &Inner, input: SymbolsInput) -> ToolResult<Too
         )));
     };
     if looks_binary(&data) {
-        return Err(ToolError::new(format!("{} appears to be binary", display(&input.path))));
+        return Err(ToolError::new(format!(
+            "{} appears to be binary",
+            display(&input.path)
+        )));
     }
     let text = String::from_utf8_lossy(&data);
     let lines: Vec<&str> = text.lines().collect();
@@ -153,7 +195,10 @@ pub(crate) fn list_symbols(inner: &Inner, input: SymbolsInput) -> ToolResult<Too
         .map(|s| format!("{} {} (lines {}-{})", s.kind, s.name, s.start, s.end))
         .collect();
     if symbols.len() > MAX_SYMBOLS {
-        out.push(format!("[{} more declarations not shown]", symbols.len() - MAX_SYMBOLS));
+        out.push(format!(
+            "[{} more declarations not shown]",
+            symbols.len() - MAX_SYMBOLS
+        ));
     }
     let structured: Vec<_> = symbols
         .iter()
@@ -287,13 +332,23 @@ mod tests {
             .collect();
         assert_eq!(
             found,
-            vec![("A".to_string(), 1, 6), ("f".to_string(), 2, 3), ("g".to_string(), 5, 6)]
+            vec![
+                ("A".to_string(), 1, 6),
+                ("f".to_string(), 2, 3),
+                ("g".to_string(), 5, 6)
+            ]
         );
     }
 
     #[test]
     fn every_pattern_compiles() {
-        let tables = [(&*RUST, 8), (&*GO, 3), (&*PYTHON, 2), (&*SCRIPT, 6), (&*CLIKE, 6)];
+        let tables = [
+            (&*RUST, 8),
+            (&*GO, 3),
+            (&*PYTHON, 2),
+            (&*SCRIPT, 6),
+            (&*CLIKE, 6),
+        ];
         for (table, expected) in tables {
             assert_eq!(table.len(), expected);
         }
@@ -309,7 +364,10 @@ mod tests {
             .collect();
         assert_eq!(
             found,
-            vec![("method", "Run".to_string(), 3, 5), ("function", "main".to_string(), 7, 8)]
+            vec![
+                ("method", "Run".to_string(), 3, 5),
+                ("function", "main".to_string(), 7, 8)
+            ]
         );
     }
 }

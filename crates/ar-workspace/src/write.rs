@@ -38,7 +38,10 @@ pub(crate) fn diff(path: &str, old: &str, new: &str) -> String {
         .header(&format!("a/{path}"), &format!("b/{path}"))
         .to_string();
     match rendered.char_indices().nth(MAX_DIFF_CHARS) {
-        Some((cut, _)) => format!("{}\n[diff cut at {MAX_DIFF_CHARS} characters]", &rendered[..cut]),
+        Some((cut, _)) => format!(
+            "{}\n[diff cut at {MAX_DIFF_CHARS} characters]",
+            &rendered[..cut]
+        ),
         None => rendered,
     }
 }
@@ -65,7 +68,9 @@ pub(crate) fn replaceable(kind: Option<EntryKind>, raw: &str) -> ToolResult<bool
 
 pub(crate) fn write_file(inner: &Inner, input: WriteInput) -> ToolResult<ToolOutput> {
     let Some(content) = input.content else {
-        return Err(ToolError::new("content is required (the file's full new content)"));
+        return Err(ToolError::new(
+            "content is required (the file's full new content)",
+        ));
     };
     if content.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolError::new(format!(
@@ -84,7 +89,9 @@ pub(crate) fn write_file(inner: &Inner, input: WriteInput) -> ToolResult<ToolOut
         None
     };
     let meta = inner.root.write_replace(path, content.as_bytes())?;
-    inner.reads.record_write(path, &meta, content.as_bytes(), "write_file");
+    inner
+        .reads
+        .record_write(path, &meta, content.as_bytes(), "write_file");
     let text = match old {
         None => format!("Created {} ({} bytes).", path, content.len()),
         Some(old) => {
@@ -103,10 +110,14 @@ pub(crate) fn write_file(inner: &Inner, input: WriteInput) -> ToolResult<ToolOut
 pub(crate) fn edit_file(inner: &Inner, input: EditInput) -> ToolResult<ToolOutput> {
     let path = input.path.as_str();
     if input.old_string.is_empty() {
-        return Err(ToolError::new("old_string is required and must not be empty"));
+        return Err(ToolError::new(
+            "old_string is required and must not be empty",
+        ));
     }
     let Some(new_string) = input.new_string else {
-        return Err(ToolError::new("new_string is required (empty to delete old_string)"));
+        return Err(ToolError::new(
+            "new_string is required (empty to delete old_string)",
+        ));
     };
     let _guard = inner.mutation_guard();
     if !replaceable(inner.root.lstat_kind(path)?, path)? {
@@ -118,10 +129,17 @@ pub(crate) fn edit_file(inner: &Inner, input: EditInput) -> ToolResult<ToolOutpu
     let (data, meta) = inner.root.read_all(path)?;
     inner.reads.check(path, &meta, &data, Need::Read)?;
     if looks_binary(&data) {
-        return Err(ToolError::new(format!("{} appears to be binary; it is not edited", display(path))));
+        return Err(ToolError::new(format!(
+            "{} appears to be binary; it is not edited",
+            display(path)
+        )));
     }
-    let content = String::from_utf8(data)
-        .map_err(|_| ToolError::new(format!("{} is not UTF-8 text; it is not edited", display(path))))?;
+    let content = String::from_utf8(data).map_err(|_| {
+        ToolError::new(format!(
+            "{} is not UTF-8 text; it is not edited",
+            display(path)
+        ))
+    })?;
     let (old, new) = match_line_endings(&content, &input.old_string, &new_string);
     let found = content.matches(old.as_str()).count();
     match found {
@@ -140,13 +158,17 @@ pub(crate) fn edit_file(inner: &Inner, input: EditInput) -> ToolResult<ToolOutpu
         }
     }
     if old == new {
-        return Ok(ToolOutput::text(format!("No change: new_string equals old_string in {path}.")));
+        return Ok(ToolOutput::text(format!(
+            "No change: new_string equals old_string in {path}."
+        )));
     }
     let at = content.find(old.as_str()).unwrap_or(0);
     let line = content[..at].matches('\n').count() + 1;
     let updated = content.replacen(old.as_str(), &new, 1);
     let meta = inner.root.write_replace(path, updated.as_bytes())?;
-    inner.reads.record_write(path, &meta, updated.as_bytes(), "edit_file");
+    inner
+        .reads
+        .record_write(path, &meta, updated.as_bytes(), "edit_file");
     Ok(ToolOutput::text(format!(
         "Edited {path}: replaced 1 occurrence at line {line}.\n{}",
         diff(path, &content, &updated)

@@ -3,11 +3,12 @@
 //! A call is checked first (program a bare name on the allow-list, no shell syntax, the
 //! read-only subset in a read-only workspace, the working directory resolved beneath the
 //! root), then spawned through `ar-process` in its own process group with a filtered
-//! environment, rlimits (heap, file size, CPU, no core files) and Landlock (`sandbox.rs`),
-//! and supervised (`run.rs`): its output is kept to the last bytes, a flood of output, a
-//! process count past the limit or the timeout stops the whole group.
+//! environment, rlimits (heap, file size, CPU, no core files), a pids cgroup of its own
+//! (`pids.rs`) and Landlock (`sandbox.rs`), and supervised (`run.rs`): its output is kept to
+//! the last bytes; a flood of output, reaching the process limit or the timeout stops it all.
 
 mod output;
+mod pids;
 mod run;
 mod sandbox;
 
@@ -43,7 +44,8 @@ pub struct CommandPolicy {
     pub memory_bytes: u64,
     /// The largest file a command may write (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
-    /// Processes the command's group may have at once before it is stopped.
+    /// Tasks (processes and threads) the command may have at once: the kernel refuses more
+    /// (pids cgroup), and a command that reaches the limit is stopped.
     pub max_processes: usize,
     /// Refuse to run when the kernel does not enforce Landlock (default true).
     pub require_landlock: bool,
@@ -68,14 +70,17 @@ impl Default for CommandPolicy {
     fn default() -> Self {
         Self {
             allowed_programs: DEFAULT_PROGRAMS.iter().map(|s| s.to_string()).collect(),
-            read_only_programs: DEFAULT_READ_ONLY_PROGRAMS.iter().map(|s| s.to_string()).collect(),
+            read_only_programs: DEFAULT_READ_ONLY_PROGRAMS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             default_timeout: Duration::from_secs(120),
             max_timeout: Duration::from_secs(900),
             output_bytes: 50_000,
             output_stop_bytes: 32 * 1024 * 1024,
             memory_bytes: 4 * 1024 * 1024 * 1024,
             file_size_bytes: 1024 * 1024 * 1024,
-            max_processes: 256,
+            max_processes: 1024,
             require_landlock: true,
             extra_read_paths: Vec::new(),
             path: None,
@@ -135,7 +140,9 @@ const SHELL_STARTS: &[&str] = &[">", "<", "|", "&&", ";", "2>", "&>", "$("];
 const COMMAND_STRING_OPERATORS: &[char] = &['|', '&', ';', '<', '>', '(', ')', '`', '$'];
 
 fn shell_syntax(arg: &str) -> bool {
-    SHELL_TOKENS.contains(&arg) || SHELL_STARTS.iter().any(|s| arg.starts_with(s)) || arg.contains("$(")
+    SHELL_TOKENS.contains(&arg)
+        || SHELL_STARTS.iter().any(|s| arg.starts_with(s))
+        || arg.contains("$(")
 }
 
 fn program_and_args(input: &RunInput) -> ToolResult<(String, Vec<String>)> {
@@ -145,7 +152,9 @@ fn program_and_args(input: &RunInput) -> ToolResult<(String, Vec<String>)> {
     }
     let command = input.command.as_deref().unwrap_or("").trim();
     if command.is_empty() {
-        return Err(ToolError::new("program is required (with its arguments in args)"));
+        return Err(ToolError::new(
+            "program is required (with its arguments in args)",
+        ));
     }
     if command.contains(COMMAND_STRING_OPERATORS) {
         return Err(ToolError::new(
@@ -157,13 +166,21 @@ fn program_and_args(input: &RunInput) -> ToolResult<(String, Vec<String>)> {
     Ok((program, words.collect()))
 }
 
-fn check_program(policy: &CommandPolicy, access: Access, program: &str, args: &[String]) -> ToolResult<()> {
+fn check_program(
+    policy: &CommandPolicy,
+    access: Access,
+    program: &str,
+    args: &[String],
+) -> ToolResult<()> {
     if program.contains('/') {
         return Err(ToolError::new(format!(
             "program must be a name from the allow-list, not a path (got {program:?})"
         )));
     }
-    if program.chars().any(|c| c.is_whitespace() || COMMAND_STRING_OPERATORS.contains(&c) || c == '\0') {
+    if program
+        .chars()
+        .any(|c| c.is_whitespace() || COMMAND_STRING_OPERATORS.contains(&c) || c == '\0')
+    {
         return Err(ToolError::new(format!(
             "program must be one name (got {program:?}); put its arguments in args; there is no shell"
         )));
@@ -195,7 +212,9 @@ fn read_only_git(args: &[String]) -> bool {
     };
     match sub.as_str() {
         "status" | "log" | "show" | "rev-parse" | "ls-files" | "grep" | "blame" => true,
-        "diff" => !args.iter().any(|a| a == "--output" || a.starts_with("--output=")),
+        "diff" => !args
+            .iter()
+            .any(|a| a == "--output" || a.starts_with("--output=")),
         _ => false,
     }
 }
@@ -248,7 +267,17 @@ mod tests {
 
     #[test]
     fn shell_syntax_is_recognised() {
-        for bad in ["|", "&&", ";", ">", ">out.txt", "2>&1", "$(whoami)", "x$(id)", "<in"] {
+        for bad in [
+            "|",
+            "&&",
+            ";",
+            ">",
+            ">out.txt",
+            "2>&1",
+            "$(whoami)",
+            "x$(id)",
+            "<in",
+        ] {
             assert!(shell_syntax(bad), "{bad}");
         }
         for fine in ["a|b", "--format=%h <%ae>", "-n", "foo;bar", "x>y"] {

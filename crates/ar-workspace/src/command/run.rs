@@ -4,11 +4,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ar_core::tool::ToolOutput;
-use ar_process::{EnvPolicy, Process, ProcessSpec, Resource, ResourceLimit, StdinMode};
+use ar_process::{
+    ChildLimits, EnvPolicy, Process, ProcessSpec, Resource, ResourceLimit, StdinMode,
+};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 use super::output::Tail;
+use super::pids::PidsCgroup;
 use super::sandbox::{toolchain_dirs, Rules, SandboxReport};
 use super::Checked;
 use crate::error::{ToolError, ToolResult};
@@ -18,7 +21,9 @@ use crate::Access;
 /// How often the supervisor counts the group's processes and looks for the leader's exit.
 const WATCH_INTERVAL: Duration = Duration::from_millis(20);
 /// Names copied from this process's environment; everything else is left out.
-const INHERITED_ENV: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "USER", "LOGNAME"];
+const INHERITED_ENV: &[&str] = &[
+    "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "USER", "LOGNAME",
+];
 
 /// Why a command stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,13 +49,28 @@ fn environment(inner: &Inner, checked: &Checked) -> (EnvPolicy, Option<PathBuf>)
     .with("PATH", path)
     .with("HOME", scratch.join("home").display().to_string())
     .with("TMPDIR", scratch.join("tmp").display().to_string())
-    .with("XDG_CACHE_HOME", scratch.join("cache").display().to_string())
-    .with("CARGO_HOME", scratch.join("cache/cargo").display().to_string())
+    .with(
+        "XDG_CACHE_HOME",
+        scratch.join("cache").display().to_string(),
+    )
+    .with(
+        "CARGO_HOME",
+        scratch.join("cache/cargo").display().to_string(),
+    )
     .with("GOPATH", scratch.join("cache/go").display().to_string())
-    .with("GOCACHE", scratch.join("cache/go-build").display().to_string())
+    .with(
+        "GOCACHE",
+        scratch.join("cache/go-build").display().to_string(),
+    )
     .with("GOFLAGS", "-modcacherw")
-    .with("npm_config_cache", scratch.join("cache/npm").display().to_string())
-    .with("PIP_CACHE_DIR", scratch.join("cache/pip").display().to_string())
+    .with(
+        "npm_config_cache",
+        scratch.join("cache/npm").display().to_string(),
+    )
+    .with(
+        "PIP_CACHE_DIR",
+        scratch.join("cache/pip").display().to_string(),
+    )
     .with("GIT_TERMINAL_PROMPT", "0")
     .with("GIT_PAGER", "cat")
     .with("PAGER", "cat");
@@ -61,7 +81,9 @@ fn environment(inner: &Inner, checked: &Checked) -> (EnvPolicy, Option<PathBuf>)
     let rustup = std::env::var_os("RUSTUP_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".rustup")))
-        .filter(|p| p.join("toolchains").is_dir() && matches!(checked.program.as_str(), "cargo" | "rustc"));
+        .filter(|p| {
+            p.join("toolchains").is_dir() && matches!(checked.program.as_str(), "cargo" | "rustc")
+        });
     if let Some(home) = &rustup {
         env = env.with("RUSTUP_HOME", home.display().to_string());
     }
@@ -79,15 +101,24 @@ fn limits(inner: &Inner, timeout: Duration) -> Vec<ResourceLimit> {
     ]
 }
 
-fn spawn(inner: &Inner, checked: &Checked) -> ToolResult<(Process, SandboxReport)> {
+fn spawn(
+    inner: &Inner,
+    checked: &Checked,
+    cgroup: Option<&PidsCgroup>,
+) -> ToolResult<(Process, SandboxReport)> {
     let (env, rustup) = environment(inner, checked);
-    let child_path = env.set.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
-    let resolved = ar_process::find_program(&checked.program, child_path.as_deref()).ok_or_else(|| {
-        ToolError::new(format!(
-            "program {:?} is allowed but not installed (not found in the command's PATH)",
-            checked.program
-        ))
-    })?;
+    let child_path = env
+        .set
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let resolved =
+        ar_process::find_program(&checked.program, child_path.as_deref()).ok_or_else(|| {
+            ToolError::new(format!(
+                "program {:?} is allowed but not installed (not found in the command's PATH)",
+                checked.program
+            ))
+        })?;
     let mut read = toolchain_dirs(&resolved, &checked.program, rustup.as_deref());
     read.extend(inner.policy.extra_read_paths.iter().cloned());
     let spec = ProcessSpec {
@@ -106,43 +137,98 @@ fn spawn(inner: &Inner, checked: &Checked) -> ToolResult<(Process, SandboxReport
         read,
         require: inner.policy.require_landlock,
     };
-    ar_process::spawn_confined(&spec, &limits(inner, checked.timeout), move || rules.restrict())
-        .map_err(|e| match &e {
-            ar_process::ProcessError::Spawn { source, .. }
-                if source.kind() == std::io::ErrorKind::Unsupported =>
-            {
-                ToolError::new(source.to_string())
-            }
-            _ => ToolError::new(format!("could not start {:?}: {e}", checked.program)),
-        })
+    let limits = limits(inner, checked.timeout);
+    let child = ChildLimits {
+        limits: &limits,
+        cgroup_procs: cgroup.map(PidsCgroup::procs_fd),
+    };
+    ar_process::spawn_confined(&spec, child, move || rules.restrict()).map_err(|e| match &e {
+        ar_process::ProcessError::Spawn { source, .. }
+            if source.kind() == std::io::ErrorKind::Unsupported =>
+        {
+            ToolError::new(source.to_string())
+        }
+        _ => ToolError::new(format!("could not start {:?}: {e}", checked.program)),
+    })
 }
 
 /// Runs a checked command to its end and reports it.
 pub(crate) async fn execute(inner: &Inner, checked: Checked) -> ToolResult<ToolOutput> {
     let started = Instant::now();
-    let (mut process, sandbox) = spawn(inner, &checked)?;
+    let cgroup = PidsCgroup::create(inner.policy.max_processes);
+    let (mut process, sandbox) = spawn(inner, &checked, cgroup.as_ref())?;
     let mut stdout = Tail::new(inner.policy.output_bytes);
-    let stop = supervise(inner, &checked, &mut process, &mut stdout).await;
+    let watch = Watch {
+        cgroup: cgroup.as_ref(),
+        pgid: process.pid() as i32,
+        max: inner.policy.max_processes,
+    };
+    let stop = supervise(inner, &checked, &watch, &mut process, &mut stdout).await;
     process.kill_group();
+    if let Some(cgroup) = &cgroup {
+        cgroup.kill_all();
+    }
     let exit = match tokio::time::timeout(Duration::from_secs(5), process.wait()).await {
         Ok(Ok(exit)) => Some(exit),
         _ => None,
     };
     let stderr = process.stderr_tail().snapshot();
-    Ok(report(inner, &checked, stop, exit, &stdout, &stderr, sandbox, started.elapsed()))
+    let limit = if cgroup.is_some() {
+        "cgroup"
+    } else {
+        "watchdog"
+    };
+    let mut output = report(
+        inner,
+        &checked,
+        stop,
+        exit,
+        &stdout,
+        &stderr,
+        sandbox,
+        started.elapsed(),
+    );
+    if let Some(structured) = output.structured.as_mut() {
+        structured["process_limit"] = json!(limit);
+    }
+    Ok(output)
+}
+
+/// How the supervisor sees the command's process count.
+struct Watch<'a> {
+    cgroup: Option<&'a PidsCgroup>,
+    pgid: i32,
+    max: usize,
+}
+
+impl Watch<'_> {
+    /// Whether the command reached its process limit: the kernel refused a fork in its pids
+    /// cgroup, or (without one) its process group has grown past the limit.
+    fn over(&self) -> bool {
+        match self.cgroup {
+            Some(cgroup) => cgroup.hit_limit(),
+            None => ar_process::group_members(self.pgid).len() > self.max,
+        }
+    }
 }
 
 /// Reads stdout into the tail until it closes, watching the clock, the output volume and
-/// the group's process count.
-async fn supervise(inner: &Inner, checked: &Checked, process: &mut Process, stdout: &mut Tail) -> Stop {
+/// the process count; then waits for the leader.
+async fn supervise(
+    inner: &Inner,
+    checked: &Checked,
+    limit: &Watch<'_>,
+    process: &mut Process,
+    stdout: &mut Tail,
+) -> Stop {
     let deadline = tokio::time::Instant::now() + checked.timeout;
     let mut pipe = process.take_stdout_raw();
     let mut stderr_lines = process.take_stderr_lines();
     let mut stderr_bytes: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
     // The first look after one interval: a quick command is done before it.
-    let mut watch = tokio::time::interval_at(tokio::time::Instant::now() + WATCH_INTERVAL, WATCH_INTERVAL);
-    let pgid = process.pid() as i32;
+    let mut watch =
+        tokio::time::interval_at(tokio::time::Instant::now() + WATCH_INTERVAL, WATCH_INTERVAL);
     loop {
         tokio::select! {
             read = async { match pipe.as_mut() { Some(p) => p.read(&mut buf).await, None => std::future::pending().await } } => {
@@ -159,7 +245,7 @@ async fn supervise(inner: &Inner, checked: &Checked, process: &mut Process, stdo
             }
             _ = tokio::time::sleep_until(deadline) => return Stop::TimedOut,
             _ = watch.tick() => {
-                if ar_process::group_members(pgid).len() > inner.policy.max_processes {
+                if limit.over() {
                     return Stop::TooManyProcesses;
                 }
                 // Once the leader has exited, what is left of its group goes with it, so the
@@ -171,7 +257,19 @@ async fn supervise(inner: &Inner, checked: &Checked, process: &mut Process, stdo
             return Stop::OutputFlood;
         }
         if pipe.is_none() && stderr_lines.is_none() {
-            return Stop::Exited;
+            break;
+        }
+    }
+    // Both pipes closed: a program may still be working without them.
+    loop {
+        tokio::select! {
+            _ = process.wait() => return Stop::Exited,
+            _ = tokio::time::sleep_until(deadline) => return Stop::TimedOut,
+            _ = watch.tick() => {
+                if limit.over() {
+                    return Stop::TooManyProcesses;
+                }
+            }
         }
     }
 }
@@ -206,7 +304,9 @@ fn report(
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    let status = exit.map(|e| e.to_string()).unwrap_or_else(|| "exit status unknown".to_string());
+    let status = exit
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "exit status unknown".to_string());
     let failure = match stop {
         Stop::TimedOut => Some(format!(
             "Command timed out after {} seconds and was stopped.",
@@ -217,7 +317,7 @@ fn report(
             inner.policy.output_stop_bytes
         )),
         Stop::TooManyProcesses => Some(format!(
-            "Command started more than {} processes and was stopped.",
+            "Command reached its limit of {} processes and threads and was stopped.",
             inner.policy.max_processes
         )),
         Stop::Exited if exit.is_some_and(|e| e.success()) => None,
@@ -257,5 +357,7 @@ fn report(
 
 fn denied(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    lower.contains("permission denied") || lower.contains("read-only file system") || lower.contains("operation not permitted")
+    lower.contains("permission denied")
+        || lower.contains("read-only file system")
+        || lower.contains("operation not permitted")
 }

@@ -71,7 +71,9 @@ pub(crate) struct Rules<'a> {
 }
 
 const ABI_USED: ABI = ABI::V6;
-const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"];
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
 const READ_DEVICES: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 
 fn other(error: impl std::fmt::Display) -> std::io::Error {
@@ -109,14 +111,18 @@ impl Rules<'_> {
                 RulesetStatus::NotEnforced => SandboxState::None,
             },
             abi: match status.landlock {
-                landlock::LandlockStatus::Available { effective_abi, kernel_abi } => {
-                    Some(kernel_abi.unwrap_or(effective_abi as i32))
-                }
+                landlock::LandlockStatus::Available {
+                    effective_abi,
+                    kernel_abi,
+                } => Some(kernel_abi.unwrap_or(effective_abi as i32)),
                 _ => None,
             },
         };
         if self.require && report.state == SandboxState::None {
-            return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, SANDBOX_MISSING));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                SANDBOX_MISSING,
+            ));
         }
         Ok(report)
     }
@@ -130,18 +136,28 @@ fn is_system(path: &Path) -> bool {
 /// above it when that is a tool's private tree (a path through a dot-directory: `~/.cargo`,
 /// `~/.pyenv`, an nvm version; never a plain home directory), for the name and for where
 /// its symlink leads; and rustup's home for `cargo` and `rustc`.
-pub(crate) fn toolchain_dirs(resolved: &Path, program: &str, rustup_home: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn toolchain_dirs(
+    resolved: &Path,
+    program: &str,
+    rustup_home: Option<&Path>,
+) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let canonical = std::fs::canonicalize(resolved).ok();
-    for path in [Some(resolved.to_path_buf()), canonical].into_iter().flatten() {
+    for path in [Some(resolved.to_path_buf()), canonical]
+        .into_iter()
+        .flatten()
+    {
         if is_system(&path) {
             continue;
         }
         let bin = path.parent().map(Path::to_path_buf);
         let top = bin.as_deref().and_then(Path::parent).map(Path::to_path_buf);
         let top = top.filter(|t| {
-            t.components()
-                .any(|c| c.as_os_str().to_str().is_some_and(|s| s.starts_with('.') && s.len() > 1))
+            t.components().any(|c| {
+                c.as_os_str()
+                    .to_str()
+                    .is_some_and(|s| s.starts_with('.') && s.len() > 1)
+            })
         });
         for dir in [bin, top].into_iter().flatten() {
             if dir.parent().is_some() && !out.contains(&dir) {

@@ -32,18 +32,66 @@ fn cases(fx: &Fixture) -> Vec<Case> {
     let outside_abs = fx.outside().join("secret.rs").display().to_string();
     let escapes: &'static [&'static str] = &["escapes the workspace root"];
     vec![
-        Case { name: "dot-dot", path: "../outside/secret.rs".into(), expect: escapes },
-        Case { name: "dot-dot inside a path", path: "src/../../outside/secret.rs".into(), expect: escapes },
-        Case { name: "absolute system path", path: "/etc/passwd".into(), expect: &["absolute paths are not allowed"] },
-        Case { name: "absolute path outside", path: outside_abs, expect: &["absolute paths are not allowed"] },
-        Case { name: "symlinked dir to /etc", path: "link_etc/passwd".into(), expect: escapes },
-        Case { name: "symlinked dir outside", path: "link_outside/secret.rs".into(), expect: escapes },
-        Case { name: "relative file symlink out", path: "link_secret.rs".into(), expect: &["escapes the workspace root", "symbolic link"] },
-        Case { name: "absolute file symlink out", path: "link_abs.rs".into(), expect: &["escapes the workspace root", "symbolic link"] },
-        Case { name: "hard link to a file outside", path: "hard.rs".into(), expect: &["hard links"] },
-        Case { name: "very long path", path: format!("{}x.rs", "a/".repeat(2100)), expect: &["too long"] },
-        Case { name: "very long component", path: format!("{}.rs", "x".repeat(300)), expect: &["too long"] },
-        Case { name: "NUL byte", path: "src/ma\0in.rs".into(), expect: &["NUL"] },
+        Case {
+            name: "dot-dot",
+            path: "../outside/secret.rs".into(),
+            expect: escapes,
+        },
+        Case {
+            name: "dot-dot inside a path",
+            path: "src/../../outside/secret.rs".into(),
+            expect: escapes,
+        },
+        Case {
+            name: "absolute system path",
+            path: "/etc/passwd".into(),
+            expect: &["absolute paths are not allowed"],
+        },
+        Case {
+            name: "absolute path outside",
+            path: outside_abs,
+            expect: &["absolute paths are not allowed"],
+        },
+        Case {
+            name: "symlinked dir to /etc",
+            path: "link_etc/passwd".into(),
+            expect: escapes,
+        },
+        Case {
+            name: "symlinked dir outside",
+            path: "link_outside/secret.rs".into(),
+            expect: escapes,
+        },
+        Case {
+            name: "relative file symlink out",
+            path: "link_secret.rs".into(),
+            expect: &["escapes the workspace root", "symbolic link"],
+        },
+        Case {
+            name: "absolute file symlink out",
+            path: "link_abs.rs".into(),
+            expect: &["escapes the workspace root", "symbolic link"],
+        },
+        Case {
+            name: "hard link to a file outside",
+            path: "hard.rs".into(),
+            expect: &["hard links"],
+        },
+        Case {
+            name: "very long path",
+            path: format!("{}x.rs", "a/".repeat(2100)),
+            expect: &["too long"],
+        },
+        Case {
+            name: "very long component",
+            path: format!("{}.rs", "x".repeat(300)),
+            expect: &["too long"],
+        },
+        Case {
+            name: "NUL byte",
+            path: "src/ma\0in.rs".into(),
+            expect: &["NUL"],
+        },
     ]
 }
 
@@ -63,18 +111,27 @@ fn tool_inputs(path: &str) -> Vec<(&'static str, Value)> {
     vec![
         ("read_file", json!({"path": path})),
         ("read_files", json!({"files": [{"path": path}]})),
-        ("read_file_range", json!({"path": path, "start_line": 1, "end_line": 1})),
+        (
+            "read_file_range",
+            json!({"path": path, "start_line": 1, "end_line": 1}),
+        ),
         ("list_directory", json!({"path": path})),
         ("search_files", json!({"pattern": "**", "path": path})),
         ("ripgrep", json!({"pattern": SECRET, "path": path})),
         ("grep", json!({"pattern": SECRET, "path": path})),
         ("list_symbols", json!({"path": path})),
         ("write_file", json!({"path": path, "content": "pwned"})),
-        ("edit_file", json!({"path": path, "old_string": "fn", "new_string": "pwned"})),
+        (
+            "edit_file",
+            json!({"path": path, "old_string": "fn", "new_string": "pwned"}),
+        ),
         ("apply_patch", patch("Update", path)),
         ("apply_patch", patch("Add", path)),
         ("apply_patch", patch("Delete", path)),
-        ("run_command", json!({"program": "ls", "working_directory": path})),
+        (
+            "run_command",
+            json!({"program": "ls", "working_directory": path}),
+        ),
     ]
 }
 
@@ -105,8 +162,16 @@ async fn every_file_tool_refuses_every_escape() {
             }
         }
     }
-    assert!(failures.is_empty(), "not refused as expected:\n{}", failures.join("\n\n"));
-    assert_eq!(fx.outside_snapshot(), before, "a file outside the root changed");
+    assert!(
+        failures.is_empty(),
+        "not refused as expected:\n{}",
+        failures.join("\n\n")
+    );
+    assert_eq!(
+        fx.outside_snapshot(),
+        before,
+        "a file outside the root changed"
+    );
     assert_eq!(std::fs::read("/etc/passwd").unwrap_or_default(), passwd);
 }
 
@@ -117,7 +182,10 @@ async fn searches_of_the_whole_root_do_not_follow_links_out() {
     for (tool, input) in [
         ("ripgrep", json!({"pattern": SECRET})),
         ("grep", json!({"pattern": SECRET})),
-        ("search_files", json!({"pattern": "**/*.rs", "query": SECRET})),
+        (
+            "search_files",
+            json!({"pattern": "**/*.rs", "query": SECRET}),
+        ),
     ] {
         let out = fx.call(tool, input).await;
         let text = ok(&out);
@@ -126,7 +194,10 @@ async fn searches_of_the_whole_root_do_not_follow_links_out() {
     let listed = fx.call("search_files", json!({"pattern": "**"})).await;
     let listed = ok(&listed);
     assert!(listed.contains("src/main.rs"), "{listed}");
-    assert!(!listed.contains("link_etc/"), "a symlinked directory was entered: {listed}");
+    assert!(
+        !listed.contains("link_etc/"),
+        "a symlinked directory was entered: {listed}"
+    );
 }
 
 #[tokio::test]
@@ -135,13 +206,27 @@ async fn a_path_that_was_fine_is_refused_once_a_symlink_replaces_it() {
     let swap = fx.root().join("swap");
     std::fs::create_dir(&swap).unwrap();
     std::fs::write(swap.join("secret.rs"), "fn inside() {}\n").unwrap();
-    ok(&fx.call("read_file", json!({"path": "swap/secret.rs"})).await);
+    ok(&fx
+        .call("read_file", json!({"path": "swap/secret.rs"}))
+        .await);
     std::fs::rename(&swap, fx.root().join("swap_was")).unwrap();
     symlink("../outside", &swap).unwrap();
-    let out = fx.call("read_file", json!({"path": "swap/secret.rs"})).await;
-    assert!(err(&out).contains("escapes the workspace root"), "{}", out.content);
-    let out = fx.call("write_file", json!({"path": "swap/new.rs", "content": "x"})).await;
-    assert!(err(&out).contains("escapes the workspace root"), "{}", out.content);
+    let out = fx
+        .call("read_file", json!({"path": "swap/secret.rs"}))
+        .await;
+    assert!(
+        err(&out).contains("escapes the workspace root"),
+        "{}",
+        out.content
+    );
+    let out = fx
+        .call("write_file", json!({"path": "swap/new.rs", "content": "x"}))
+        .await;
+    assert!(
+        err(&out).contains("escapes the workspace root"),
+        "{}",
+        out.content
+    );
     assert!(!fx.outside().join("new.rs").exists());
 }
 
@@ -182,10 +267,17 @@ async fn a_symlink_swapped_in_while_tools_run_never_leads_outside() {
             ("read_file", json!({"path": "race/secret.rs"})),
             ("ripgrep", json!({"pattern": "fn", "path": "race"})),
             ("list_symbols", json!({"path": "race/secret.rs"})),
-            ("write_file", json!({"path": format!("race/new{i}.rs"), "content": "pwned"})),
+            (
+                "write_file",
+                json!({"path": format!("race/new{i}.rs"), "content": "pwned"}),
+            ),
         ] {
             let out = fx.call(tool, input).await;
-            assert!(!out.content.contains(SECRET), "{tool} read outside: {}", out.content);
+            assert!(
+                !out.content.contains(SECRET),
+                "{tool} read outside: {}",
+                out.content
+            );
             if tool == "read_file" && !out.is_error {
                 inside_reads += 1;
             }
@@ -195,5 +287,9 @@ async fn a_symlink_swapped_in_while_tools_run_never_leads_outside() {
     let swaps = swapper.join().unwrap();
     assert!(swaps > 10, "the swapper barely ran ({swaps} swaps)");
     assert!(inside_reads > 0, "no read ever saw the real directory");
-    assert_eq!(fx.outside_snapshot(), before, "a file appeared or changed outside the root");
+    assert_eq!(
+        fx.outside_snapshot(),
+        before,
+        "a file appeared or changed outside the root"
+    );
 }

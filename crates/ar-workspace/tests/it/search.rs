@@ -36,19 +36,43 @@ async fn ripgrep_respects_gitignore_hidden_files_and_types() {
     for hidden in ["target/", "build.log", ".hidden", "node_modules"] {
         assert!(!text.contains(hidden), "{hidden} searched: {text}");
     }
-    let rust = fx.call("ripgrep", json!({"pattern": "needle", "file_type": "rust"})).await;
+    let rust = fx
+        .call("ripgrep", json!({"pattern": "needle", "file_type": "rust"}))
+        .await;
     assert!(ok(&rust).contains("src/lib.rs") && !rust.content.contains("util.py"));
-    let unknown = fx.call("ripgrep", json!({"pattern": "x", "file_type": "nonsense"})).await;
+    let unknown = fx
+        .call("ripgrep", json!({"pattern": "x", "file_type": "nonsense"}))
+        .await;
     assert!(err(&unknown).contains("unknown file_type"));
-    let context = fx.call("ripgrep", json!({"pattern": "needle", "path": "docs", "context_lines": 1})).await;
-    assert_eq!(ok(&context), "docs/guide.md-2-two\ndocs/guide.md:3:needle\ndocs/guide.md-4-three");
-    let upper = fx.call("ripgrep", json!({"pattern": "NEEDLE", "case_insensitive": true, "path": "docs"})).await;
+    let context = fx
+        .call(
+            "ripgrep",
+            json!({"pattern": "needle", "path": "docs", "context_lines": 1}),
+        )
+        .await;
+    assert_eq!(
+        ok(&context),
+        "docs/guide.md-2-two\ndocs/guide.md:3:needle\ndocs/guide.md-4-three"
+    );
+    let upper = fx
+        .call(
+            "ripgrep",
+            json!({"pattern": "NEEDLE", "case_insensitive": true, "path": "docs"}),
+        )
+        .await;
     assert!(ok(&upper).contains("docs/guide.md:3:needle"));
-    let literal = fx.call("ripgrep", json!({"pattern": "fn needle()", "fixed_strings": true})).await;
+    let literal = fx
+        .call(
+            "ripgrep",
+            json!({"pattern": "fn needle()", "fixed_strings": true}),
+        )
+        .await;
     assert!(ok(&literal).contains("src/lib.rs:1:"));
     let bad = fx.call("ripgrep", json!({"pattern": "(unclosed"})).await;
     assert!(err(&bad).contains("invalid pattern"));
-    let wide = fx.call("ripgrep", json!({"pattern": "x", "context_lines": 6})).await;
+    let wide = fx
+        .call("ripgrep", json!({"pattern": "x", "context_lines": 6}))
+        .await;
     assert!(err(&wide).contains("between 0 and 5"));
 }
 
@@ -59,11 +83,25 @@ async fn results_are_cut_at_max_results() {
     std::fs::write(fx.root().join("many.txt"), lines).unwrap();
     let out = fx.call("ripgrep", json!({"pattern": "hit"})).await;
     let text = ok(&out);
-    assert_eq!(text.lines().filter(|l| l.starts_with("many.txt:")).count(), 50);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("many.txt:")).count(),
+        50
+    );
     assert!(text.contains("results cut at 50"));
-    let out = fx.call("grep", json!({"pattern": "hit", "max_results": 200})).await;
-    assert_eq!(ok(&out).lines().filter(|l| l.starts_with("many.txt:")).count(), 200);
-    assert!(err(&fx.call("grep", json!({"pattern": "hit", "max_results": 201})).await).contains("between 1 and 200"));
+    let out = fx
+        .call("grep", json!({"pattern": "hit", "max_results": 200}))
+        .await;
+    assert_eq!(
+        ok(&out)
+            .lines()
+            .filter(|l| l.starts_with("many.txt:"))
+            .count(),
+        200
+    );
+    assert!(err(&fx
+        .call("grep", json!({"pattern": "hit", "max_results": 201}))
+        .await)
+    .contains("between 1 and 200"));
 }
 
 #[tokio::test]
@@ -72,9 +110,16 @@ async fn grep_searches_hidden_and_ignored_files_but_not_vendored_dirs() {
     lay_tree(&fx);
     let out = fx.call("grep", json!({"pattern": "needle"})).await;
     let text = ok(&out);
-    assert!(text.contains("build.log:1:") && text.contains(".hidden/config.rs:1:") && text.contains("target/debug/out.rs:1:"), "{text}");
+    assert!(
+        text.contains("build.log:1:")
+            && text.contains(".hidden/config.rs:1:")
+            && text.contains("target/debug/out.rs:1:"),
+        "{text}"
+    );
     assert!(!text.contains("node_modules"), "{text}");
-    let only_py = fx.call("grep", json!({"pattern": "needle", "include": "*.py"})).await;
+    let only_py = fx
+        .call("grep", json!({"pattern": "needle", "include": "*.py"}))
+        .await;
     assert_eq!(ok(&only_py), "src/util.py:1:def needle():");
     let none = fx.call("grep", json!({"pattern": "absent-word"})).await;
     assert_eq!(ok(&none), "No matches found.");
@@ -88,9 +133,26 @@ async fn search_files_matches_globs_and_queries() {
     assert_eq!(ok(&top), "build.log");
     let deep = fx.call("search_files", json!({"pattern": "**/*.rs"})).await;
     let text = ok(&deep);
-    assert!(text.contains("src/lib.rs") && text.contains("src/main.rs") && !text.contains("node_modules"), "{text}");
-    let query = fx.call("search_files", json!({"pattern": "src/*", "query": "needle"})).await;
+    assert!(
+        text.contains("src/lib.rs")
+            && text.contains("src/main.rs")
+            && !text.contains("node_modules"),
+        "{text}"
+    );
+    let query = fx
+        .call(
+            "search_files",
+            json!({"pattern": "src/*", "query": "needle"}),
+        )
+        .await;
     let text = ok(&query);
-    assert!(text.contains("src/lib.rs:1: pub fn needle() {}") && text.contains("src/util.py:1: def needle():"), "{text}");
-    assert!(err(&fx.call("search_files", json!({"pattern": "[unclosed"})).await).contains("invalid glob"));
+    assert!(
+        text.contains("src/lib.rs:1: pub fn needle() {}")
+            && text.contains("src/util.py:1: def needle():"),
+        "{text}"
+    );
+    assert!(err(&fx
+        .call("search_files", json!({"pattern": "[unclosed"}))
+        .await)
+    .contains("invalid glob"));
 }

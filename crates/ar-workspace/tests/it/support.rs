@@ -73,36 +73,49 @@ pub fn fixture_with(access: Access, policy: CommandPolicy) -> Fixture {
     std::fs::create_dir_all(root.join("src")).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.rs"), format!("fn {SECRET}() {{}}\n")).unwrap();
-    std::fs::write(root.join("src/main.rs"), "fn main() {\n    println!(\"hi\");\n}\n").unwrap();
+    std::fs::write(
+        root.join("src/main.rs"),
+        "fn main() {\n    println!(\"hi\");\n}\n",
+    )
+    .unwrap();
     let tools = WorkspaceTools::with_policy(&root, access, policy).unwrap();
     Fixture { dir, tools }
 }
 
-pub fn text(output: &ToolOutput) -> &str {
-    &output.content
-}
-
 pub fn ok(output: &ToolOutput) -> &str {
-    assert!(!output.is_error, "expected success, got: {}", output.content);
+    assert!(
+        !output.is_error,
+        "expected success, got: {}",
+        output.content
+    );
     &output.content
 }
 
 pub fn err(output: &ToolOutput) -> &str {
-    assert!(output.is_error, "expected a tool error, got: {}", output.content);
+    assert!(
+        output.is_error,
+        "expected a tool error, got: {}",
+        output.content
+    );
     &output.content
 }
 
 /// Whether Landlock confines commands here. Missing, the sandbox tests skip with a loud
 /// message locally and fail under CI=true.
 pub async fn landlock_enforced(fx: &Fixture) -> bool {
-    let out = fx.call("run_command", json!({"program": "echo", "args": ["probe"]})).await;
+    let out = fx
+        .call("run_command", json!({"program": "echo", "args": ["probe"]}))
+        .await;
     let full = out
         .structured
         .as_ref()
         .and_then(|s| s["sandbox"]["state"].as_str())
         == Some("full");
     if !full {
-        let why = format!("Landlock is not fully enforced on this kernel: {}", out.content);
+        let why = format!(
+            "Landlock is not fully enforced on this kernel: {}",
+            out.content
+        );
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("{why}");
         }
@@ -115,14 +128,20 @@ pub async fn landlock_enforced(fx: &Fixture) -> bool {
 pub fn processes_with(marker: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
+        let zombie = stat
+            .rfind(')')
+            .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
         if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
             out.push(pid);
         }
