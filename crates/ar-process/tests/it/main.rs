@@ -171,8 +171,12 @@ async fn a_confined_child_gets_its_limits_and_the_spawning_threads_setup() {
         ResourceLimit::new(Resource::FileSize, 1024 * 1024),
         ResourceLimit::new(Resource::CoreFile, 0),
     ];
+    let child = ChildLimits {
+        limits: &limits,
+        cgroup_procs: None,
+    };
     let (mut p, setup_thread) =
-        spawn_confined(&sh("cat /proc/self/limits", tmp.path()), &limits, || {
+        spawn_confined(&sh("cat /proc/self/limits", tmp.path()), child, || {
             Ok(std::thread::current().id())
         })
         .unwrap();
@@ -208,4 +212,47 @@ async fn a_failing_confinement_setup_spawns_nothing() {
     assert!(err.to_string().contains("no sandbox here"), "{err}");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!tmp.path().join("made").exists());
+}
+
+#[tokio::test]
+async fn a_confined_child_joins_the_cgroup_before_it_runs() {
+    // A pids cgroup of cgroup v1 (this machine kind); elsewhere the test has nothing to use.
+    let dir = std::path::Path::new("/sys/fs/cgroup/pids")
+        .join(format!("ar-process-test-{}", std::process::id()));
+    if std::fs::create_dir(&dir).is_err() {
+        eprintln!("SKIPPED: no writable cgroup v1 pids hierarchy here");
+        return;
+    }
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = ar_process::ChildLimits {
+        limits: &[],
+        cgroup_procs: Some(std::os::fd::AsFd::as_fd(&procs)),
+    };
+    let (mut p, ()) =
+        ar_process::spawn_confined(&sh("cat /proc/self/cgroup", tmp.path()), child, || Ok(()))
+            .unwrap();
+    let mut out = p.take_stdout().unwrap();
+    let mut lines = Vec::new();
+    while let Some(l) = out.next_line().await.unwrap() {
+        lines.push(l.text);
+    }
+    p.wait().await.unwrap();
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(":pids:") && l.ends_with(&name)),
+        "{lines:?}"
+    );
+    for _ in 0..100 {
+        if std::fs::remove_dir(&dir).is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("the test cgroup could not be removed");
 }
