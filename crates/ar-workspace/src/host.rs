@@ -1,14 +1,14 @@
 //! `WorkspaceTools`: one run's tool host over one root, and the dispatch of a call to its tool.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use ar_core::tool::{ToolContext, ToolDefinition, ToolHost, ToolOutput};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::command::{self, CommandPolicy, Scratch};
+use crate::command::{self, CommandPolicy, PidsCgroup, Scratch};
 use crate::error::{ToolError, ToolResult, WorkspaceError};
 use crate::fs::Root;
 use crate::state::ReadState;
@@ -30,6 +30,10 @@ pub(crate) struct Inner {
     pub reads: ReadState,
     pub policy: CommandPolicy,
     pub scratch: Scratch,
+    /// The run's pids cgroup for commands, made at the first one (`None`: not available).
+    pub cgroup: OnceLock<Option<PidsCgroup>>,
+    /// Held while a command runs.
+    pub commands: tokio::sync::Mutex<()>,
     mutation: Mutex<()>,
 }
 
@@ -75,6 +79,8 @@ impl WorkspaceTools {
                 reads: ReadState::default(),
                 policy,
                 scratch,
+                cgroup: OnceLock::new(),
+                commands: tokio::sync::Mutex::new(()),
                 mutation: Mutex::new(()),
             }),
         })

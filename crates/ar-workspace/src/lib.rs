@@ -13,8 +13,9 @@
 //!   swapped in after a check cannot lead outside; hard-linked files are refused;
 //! - `run_command` runs an allow-listed program without a shell, through `ar-process`
 //!   (its own process group, killed on timeout), with a filtered environment, rlimits, a
-//!   process-count watchdog, bounded output, and under Landlock: writes only inside the
-//!   root (none at all in a read-only workspace), reads only of the root and system paths.
+//!   pids cgroup of its own (a watchdog where cgroups cannot be used), bounded output, and
+//!   under Landlock: writes only inside the root (none at all in a read-only workspace),
+//!   reads only of the root and system paths, no signals to processes outside.
 //!
 //! Failures of a call are tool errors (`ToolOutput::error`) with a message for the model,
 //! never panics or Rust errors.

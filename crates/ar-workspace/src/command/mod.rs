@@ -3,7 +3,7 @@
 //! A call is checked first (program a bare name on the allow-list, no shell syntax, the
 //! read-only subset in a read-only workspace, the working directory resolved beneath the
 //! root), then spawned through `ar-process` in its own process group with a filtered
-//! environment, rlimits (heap, file size, CPU, no core files), a pids cgroup of its own
+//! environment, rlimits (heap, file size, CPU, no core files), the run's pids cgroup
 //! (`pids.rs`) and Landlock (`sandbox.rs`), and supervised (`run.rs`): its output is kept to
 //! the last bytes; a flood of output, reaching the process limit or the timeout stops it all.
 
@@ -18,6 +18,7 @@ use std::time::Duration;
 use ar_core::tool::ToolOutput;
 use serde::Deserialize;
 
+pub(crate) use pids::PidsCgroup;
 pub use sandbox::{SandboxReport, SandboxState};
 
 use crate::error::{ToolError, ToolResult};

@@ -1,7 +1,9 @@
-//! A pids cgroup per command: the kernel caps the tasks (processes and threads) a command and
-//! everything it starts may have, so a fork bomb fails to fork instead of exhausting the
-//! machine's process table; and every process of the command, even one that left its
-//! process group with `setsid`, can be found and killed.
+//! A pids cgroup per host (one run's commands, which run one at a time): the kernel caps the
+//! tasks (processes and threads) a command and everything it starts may have, so a fork bomb
+//! fails to fork instead of exhausting the machine's process table; and every process of the
+//! command, even one that left its process group with `setsid`, can be found and killed.
+//! It is made at the first command and removed with the host (making and removing one per
+//! command cost milliseconds each time).
 //!
 //! The child joins the cgroup itself before exec (`ar_process::ChildLimits::cgroup_procs`).
 //! Without a writable pids controller (no cgroup file system, cgroup v2 whose parent does not
@@ -13,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One command's pids cgroup, removed on drop (after its processes are killed).
+/// A run's pids cgroup, removed on drop (after its processes are killed).
 pub(crate) struct PidsCgroup {
     dir: PathBuf,
     procs: File,
@@ -75,8 +77,8 @@ impl PidsCgroup {
         self.procs.as_fd()
     }
 
-    /// Whether a fork or clone was refused for the limit.
-    pub fn hit_limit(&self) -> bool {
+    /// How many forks and clones the limit has refused so far.
+    pub fn refused(&self) -> u64 {
         std::fs::read_to_string(self.dir.join("pids.events"))
             .ok()
             .and_then(|events| {
@@ -85,7 +87,7 @@ impl PidsCgroup {
                     .find_map(|l| l.strip_prefix("max "))
                     .and_then(|n| n.trim().parse::<u64>().ok())
             })
-            .is_some_and(|refused| refused > 0)
+            .unwrap_or(0)
     }
 
     fn members(&self) -> Vec<i32> {

@@ -154,18 +154,25 @@ fn spawn(
 
 /// Runs a checked command to its end and reports it.
 pub(crate) async fn execute(inner: &Inner, checked: Checked) -> ToolResult<ToolOutput> {
+    // One command of a run at a time: they share the run's cgroup, whose leftovers are
+    // killed when a command ends.
+    let _one_at_a_time = inner.commands.lock().await;
     let started = Instant::now();
-    let cgroup = PidsCgroup::create(inner.policy.max_processes);
-    let (mut process, sandbox) = spawn(inner, &checked, cgroup.as_ref())?;
+    let cgroup = inner
+        .cgroup
+        .get_or_init(|| PidsCgroup::create(inner.policy.max_processes))
+        .as_ref();
+    let baseline = cgroup.map_or(0, PidsCgroup::refused);
+    let (mut process, sandbox) = spawn(inner, &checked, cgroup)?;
     let mut stdout = Tail::new(inner.policy.output_bytes);
     let watch = Watch {
-        cgroup: cgroup.as_ref(),
+        cgroup: cgroup.map(|c| (c, baseline)),
         pgid: process.pid() as i32,
         max: inner.policy.max_processes,
     };
     let stop = supervise(inner, &checked, &watch, &mut process, &mut stdout).await;
     process.kill_group();
-    if let Some(cgroup) = &cgroup {
+    if let Some(cgroup) = cgroup {
         cgroup.kill_all();
     }
     let exit = match tokio::time::timeout(Duration::from_secs(5), process.wait()).await {
@@ -196,7 +203,8 @@ pub(crate) async fn execute(inner: &Inner, checked: Checked) -> ToolResult<ToolO
 
 /// How the supervisor sees the command's process count.
 struct Watch<'a> {
-    cgroup: Option<&'a PidsCgroup>,
+    /// The cgroup and its refusals before this command.
+    cgroup: Option<(&'a PidsCgroup, u64)>,
     pgid: i32,
     max: usize,
 }
@@ -206,7 +214,7 @@ impl Watch<'_> {
     /// cgroup, or (without one) its process group has grown past the limit.
     fn over(&self) -> bool {
         match self.cgroup {
-            Some(cgroup) => cgroup.hit_limit(),
+            Some((cgroup, before)) => cgroup.refused() > before,
             None => ar_process::group_members(self.pgid).len() > self.max,
         }
     }
