@@ -119,13 +119,63 @@ impl PidsCgroup {
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
         self.kill_all();
-        // A cgroup can be removed once its last task has gone (exit is asynchronous).
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+        // A cgroup can be removed once its last task is gone; killed processes whose parent
+        // died too linger as zombies until init reaps them, so a slow removal finishes in
+        // the background rather than holding up the caller.
+        for _ in 0..10 {
+            if remove(&self.dir) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        tracing::warn!(cgroup = %self.dir.display(), "a command's pids cgroup could not be removed");
+        let dir = self.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ar-workspace-cgroup-rmdir".into())
+            .spawn(move || {
+                for _ in 0..600 {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    if remove(&dir) {
+                        return;
+                    }
+                }
+                tracing::warn!(cgroup = %dir.display(), "a run's pids cgroup could not be removed");
+            });
+        if spawned.is_err() {
+            tracing::warn!(cgroup = %self.dir.display(), "a run's pids cgroup was left behind");
+        }
+    }
+}
+
+fn remove(dir: &Path) -> bool {
+    std::fs::remove_dir(dir).is_ok() || !dir.exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_caps_its_tasks_and_goes_with_its_owner() {
+        let Some(cgroup) = PidsCgroup::create(7) else {
+            eprintln!("SKIPPED: no writable pids cgroup here");
+            return;
+        };
+        let dir = cgroup.dir.clone();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "7"
+        );
+        assert_eq!(cgroup.refused(), 0);
+        assert!(cgroup.members().is_empty());
+        drop(cgroup);
+        for _ in 0..100 {
+            if !dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("{} was not removed", dir.display());
     }
 }

@@ -288,34 +288,9 @@ async fn a_fork_bomb_is_stopped_and_leaves_nothing() {
         "fork bomb processes left"
     );
     // Where the pids controller is writable (cgroup v1 as root here) the kernel held the bomb
-    // to 32 tasks in the run's cgroup, which goes with the host.
+    // to 32 tasks in the run's cgroup (its removal is tested in `pids.rs`).
     let limit = out.structured.as_ref().unwrap()["process_limit"].clone();
     eprintln!("fork bomb contained by: {limit}");
-    let ours = format!("ar-workspace-{}-", std::process::id());
-    // Beside this process's own cgroup of the v1 pids hierarchy.
-    let table = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let own = table
-        .lines()
-        .find_map(|l| {
-            l.split_once(":pids:")
-                .map(|(_, path)| path.trim_start_matches('/').to_string())
-        })
-        .unwrap_or_default();
-    let parent = std::path::Path::new("/sys/fs/cgroup/pids").join(own);
-    let cgroups = || {
-        std::fs::read_dir(&parent)
-            .map(|dir| {
-                dir.flatten()
-                    .filter(|e| e.file_name().to_string_lossy().starts_with(&ours))
-                    .count()
-            })
-            .unwrap_or(0)
-    };
-    if limit == "cgroup" {
-        assert_eq!(cgroups(), 1, "the run's cgroup is where it should be");
-    }
-    drop(fx);
-    assert_eq!(cgroups(), 0, "the run's cgroup was left behind");
 }
 
 #[tokio::test]
