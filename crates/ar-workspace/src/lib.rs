@@ -33,7 +33,7 @@ mod state;
 mod symbols;
 mod write;
 
-pub use command::{CommandPolicy, SandboxReport, SandboxState};
+pub use command::{kernel_process_limit_available, CommandPolicy, SandboxReport, SandboxState};
 pub use error::WorkspaceError;
 pub use host::WorkspaceTools;
 pub use schema::TOOL_NAMES;

@@ -21,6 +21,13 @@ use serde::Deserialize;
 pub(crate) use pids::PidsCgroup;
 pub use sandbox::{SandboxReport, SandboxState};
 
+/// Whether the kernel can cap the processes of a command here (a writable pids cgroup). As
+/// root, `RLIMIT_NPROC` binds nothing, so without one a fork bomb is only chased by a
+/// watchdog; tests that launch one must not run then.
+pub fn kernel_process_limit_available() -> bool {
+    PidsCgroup::create(1).is_some()
+}
+
 use crate::error::{ToolError, ToolResult};
 use crate::host::Inner;
 use crate::Access;

@@ -269,6 +269,14 @@ async fn a_fork_bomb_is_stopped_and_leaves_nothing() {
     if !landlock_enforced(&fx).await {
         return;
     }
+    // Without a kernel cap a fork bomb as root can exhaust the machine's process table and
+    // take every other test (and the CI machine) with it: never launch one then.
+    if !ar_workspace::kernel_process_limit_available() {
+        let why = "no writable pids cgroup: the fork bomb test cannot be contained here";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("!!!!! SKIPPED a_fork_bomb_is_stopped_and_leaves_nothing: {why}");
+        return;
+    }
     let marker = "ar_ws_forkbomb_marker";
     let script = format!("# {marker}\nimport os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)");
     let out = fx
