@@ -1,4 +1,5 @@
-//! The only place that spawns processes: explicit cwd, filtered env, own process group killed on drop, stderr drained.
+//! The only place that spawns processes: explicit cwd, filtered env, own process group killed on drop, stderr drained,
+//! optionally confined (resource limits, per-thread sandboxes the child inherits: [`spawn_confined`]).
 //!
 //! Every child is started in a process group of its own (the child is the group leader).
 //! [`Process::wait`] reaps the leader and then kills whatever is left of the group, and
@@ -6,6 +7,7 @@
 //! run or tool call outlives it. Stderr is drained by a background task into a bounded tail
 //! (and, for whoever wants them, a bounded channel of lines that never blocks the child).
 
+mod confine;
 mod lines;
 
 use std::collections::VecDeque;
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 
+pub use confine::{spawn_confined, ChildLimits, Resource, ResourceLimit};
 pub use lines::{Line, LineReader, MAX_LINE_BYTES};
 
 /// Bytes of stderr kept in the tail.
@@ -342,6 +345,14 @@ fn prepare_workdir(spec: &ProcessSpec) -> Result<(), ProcessError> {
 /// Starts a child in a new process group with the given directory, environment and stdin.
 /// Stdout is piped (read it with [`Process::take_stdout`]); stderr is drained in the background.
 pub fn spawn(spec: &ProcessSpec) -> Result<Process, ProcessError> {
+    spawn_command(spec, |_| {})
+}
+
+/// [`spawn`], with `adjust` given the command last (the confined spawn's pre-exec hook).
+fn spawn_command(
+    spec: &ProcessSpec,
+    adjust: impl FnOnce(&mut Command),
+) -> Result<Process, ProcessError> {
     if spec.program.trim().is_empty() {
         return Err(ProcessError::InvalidSpec("program is empty".into()));
     }
@@ -384,6 +395,7 @@ pub fn spawn(spec: &ProcessSpec) -> Result<Process, ProcessError> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    adjust(&mut cmd);
     let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
         program: spec.program.clone(),
         source,

@@ -32,6 +32,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
         ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
         ("ar-client", &["ar-wire"][..]),
+        ("ar-workspace", &["ar-core", "ar-process"][..]),
         (
             "ar-server",
             &[
@@ -64,6 +65,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-process",
                 "ar-mcp",
                 "ar-test-support",
+                "ar-workspace",
             ][..],
         ),
         (

@@ -160,3 +160,99 @@ async fn raw_stdout_and_try_wait_see_the_exit_without_blocking() {
     // The leader's exit swept the background sleep of its group.
     assert_eq!(wait_gone(pgid).await, Vec::<u32>::new());
 }
+
+#[tokio::test]
+async fn a_confined_child_gets_its_limits_and_the_spawning_threads_setup() {
+    use ar_process::{spawn_confined, ChildLimits, Resource, ResourceLimit};
+    let tmp = tempfile::tempdir().unwrap();
+    let caller = std::thread::current().id();
+    let limits = [
+        ResourceLimit::new(Resource::Data, 512 * 1024 * 1024),
+        ResourceLimit::new(Resource::FileSize, 1024 * 1024),
+        ResourceLimit::new(Resource::CoreFile, 0),
+    ];
+    let child = ChildLimits {
+        limits: &limits,
+        cgroup_procs: None,
+    };
+    let (mut p, setup_thread) =
+        spawn_confined(&sh("cat /proc/self/limits", tmp.path()), child, || {
+            Ok(std::thread::current().id())
+        })
+        .unwrap();
+    // The setup ran on a thread of its own, so what it restricts stays off this one.
+    assert_ne!(setup_thread, caller);
+    let mut out = p.take_stdout().unwrap();
+    let mut lines = Vec::new();
+    while let Some(l) = out.next_line().await.unwrap() {
+        lines.push(l.text);
+    }
+    assert!(p.wait().await.unwrap().success());
+    let limit = |name: &str| {
+        let line = lines.iter().find(|l| l.starts_with(name)).unwrap();
+        line[name.len()..]
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(limit("Max data size"), "536870912 536870912");
+    assert_eq!(limit("Max file size"), "1048576 1048576");
+    assert_eq!(limit("Max core file size"), "0 0");
+}
+
+#[tokio::test]
+async fn a_failing_confinement_setup_spawns_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let child = ar_process::ChildLimits::default();
+    let err = ar_process::spawn_confined(&sh("touch made", tmp.path()), child, || {
+        Err::<(), _>(std::io::Error::other("no sandbox here"))
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("no sandbox here"), "{err}");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!tmp.path().join("made").exists());
+}
+
+#[tokio::test]
+async fn a_confined_child_joins_the_cgroup_before_it_runs() {
+    // A pids cgroup of cgroup v1 (this machine kind); elsewhere the test has nothing to use.
+    let dir = std::path::Path::new("/sys/fs/cgroup/pids")
+        .join(format!("ar-process-test-{}", std::process::id()));
+    if std::fs::create_dir(&dir).is_err() {
+        eprintln!("SKIPPED: no writable cgroup v1 pids hierarchy here");
+        return;
+    }
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = ar_process::ChildLimits {
+        limits: &[],
+        cgroup_procs: Some(std::os::fd::AsFd::as_fd(&procs)),
+    };
+    let (mut p, ()) =
+        ar_process::spawn_confined(&sh("cat /proc/self/cgroup", tmp.path()), child, || Ok(()))
+            .unwrap();
+    let mut out = p.take_stdout().unwrap();
+    let mut lines = Vec::new();
+    while let Some(l) = out.next_line().await.unwrap() {
+        lines.push(l.text);
+    }
+    p.wait().await.unwrap();
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(":pids:") && l.ends_with(&name)),
+        "{lines:?}"
+    );
+    for _ in 0..100 {
+        if std::fs::remove_dir(&dir).is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("the test cgroup could not be removed");
+}

@@ -4,6 +4,7 @@ mod mcp;
 mod nats_lag;
 mod proc_stats;
 mod service;
+mod tools;
 
 use clap::Args;
 
@@ -11,7 +12,8 @@ use clap::Args;
 pub struct BenchArgs {
     /// Which benchmark: `service` (the 5-step agent over HTTP), `dispatch` (process dispatch
     /// overhead and streaming under load), `studio` (command stream latency and throughput) or
-    /// `mcp` (the MCP client's overhead per tool call on a reused session).
+    /// `mcp` (the MCP client's overhead per tool call on a reused session) or `tools` (the
+    /// workspace tools: `read_file`, `ripgrep`, `run_command` overhead).
     #[arg(default_value = "service")]
     pub which: String,
     /// Store backends to measure (`sqlite`, `postgres`, or `both`).
@@ -67,9 +69,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(())
         }
         "mcp" => mcp::run(args.calls).await,
+        "tools" => tools::run().await,
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?} (expected: service, dispatch, studio or mcp)"
+                "unknown benchmark {other:?} (expected: service, dispatch, studio, mcp or tools)"
             )
         }
     }
