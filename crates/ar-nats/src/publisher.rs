@@ -72,6 +72,33 @@ pub(crate) struct Publisher {
     /// Events in flight allowed now: `max_in_flight`, or 1 after a failure.
     window: usize,
     backoff: Duration,
+    /// Whether this sink publishes, or another replica's sink does and this one stands by.
+    role: Role,
+}
+
+/// Replicas sharing a store share the sink's cursor; the one whose cursor write finds the
+/// cursor moved by another stands by, watching it, and takes over when it stops moving while
+/// events wait after it. (Both publishing would be correct, JetStream drops the copies, but
+/// costs every replica the work, and a replica far behind could republish past the window.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Active,
+    Standby {
+        /// The cursor as last read from the store.
+        seen: i64,
+        /// Checks in a row that found it unmoved with events after it.
+        stalled: u32,
+    },
+}
+
+/// Stalled checks (one per poll interval) after which a standby sink takes over.
+const TAKE_OVER_AFTER: u32 = 2;
+
+/// Why [`Publisher::stream`] returned without an error.
+enum Stopped {
+    Cancelled,
+    /// Another replica publishes: stand by.
+    Standby,
 }
 
 impl Publisher {
@@ -83,6 +110,7 @@ impl Publisher {
             stored: parts.cursor,
             window: parts.tuning.max_in_flight.max(1),
             backoff: parts.tuning.initial_backoff,
+            role: Role::Active,
             parts,
         }
     }
@@ -97,8 +125,15 @@ impl Publisher {
             return;
         }
         while !cancel.is_cancelled() {
-            let Err(error) = self.stream(&cancel).await else {
-                break;
+            let error = match self.stream(&cancel).await {
+                Ok(Stopped::Cancelled) => break,
+                Ok(Stopped::Standby) => {
+                    if !self.stand_by(&cancel).await {
+                        return;
+                    }
+                    continue;
+                }
+                Err(error) => error,
             };
             if !matches!(error, PassError::NotConnected) {
                 // A disconnect is logged by the connection itself; the backlog waits in the log.
@@ -117,6 +152,62 @@ impl Publisher {
         self.flush_at_shutdown().await;
     }
 
+    /// Watches the cursor another replica's sink moves, every poll interval, until it stalls
+    /// with events after it (then this sink publishes from it) or `cancel` (false).
+    async fn stand_by(&mut self, cancel: &CancellationToken) -> bool {
+        tracing::info!(
+            cursor = self.parts.cursor,
+            "another replica publishes the events to NATS; this sink stands by"
+        );
+        while let Role::Standby { seen, stalled } = self.role {
+            if !sleep_unless_cancelled(self.parts.tuning.poll_interval, cancel).await {
+                return false;
+            }
+            let (store, name) = (self.parts.store.clone(), self.parts.cursor_name.clone());
+            let checked = on_store_runtime(&self.parts.store_runtime, async move {
+                let cursor = store.get_cursor(&name).await?.unwrap_or(seen);
+                let waiting = !store
+                    .list_events_after_position(cursor, 1)
+                    .await?
+                    .is_empty();
+                Ok((cursor, waiting))
+            })
+            .await;
+            self.role = match checked {
+                Ok((cursor, _)) if cursor != seen => Role::Standby {
+                    seen: cursor,
+                    stalled: 0,
+                },
+                Ok((_, true)) if stalled + 1 >= TAKE_OVER_AFTER => Role::Active,
+                Ok((_, true)) => Role::Standby {
+                    seen,
+                    stalled: stalled + 1,
+                },
+                Ok((_, false)) => self.role,
+                Err(error) => {
+                    tracing::warn!(%error, "reading the NATS sink's cursor failed");
+                    self.role
+                }
+            };
+            if let Role::Standby { seen, .. } = self.role {
+                self.follow(seen);
+            }
+        }
+        tracing::info!(
+            cursor = self.parts.cursor,
+            "the other replica's NATS sink stopped publishing; this one takes over"
+        );
+        self.restart_from_cursor().await;
+        true
+    }
+
+    /// Takes `cursor`, written by another replica's sink, as this sink's too.
+    fn follow(&mut self, cursor: i64) {
+        self.parts.cursor = cursor;
+        self.stored = cursor;
+        self.parts.stats.set_cursor(cursor);
+    }
+
     /// Forgets what is held (acknowledgements still outstanding are abandoned: JetStream may
     /// store those messages, and drops their next copy) and goes on from the cursor, one event
     /// in flight until one is acknowledged.
@@ -131,6 +222,9 @@ impl Publisher {
     /// Publishes what is committed until it is all acknowledged, for at most `shutdown_flush`;
     /// the cursor is written either way.
     async fn flush_at_shutdown(&mut self) {
+        if self.role != Role::Active {
+            return;
+        }
         let limit = self.parts.tuning.shutdown_flush;
         if tokio::time::timeout(limit, self.drain()).await.is_err() {
             tracing::warn!(
@@ -153,17 +247,21 @@ impl Publisher {
         }
     }
 
-    /// Publishes until cancelled (`Ok`) or until a publish fails.
-    async fn stream(&mut self, cancel: &CancellationToken) -> Result<(), PassError> {
+    /// Publishes until cancelled, until another replica's sink is found publishing, or until a
+    /// publish fails.
+    async fn stream(&mut self, cancel: &CancellationToken) -> Result<Stopped, PassError> {
         let mut save = tokio::time::interval(self.parts.tuning.cursor_interval);
         save.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut poll = tokio::time::interval(self.parts.tuning.poll_interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
+            if self.role != Role::Active {
+                return Ok(Stopped::Standby);
+            }
             self.step().await?;
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => return Ok(()),
+                _ = cancel.cancelled() => return Ok(Stopped::Cancelled),
                 acknowledged = self.flight.acknowledged() => {
                     acknowledged?;
                     self.advance();
@@ -221,8 +319,8 @@ impl Publisher {
     }
 
     /// Writes the cursor (compare-and-swap). On a conflict another replica's sink moved it:
-    /// continue from the further of the two. A failure is logged and retried with the next
-    /// write; the worst case after a crash is a republish, which JetStream drops.
+    /// stand by (see [`Role`]). A failure is logged and retried with the next write; the worst
+    /// case after a crash is a republish, which JetStream drops.
     async fn persist_cursor(&mut self) {
         if self.stored >= self.parts.cursor {
             return;
@@ -239,8 +337,14 @@ impl Publisher {
         match written {
             Ok(CursorWrite::Written) => self.stored = cursor,
             Ok(CursorWrite::Moved(Some(current))) => {
-                self.stored = current;
-                self.parts.cursor = self.parts.cursor.max(current);
+                // Another replica's sink publishes (what it passed is in the stream).
+                self.flight = Flight::default();
+                self.read = current;
+                self.follow(current);
+                self.role = Role::Standby {
+                    seen: current,
+                    stalled: 0,
+                };
             }
             Ok(CursorWrite::Moved(None)) => {}
             Err(error) => tracing::warn!(%error, "saving the NATS sink's cursor failed"),

@@ -112,3 +112,81 @@ async fn after_kill_9_and_a_republish_the_stream_holds_each_persisted_event_once
     })
     .await;
 }
+
+/// Two replicas on one store, both with the NATS sink: one publishes, the other finds the
+/// shared cursor moved by it and stands by; when the publishing one is killed, the other takes
+/// over and the events committed meanwhile reach the stream, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_publishes_and_another_takes_over_when_it_dies() {
+    on_test_stream("nats_standby", |stream| async move {
+        let mock = MockProvider::start().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut env = sqlite_env(dir.path(), &mock);
+        stream.sink_env(&mut env, &stream.url());
+        let mut replicas = Vec::new();
+        for instance in ["inst_a", "inst_b"] {
+            let mut env = env.clone();
+            env.insert("AGENT_RUNTIME_INSTANCE_ID".into(), instance.into());
+            replicas.push(Server::start(BIN, &env).await);
+        }
+        let mut consumer = stream.consumer("standby", &stream.v1_filter(APP)).await;
+        let agent = replicas[0].create_agent("busy", &[]).await;
+        let agent_id = agent["id"].as_str().expect("agent id").to_string();
+        let mut expected = 0;
+        // Runs on both replicas until one of them has stood by (bounded: 20 rounds).
+        let mut standby = None;
+        for _ in 0..20 {
+            for server in &replicas {
+                mock.push(Reply::text("done"));
+                let run = server.start_run(&mock, &agent_id, json!({})).await;
+                let run_id = run["id"].as_str().expect("run id");
+                server.wait_status(run_id, &["completed"]).await;
+                expected += server.events(run_id).await.len();
+            }
+            standby = replicas
+                .iter()
+                .position(|s| s.process.stderr().contains("this sink stands by"));
+            if standby.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let standby = standby.expect("one of the two sinks stands by");
+        let active = 1 - standby;
+        replicas[active].process.kill_hard();
+
+        mock.push(Reply::text("after the failover"));
+        let survivor = &replicas[standby];
+        let run = survivor.start_run(&mock, &agent_id, json!({})).await;
+        let run_id = run["id"].as_str().expect("run id").to_string();
+        survivor.wait_status(&run_id, &["completed"]).await;
+        let history = survivor.events(&run_id).await;
+        expected += history.len();
+        consumer
+            .take_until(Duration::from_secs(30), |got| persisted(got) >= expected)
+            .await;
+        consumer.fetch(Duration::from_millis(800)).await;
+        assert!(
+            survivor.process.stderr().contains("this one takes over"),
+            "{}",
+            survivor.process.stderr()
+        );
+        let received = consumer.persisted();
+        let ids: Vec<&str> = received
+            .iter()
+            .filter_map(|r| r.envelope["event_id"].as_str())
+            .collect();
+        let unique: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+        assert_eq!(ids.len(), unique.len(), "each event once");
+        assert_eq!(ids.len(), expected, "every event of every run");
+        let last: Vec<&str> = history
+            .iter()
+            .filter_map(|e| e["event_id"].as_str())
+            .collect();
+        assert!(
+            last.iter().all(|id| unique.contains(id)),
+            "the run after the failover reached the stream"
+        );
+    })
+    .await;
+}
