@@ -10,9 +10,11 @@ use async_nats::jetstream::{self, consumer};
 pub const DEFAULT_CLIENT_NAME: &str = "agent-runtime-sdk-consumer";
 /// Durable consumer name (the SDKs' default).
 pub const DEFAULT_DURABLE: &str = "agent-runtime-projection";
-/// Messages asked for per fetch.
+/// Messages the consumer holds at once, asked for or waiting to be handled (the SDKs' fetch
+/// batch; pull requests ask for half of it each, so two can overlap).
 pub const DEFAULT_FETCH_BATCH: usize = 8;
-/// How long one fetch waits for messages.
+/// How long one pull request waits on the server for messages (a new one is sent when the
+/// newest has waited half of it).
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(5);
 /// How long the server waits for an acknowledgement before it redelivers.
 pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(45);

@@ -1,26 +1,26 @@
-//! [`NatsConsumer`]: the durable pull loop (connect, ensure the stream, bind the consumer, fetch, handle, settle), reconnecting and rebinding until cancelled.
+//! [`NatsConsumer`]: the durable pull loop (connect, ensure the stream, bind the consumer, pull, handle, settle), reconnecting and rebinding until cancelled.
 
 use std::future::Future;
 use std::time::Duration;
 
 use ar_wire::EventEnvelope;
 use async_nats::jetstream::{self, consumer, stream, AckKind};
-use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ConfigError, NatsConsumerConfig};
+use super::pull::Pulls;
 use super::settle::{decode_envelope, HandlerError, Settlement};
 
 /// Wait between reconnect attempts after the first (the runtime's 2 s; attempts never stop).
 const RECONNECT_WAIT: Duration = Duration::from_secs(2);
-/// Longest pause after a failed fetch or bind before trying again (the SDKs' 5 s, or the
-/// fetch wait when shorter).
+/// Longest pause after a failed pull or bind before trying again (the SDKs' 5 s, or the
+/// pull requests' wait when shorter).
 const RETRY_PAUSE: Duration = Duration::from_secs(5);
 /// Shortest interval of the "in progress" acknowledgements a long handler keeps sending.
 const MIN_PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Why [`NatsConsumer::run`] could not start; once it runs, every failure (NATS away, the
-/// stream missing, a fetch refused) is logged and retried until cancellation.
+/// stream missing, a pull request refused) is logged and retried until cancellation.
 #[derive(Debug, thiserror::Error)]
 pub enum NatsConsumerError {
     #[error(transparent)]
@@ -82,7 +82,7 @@ impl NatsConsumer {
         while !cancel.is_cancelled() {
             match cancel.run_until_cancelled(self.bind(&js)).await {
                 None => break,
-                Some(Ok(bound)) => self.consume(&bound, cancel, &mut handler).await,
+                Some(Ok(bound)) => self.consume(bound, js.client(), cancel, &mut handler).await,
                 Some(Err(error)) => {
                     tracing::warn!(
                         stream = %self.config.stream, durable = %self.config.durable, %error,
@@ -133,39 +133,24 @@ impl NatsConsumer {
             .await?)
     }
 
-    /// Fetches and handles batches until cancelled or a fetch fails (the caller rebinds).
+    /// Handles the messages of its pull requests ([`Pulls`]) until cancelled or a request
+    /// fails (the caller rebinds).
     async fn consume<H, Fut>(
         &self,
-        bound: &consumer::Consumer<consumer::pull::Config>,
+        bound: consumer::Consumer<consumer::pull::Config>,
+        client: async_nats::Client,
         cancel: &CancellationToken,
         handler: &mut H,
     ) where
         H: FnMut(EventEnvelope) -> Fut,
         Fut: Future<Output = Result<(), HandlerError>>,
     {
+        let mut pulls = Pulls::start(bound, client, self.config.fetch_batch, self.config.max_wait);
         while !cancel.is_cancelled() {
-            let fetching = bound
-                .fetch()
-                .max_messages(self.config.fetch_batch)
-                .expires(self.config.max_wait)
-                .messages();
-            let mut batch = match cancel.run_until_cancelled(fetching).await {
+            match cancel.run_until_cancelled(pulls.next()).await {
                 None => return,
-                Some(Ok(batch)) => batch,
+                Some(Ok(message)) => self.process(message, handler).await,
                 Some(Err(error)) => return self.fetch_failed(error.to_string(), cancel).await,
-            };
-            loop {
-                let next = match cancel.run_until_cancelled(batch.next()).await {
-                    None | Some(None) => break,
-                    Some(Some(next)) => next,
-                };
-                match next {
-                    Ok(message) => self.process(message, handler).await,
-                    Err(error) => return self.fetch_failed(error.to_string(), cancel).await,
-                }
-                if cancel.is_cancelled() {
-                    return;
-                }
             }
         }
     }
@@ -173,7 +158,7 @@ impl NatsConsumer {
     async fn fetch_failed(&self, error: String, cancel: &CancellationToken) {
         tracing::warn!(
             stream = %self.config.stream, durable = %self.config.durable, %error,
-            "agent runtime NATS consumer fetch failed"
+            "agent runtime NATS consumer pull failed"
         );
         self.pause(cancel).await;
     }

@@ -22,6 +22,7 @@
 
 mod config;
 mod consumer;
+mod pull;
 mod settle;
 
 pub use ar_wire::nats::{

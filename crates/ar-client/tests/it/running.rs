@@ -8,10 +8,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// What the handler does with an event: answer at once, or never (a consumer that crashes
-/// while handling it).
+/// What the handler does with an event: answer at once, after a while (a slow handler), or
+/// never (a consumer that crashes while handling it).
 pub enum Answer {
     Reply(Result<(), HandlerError>),
+    After(Duration, Result<(), HandlerError>),
     Hang,
 }
 
@@ -32,6 +33,13 @@ pub fn spawn_consumer<A>(config: NatsConsumerConfig, mut answer: A) -> Running
 where
     A: FnMut(&EventEnvelope) -> Answer + Send + 'static,
 {
+    // Logs help when a test fails; `AR_TEST_LOG=ar_client=debug` turns them on.
+    if let Ok(filter) = std::env::var("AR_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
     let (sender, handled) = mpsc::unbounded_channel();
     let cancel = CancellationToken::new();
     let consumer = NatsConsumer::new(config);
@@ -47,6 +55,10 @@ where
                 async move {
                     match answer {
                         Answer::Reply(result) => result,
+                        Answer::After(wait, result) => {
+                            tokio::time::sleep(wait).await;
+                            result
+                        }
                         Answer::Hang => std::future::pending().await,
                     }
                 }
