@@ -97,8 +97,22 @@ fn call_bridged(conv: &Conversation<'_>, suffix: &str, arguments: &str) -> Reply
     });
     match namespaced {
         Some(call) => Reply::default().with_tool_call(call),
+        // Claude Code connects MCP servers in the background: a request sent before the
+        // bridge is up offers a tool that waits for it instead of the bridged tools.
+        None if conv.tool_names().iter().any(|name| name == WAIT_FOR_MCP) => {
+            Reply::tool_call(WAIT_FOR_MCP, "{}")
+        }
         None => missing(conv, suffix),
     }
+}
+
+/// Claude Code's tool that waits for its MCP servers to connect.
+const WAIT_FOR_MCP: &str = "WaitForMcpServers";
+
+/// The script's step: the tool results of this turn, but for those of [`WAIT_FOR_MCP`].
+fn script_step(conv: &Conversation<'_>) -> usize {
+    conv.tool_results_in_turn()
+        .saturating_sub(conv.calls_in_turn(WAIT_FOR_MCP))
 }
 
 /// A reply that says which tool the CLI did not offer the model (the test then fails on it).
@@ -117,7 +131,7 @@ fn bridged_calls(conv: &Conversation<'_>) -> Option<Reply> {
         // A side request of the CLI (a title, a summary): answered, not part of the script.
         return Some(Reply::text("ok"));
     }
-    Some(match conv.tool_results_in_turn() {
+    Some(match script_step(conv) {
         0 => call_bridged(conv, "get_context", "{}"),
         1 => call_bridged(conv, "mcp__docs__lookup", r#"{"key":"k1"}"#),
         _ => Reply::text("bridged calls done").delay(Duration::from_secs(6)),
@@ -435,7 +449,7 @@ fn gated_calls(conv: &Conversation<'_>) -> Option<Reply> {
     }
     let body = conv.body.to_string();
     let approved = body.contains("A person approved your call of close_ticket");
-    Some(match (approved, conv.tool_results_in_turn()) {
+    Some(match (approved, script_step(conv)) {
         (_, 0) => call_bridged(conv, "close_ticket", r#"{"ticket":"T-42"}"#),
         (false, _) => Reply::text("Waiting for approval of close_ticket."),
         (true, _) => Reply::text("Closed the ticket."),

@@ -50,6 +50,50 @@ impl<'a> Conversation<'a> {
         items[start..].iter().map(|m| self.results_in(m)).sum()
     }
 
+    /// Calls of the tool `name` the model made after the last genuine user message.
+    pub fn calls_in_turn(&self, name: &str) -> usize {
+        let items = self.items();
+        let start = items
+            .iter()
+            .rposition(|m| self.is_user_prompt(m))
+            .map(|p| p + 1)
+            .unwrap_or(0);
+        items[start..].iter().map(|m| self.calls_in(m, name)).sum()
+    }
+
+    fn calls_in(&self, m: &Value, name: &str) -> usize {
+        let named = |v: Option<&Value>| v.and_then(Value::as_str) == Some(name);
+        match self.wire {
+            WireFormat::ChatCompletions => m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .filter(|c| named(c.pointer("/function/name")))
+                        .count()
+                })
+                .unwrap_or(0),
+            WireFormat::Responses => usize::from(
+                m.get("type").and_then(Value::as_str) == Some("function_call")
+                    && named(m.get("name")),
+            ),
+            WireFormat::AnthropicMessages => m
+                .get("content")
+                .and_then(Value::as_array)
+                .map(|blocks| {
+                    blocks
+                        .iter()
+                        .filter(|b| {
+                            b.get("type").and_then(Value::as_str) == Some("tool_use")
+                                && named(b.get("name"))
+                        })
+                        .count()
+                })
+                .unwrap_or(0),
+        }
+    }
+
     /// Text of the last genuine user message, if any.
     pub fn last_user_text(&self) -> Option<String> {
         if self.wire == WireFormat::Responses {
