@@ -33,6 +33,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
         ("ar-client", &["ar-wire"][..]),
         ("ar-workspace", &["ar-core", "ar-process"][..]),
+        ("ar-skills", &["ar-core"][..]),
         (
             "ar-server",
             &[
@@ -97,6 +98,10 @@ fn banned_external() -> BTreeMap<&'static str, &'static [&'static str]> {
             &["tokio", "sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
         ),
         ("ar-wire", &["tokio", "sqlx", "reqwest", "axum"][..]),
+        (
+            "ar-skills",
+            &["tokio", "sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
+        ),
         (
             "ar-engine",
             &["sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
