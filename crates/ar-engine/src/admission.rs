@@ -249,6 +249,8 @@ impl Engine {
         };
         // 6. Persist atomically with the sealed credentials; emit run.queued.
         let run = new_run(run_id, checked, &agent, input, &request, now);
+        // Skills and execution policy: refused here when they cannot be honoured.
+        self.run_skills(&agent, &run).await?;
         let change = self.creation_change(&run, &request, now)?;
         match store.create_run(change).await? {
             CreateRun::HostRunIdTaken(existing) => Ok(*existing),

@@ -168,7 +168,8 @@ pub struct LookupRequest {
     pub key: String,
 }
 
-/// A skill as the app's provider describes it (`WorkspaceSkill` of the SDKs).
+/// A skill as the app's provider describes it (`WorkspaceSkill` of the SDKs; the Python SDK
+/// writes its optional fields as `null`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct HostSkill {
@@ -182,9 +183,9 @@ pub struct HostSkill {
     pub required_tools: Vec<String>,
     pub supported_runtimes: Vec<String>,
     pub policy: HostPolicy,
-    pub package_object_key: String,
-    pub package_file_name: String,
-    pub package_checksum: String,
+    pub package_object_key: Option<String>,
+    pub package_file_name: Option<String>,
+    pub package_checksum: Option<String>,
     pub package_size: Option<i64>,
     pub is_archived: bool,
 }
@@ -203,9 +204,11 @@ pub struct HostPolicy {
 #[error("{0}")]
 pub struct LookupError(pub String);
 
-/// The app's skill provider: `None` when it has no such skill.
+/// The apps' skill providers: `None` when the provider has no such skill.
 #[async_trait]
 pub trait SkillLookup: Send + Sync + 'static {
+    /// Whether `app_id` has a skill provider here.
+    fn serves(&self, app_id: &str) -> bool;
     async fn by_id(&self, request: &LookupRequest) -> Result<Option<HostSkill>, LookupError>;
     async fn active_by_key(
         &self,
@@ -251,6 +254,7 @@ pub async fn resolve(
     context: &LookupRequest,
     refs: &[SkillRef],
 ) -> Result<Resolution, ResolveError> {
+    let lookup = lookup.filter(|lookup| lookup.serves(&context.app_id));
     let mut resolution = Resolution::default();
     let mut seen: Vec<String> = Vec::new();
     for reference in refs {
@@ -327,7 +331,11 @@ fn host_definition(skill: HostSkill, pinned: &str) -> Result<SkillDefinition, Re
     if !pinned.is_empty() && pinned != skill.version_key.trim() {
         return Err(ResolveError::VersionMismatch(key));
     }
-    if !skill.package_object_key.trim().is_empty() {
+    if skill
+        .package_object_key
+        .as_deref()
+        .is_some_and(|key| !key.trim().is_empty())
+    {
         return Err(ResolveError::Package(key));
     }
     if skill.instructions.trim().is_empty() {

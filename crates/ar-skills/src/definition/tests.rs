@@ -1,3 +1,5 @@
+//! `SKILL.md` parsing: front matter, defaults, every refusal, policy merging.
+
 use super::*;
 
 const GOOD: &str = "---\nname: demo\ntitle: Demo\ndescription: A demo.\nruntimes: [native_sdk]\nrequired_tools: [read_file, read_file]\npolicy:\n  allow_implicit_invocation: false\n  completion_requires_interaction_kinds: [approval_request]\n---\n\nDo the demo.\n";

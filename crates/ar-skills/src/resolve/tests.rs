@@ -1,3 +1,5 @@
+//! Resolution: built-ins, the provider port, refusals, roles, validation, repository skills.
+
 use std::sync::Mutex;
 
 use super::*;
@@ -23,6 +25,9 @@ struct OneSkill {
 
 #[async_trait]
 impl SkillLookup for OneSkill {
+    fn serves(&self, app_id: &str) -> bool {
+        app_id == "app"
+    }
     async fn by_id(&self, request: &LookupRequest) -> Result<Option<HostSkill>, LookupError> {
         self.asked.lock().unwrap().push(request.clone());
         Ok((request.skill_id == self.skill.id).then(|| self.skill.clone()))
@@ -198,7 +203,7 @@ async fn host_skill_problems_are_refused() {
         "workspace skill lookup is not configured"
     );
     let mut packaged = triage();
-    packaged.skill.package_object_key = "pkg/1.zip".into();
+    packaged.skill.package_object_key = Some("pkg/1.zip".into());
     let error = resolve(
         Catalog::built_in(),
         Some(&packaged),
