@@ -428,3 +428,86 @@ async fn a_skill_provider_that_refuses_the_token_fails_admission_clearly() {
     );
     assert!(host.requests().is_empty());
 }
+
+#[tokio::test]
+async fn skills_on_a_run_mcp_server_are_resolved_with_the_runs() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("mcp.db").display().to_string());
+    env.insert(
+        "AGENT_RUNTIME_MCP_CREDENTIAL_ENCRYPTION_KEY".into(),
+        CREDENTIAL_KEY.into(),
+    );
+    let server = TestServer::start_with(env).await;
+    let agent = server.agent("mcp-skills", json!({})).await;
+    let attach = |skills: Value| {
+        json!({
+            "app_id": APP, "agent_id": agent, "target": {"type": "ticket", "id": "T-1"},
+            "model": {"provider": "openai_compatible", "model": "m",
+                      "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key"}},
+            "model_credential": {"type": "api_key", "api_key": RUN_API_KEY},
+            "mcp_servers": [{"server_id": "gh-1", "server_name": "github", "transport": "streamable_http",
+                             "url": "https://mcp.example.com/mcp",
+                             "tools": [{"name": "get_issue", "access": "read"}], "skills": skills}]
+        })
+    };
+    for (skills, expected) in [
+        (
+            json!([{"key": "github_triage"}]),
+            "unknown skill \"github_triage\"",
+        ),
+        (
+            json!([{"key": "approval_protocol"}]),
+            "skill \"approval_protocol\" requires tool \"request_approval\"",
+        ),
+    ] {
+        let (status, answer) = server.post("/v1/runs", attach(skills)).await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"], expected);
+    }
+    assert_eq!(server.run_count().await, 0);
+}
+
+#[tokio::test]
+async fn explicit_completion_passes_the_skill_policy_gate_too() {
+    let mock = MockProvider::start().await;
+    let finish = r#"{"outcome":"completed","summary":"done"}"#;
+    mock.push(Reply::tool_call("finish_turn", finish));
+    mock.push(Reply::tool_call("finish_turn", finish));
+    let server = TestServer::start(&mock).await;
+    let policy = json!({"execution_config": {"runtime_policy": {"completion_requires_interaction_kinds": ["review_checkpoint"]}}});
+    let agent = server.agent("explicit", policy).await;
+    let run = server
+        .start_run(
+            &mock,
+            &agent,
+            json!({"turn_policy": {"completion_mode": "explicit"}}),
+        )
+        .await;
+    let done = finished(&server, &run).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["error_message"]
+        .as_str()
+        .unwrap()
+        .contains("[review_checkpoint]"));
+    let second = &mock.model_requests()[1].body["messages"];
+    let last = second.as_array().unwrap().last().unwrap();
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .contains("Runtime skill policy correction"),
+        "{last}"
+    );
+    let results: Vec<&Value> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(
+        results.len(),
+        1,
+        "the refused finish_turn got its result: {second}"
+    );
+}
