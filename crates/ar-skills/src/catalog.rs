@@ -47,7 +47,7 @@ impl Catalog {
         BUILT_IN.get_or_init(|| match Catalog::from_sources(EMBEDDED) {
             Ok(catalog) => catalog,
             Err(error) => {
-                eprintln!("built-in skills unusable: {error}");
+                tracing::error!(%error, "built-in skills unusable; none are offered");
                 Catalog::default()
             }
         })
