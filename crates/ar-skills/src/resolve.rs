@@ -190,7 +190,9 @@ pub struct HostSkill {
     pub is_archived: bool,
 }
 
-/// A provider skill's policy; `interaction_contracts` are the provider's own and read as-is.
+/// A provider skill's policy. Its `interaction_contracts` say how each interaction reaches the
+/// runtime; this runtime offers the `tool_call` transport (the native interaction tools), so a
+/// contract naming another transport is refused.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct HostPolicy {
@@ -243,6 +245,8 @@ pub enum ResolveError {
     NoInstructions(String),
     #[error("workspace skill {0:?} is delivered as a package; this version does not unpack skill packages yet")]
     Package(String),
+    #[error("workspace skill {key:?} asks for interaction transport {transport:?}; this runtime offers only tool_call")]
+    Transport { key: String, transport: String },
     #[error("skill provider failed: {0}")]
     Provider(#[source] LookupError),
 }
@@ -322,6 +326,19 @@ fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
     }
 }
 
+/// The first transport type other than `tool_call` named by the contracts
+/// (`[{kind, schema, transports: {name: {type, …}}}]`).
+fn foreign_transport(contracts: &[serde_json::Value]) -> Option<String> {
+    contracts
+        .iter()
+        .filter_map(|contract| contract.get("transports")?.as_object())
+        .flat_map(|transports| transports.values())
+        .filter_map(|transport| transport.get("type")?.as_str())
+        .map(str::trim)
+        .find(|kind| !kind.is_empty() && *kind != "tool_call")
+        .map(str::to_string)
+}
+
 /// A provider skill as a definition, checked.
 fn host_definition(skill: HostSkill, pinned: &str) -> Result<SkillDefinition, ResolveError> {
     let key = skill.key.trim().to_string();
@@ -340,6 +357,9 @@ fn host_definition(skill: HostSkill, pinned: &str) -> Result<SkillDefinition, Re
     }
     if skill.instructions.trim().is_empty() {
         return Err(ResolveError::NoInstructions(key));
+    }
+    if let Some(transport) = foreign_transport(&skill.policy.interaction_contracts) {
+        return Err(ResolveError::Transport { key, transport });
     }
     let title = skill.title.trim();
     let mut kinds = clean_list(skill.policy.completion_requires_interaction_kinds);

@@ -216,6 +216,37 @@ async fn host_skill_problems_are_refused() {
         error.to_string().contains("does not unpack skill packages"),
         "{error}"
     );
+    let mut fenced = triage();
+    fenced.skill.policy.interaction_contracts = vec![serde_json::json!({
+        "kind": "review_checkpoint",
+        "transports": {"native": {"type": "tool_call"}, "codex": {"type": "fenced_json", "block_label": "review"}}
+    })];
+    let error = resolve(
+        Catalog::built_in(),
+        Some(&fenced),
+        &context(),
+        &[key("github_triage")],
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("interaction transport \"fenced_json\""),
+        "{error}"
+    );
+    let mut native = triage();
+    native.skill.policy.interaction_contracts = vec![
+        serde_json::json!({"kind": "approval_request", "transports": {"native": {"type": "tool_call"}}}),
+    ];
+    resolve(
+        Catalog::built_in(),
+        Some(&native),
+        &context(),
+        &[key("github_triage")],
+    )
+    .await
+    .unwrap();
     let mut archived = triage();
     archived.skill.is_archived = true;
     let error = resolve(
