@@ -87,6 +87,15 @@ impl SkillHost {
         self.state.skills.lock().push(skill);
     }
 
+    /// Archives the skill with `key` (the provider answers it with `is_archived: true`).
+    pub fn archive(&self, key: &str) {
+        for skill in self.state.skills.lock().iter_mut() {
+            if skill["key"] == key {
+                skill["is_archived"] = json!(true);
+            }
+        }
+    }
+
     /// The lookups received (`by-id` or `active-by-key`, body), authorized ones, in order.
     pub fn requests(&self) -> Vec<(String, Value)> {
         self.state.requests.lock().clone()

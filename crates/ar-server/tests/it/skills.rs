@@ -511,3 +511,50 @@ async fn explicit_completion_passes_the_skill_policy_gate_too() {
         "the refused finish_turn got its result: {second}"
     );
 }
+
+#[tokio::test]
+async fn skills_are_resolved_again_when_a_paused_run_resumes() {
+    use ar_test_support::skill_host::{workspace_skill, SkillHost};
+    let host = SkillHost::start(Some("skill-token")).await;
+    host.add(workspace_skill(
+        "sk_1",
+        "github_triage",
+        "v3",
+        "Label every new issue by area.",
+    ));
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_approval",
+        r#"{"title":"Labels ok?"}"#,
+    ));
+    let (server, _dir) = server_with_skill_host(&mock, &host).await;
+    let extra =
+        json!({"skills": [{"key": "github_triage"}], "allowed_tools": ["request_approval"]});
+    let agent = server.agent("resumed", extra).await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let paused = finished(&server, &run).await;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let lookups = host.requests().len();
+
+    host.archive("github_triage");
+    let run_id = run["id"].as_str().unwrap();
+    let (status, _) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let done = server.wait_status(run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error_message"], "unknown skill \"github_triage\"");
+    assert!(
+        host.requests().len() > lookups,
+        "the resumed turn asked the provider again"
+    );
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "no model call without the skill"
+    );
+}
