@@ -158,7 +158,7 @@ impl Engine {
         // approval: that branch decides on the copy without a version check).
         let (run, known) = match start {
             Some(start) if start.run.approval_state() != ApprovalState::Pending => {
-                let known = (start.agent, start.seeded, start.run.version);
+                let known = (start.agent, start.seeded, start.run.version, start.skills);
                 (start.run, Some(known))
             }
             _ => (self.load_run(app_id, run_id).await?, None),
@@ -199,7 +199,7 @@ impl Engine {
             if !started {
                 return Ok(());
             }
-            fresh = matches!(&known, Some((_, false, version)) if run.version == version + 1);
+            fresh = matches!(&known, Some((_, false, version, _)) if run.version == version + 1);
             run
         } else {
             run
@@ -207,10 +207,10 @@ impl Engine {
         // Admission resolved the target context moments ago for a run it hands over; every
         // other owner start is a new turn and asks the host again.
         let admitted = known.is_some();
-        let agent = match known {
-            Some((agent, _, _)) => agent,
+        let (agent, skills) = match known {
+            Some((agent, _, _, skills)) => (agent, skills),
             None => match self.deps().store.get_agent(app_id, &run.agent_id).await? {
-                Some(agent) => agent,
+                Some(agent) => (agent, None),
                 None => {
                     self.fail_run(app_id, run_id, "agent not found").await;
                     return Ok(());
@@ -227,7 +227,7 @@ impl Engine {
             }
         };
         match run.runtime_kind {
-            RuntimeKind::NativeSdk => self.native_loop(run, agent, owner, fresh).await,
+            RuntimeKind::NativeSdk => self.native_loop(run, agent, owner, (fresh, skills)).await,
             kind if self.serves_cli(kind) => self.cli_loop(run, agent, owner).await,
             other => {
                 self.fail_run(
@@ -327,7 +327,7 @@ impl Engine {
         mut run: Run,
         agent: Agent,
         owner: &mut Owner,
-        fresh: bool,
+        (fresh, admitted): (bool, Option<RunSkills>),
     ) -> EngineResult<()> {
         let mut state = if fresh {
             LoopState::default()
@@ -337,7 +337,7 @@ impl Engine {
         let Some(tools) = self.turn_tools(&mut run, &agent, &state).await? else {
             return Ok(());
         };
-        let Some(skills) = self.turn_skills(&mut run, &agent, &state).await? else {
+        let Some(skills) = self.turn_skills(&mut run, &agent, &state, admitted).await? else {
             return Ok(());
         };
         let tools = with_skill_tools(tools, &skills);
@@ -427,15 +427,21 @@ impl Engine {
         }
     }
 
-    /// This turn's skills and policy, with the `runtime_skill_manifest` recorded when there
-    /// are skills. `None` when the run stopped (they can no longer be resolved: it failed).
+    /// This turn's skills and policy (those admission resolved moments ago for a run it hands
+    /// over, else resolved now), with the `runtime_skill_manifest` recorded when there are
+    /// skills. `None` when the run stopped (they can no longer be resolved: it failed).
     async fn turn_skills(
         &self,
         run: &mut Run,
         agent: &Agent,
         state: &LoopState,
+        admitted: Option<RunSkills>,
     ) -> EngineResult<Option<RunSkills>> {
-        let skills = match self.run_skills(agent, run).await {
+        let resolved = match admitted {
+            Some(skills) => Ok(skills),
+            None => self.run_skills(agent, run).await,
+        };
+        let skills = match resolved {
             Ok(skills) => skills,
             Err(crate::error::EngineError::Invalid(reason)) => {
                 self.fail_step(run, state, &reason).await?;

@@ -365,6 +365,17 @@ async fn host_skills_come_from_the_apps_skill_provider() {
     assert!(requests
         .iter()
         .all(|(_, body)| body["key"] != "approval_protocol"));
+    let asked = |key: &str| {
+        requests
+            .iter()
+            .filter(|(_, body)| body["key"] == key)
+            .count()
+    };
+    assert_eq!(
+        asked("github_triage"),
+        1,
+        "the first turn reuses admission's lookup"
+    );
 
     // Refusals at admission: unknown to the provider (204), a version the provider does not
     // have, a package this version cannot unpack.
