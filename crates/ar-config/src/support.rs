@@ -15,8 +15,8 @@ pub enum Capability {
     Durable,
     /// Host workspace providers (issue 11).
     Workspaces,
-    /// Host skill providers (issue 11).
-    Skills,
+    /// Skill packages (archives from `skill_provider.package_base_url`) unpacked for a run.
+    SkillPackages,
     /// Browser tools and their artifact uploads.
     Browser,
     /// The `openai_chatgpt` provider on ChatGPT subscriptions (issue 12).
@@ -33,7 +33,7 @@ impl Capability {
         match self {
             Capability::Durable => "durable execution (Temporal)",
             Capability::Workspaces => "host workspace providers",
-            Capability::Skills => "host skill providers",
+            Capability::SkillPackages => "skill packages (skill_provider.package_base_url)",
             Capability::Browser => "browser tools",
             Capability::ChatGpt => "the openai_chatgpt provider (ChatGPT subscriptions)",
             Capability::ModelCredentialCallback => {

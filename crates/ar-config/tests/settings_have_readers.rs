@@ -343,6 +343,8 @@ const CALLBACKS: &str = "for callback in &app.event_callbacks";
 const COMMANDS: &str = "if let Some(provider) = &app.command_provider";
 const ENDPOINTS: &str = ".model_endpoint_bindings()";
 const MCP_PROVIDERS: &str = "for config in &app.mcp_providers";
+const SKILLS: &str = "ar-tools/src/skills.rs";
+const SKILL_PROVIDER: &str = "let provider = app.skill_provider.as_ref()?;";
 
 /// Readers of the supported app-configuration keys, by `section.path` + `.` + key. Keys of
 /// sections below a refused key are covered by that refusal.
@@ -392,6 +394,28 @@ const APP_KEY_READERS: &[Reader] = &[
         "apps[].event_callbacks[].event_types",
         COMPOSE,
         &[CALLBACKS, "event_types: callback.event_types.clone()"],
+    ),
+    reader("apps[].skill_provider", SKILLS, &[SKILL_PROVIDER]),
+    // The parser accepts only `http`, the transport the lookup client speaks.
+    reader(
+        "apps[].skill_provider.transport",
+        SKILLS,
+        &[SKILL_PROVIDER, "provider.base_url.as_str()"],
+    ),
+    reader(
+        "apps[].skill_provider.base_url",
+        SKILLS,
+        &[SKILL_PROVIDER, "provider.base_url.as_str()"],
+    ),
+    reader(
+        "apps[].skill_provider.token",
+        SKILLS,
+        &[SKILL_PROVIDER, "provider.token.clone()"],
+    ),
+    reader(
+        "apps[].skill_provider.token_env",
+        SKILLS,
+        &[SKILL_PROVIDER, "provider.token.clone()"],
     ),
     reader("apps[].command_provider", HOST_TOOLS, &[COMMANDS]),
     // The parser accepts only `http`, the transport the command client speaks.

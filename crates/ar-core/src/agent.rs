@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{ApprovalMode, InvocationMode, RuntimeKind};
 
 /// A skill reference attached to an agent or run-scoped MCP server.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkillRef {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub skill_id: String,

@@ -49,6 +49,9 @@ pub struct McpServer {
     /// Whether the host sent a credential (sealed under the run's secrets).
     #[serde(default)]
     pub has_credential: bool,
+    /// Skills delivered with the server (resolved with the run's own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<crate::agent::SkillRef>,
 }
 
 impl McpServer {
@@ -220,6 +223,7 @@ mod tests {
                 name: "get.page".into(),
                 access: McpAccess::Write,
             }],
+            skills: Vec::new(),
             has_credential: false,
         };
         let grant = server.grant_of("mcp__docs__get_page").expect("grant");

@@ -249,6 +249,8 @@ impl Engine {
         };
         // 6. Persist atomically with the sealed credentials; emit run.queued.
         let run = new_run(run_id, checked, &agent, input, &request, now);
+        // Skills and execution policy: refused here when they cannot be honoured.
+        let skills = self.run_skills(&agent, &run).await?;
         let change = self.creation_change(&run, &request, now)?;
         match store.create_run(change).await? {
             CreateRun::HostRunIdTaken(existing) => Ok(*existing),
@@ -259,7 +261,7 @@ impl Engine {
                         .publish(ar_core::event::LiveEvent::Persisted(stored));
                 }
                 // 7. Dispatch (lightweight: this process).
-                self.hand_to_first_owner(&run, agent, request.seed.is_some())
+                self.hand_to_first_owner(&run, agent, request.seed.is_some(), skills)
                     .await;
                 Ok(run)
             }

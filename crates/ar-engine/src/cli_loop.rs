@@ -257,6 +257,31 @@ impl Engine {
         self.cli_finish(run, state, marks, ended, owner).await
     }
 
+    /// The preamble with the run's skill instructions compiled in; `None` when the skills
+    /// can no longer be resolved (the run failed).
+    async fn cli_preamble(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        state: &LoopState,
+    ) -> EngineResult<Option<String>> {
+        let skills = match self.run_skills(agent, run).await {
+            Ok(skills) => skills,
+            Err(crate::error::EngineError::Invalid(reason)) => {
+                self.fail_step(run, state, &reason).await?;
+                return Ok(None);
+            }
+            Err(other) => return Err(other),
+        };
+        let mut text = preamble(agent, run);
+        let section = skills.resolution.prompt_instructions();
+        if !section.is_empty() {
+            text.push_str("\n\n# Skills\n\n");
+            text.push_str(&section);
+        }
+        Ok(Some(text))
+    }
+
     /// Prepares the turn: its input in the transcript, the route handed to the CLI, and the
     /// turn-start checkpoint. `None` when the run stopped (no route, or no longer running).
     async fn begin_cli_turn(
@@ -269,7 +294,10 @@ impl Engine {
         // The turn's input: the first instructions, or what resume queued.
         state.flush_queued_messages();
         if state.transcript.is_empty() {
-            state.open(preamble(agent, run), &run.input.instructions);
+            let Some(text) = self.cli_preamble(run, agent, state).await? else {
+                return Ok(None);
+            };
+            state.open(text, &run.input.instructions);
         } else if state.transcript.last().map(|m| m.role) != Some(ChatRole::User) {
             state.transcript.push(ChatMessage::user("Continue."));
         }

@@ -38,6 +38,8 @@ pub struct EngineDeps {
     /// Present when other replicas share the store: how a request received here reaches the
     /// owner of a run executing elsewhere.
     pub replicas: Option<Arc<dyn ar_core::replica::ReplicaLink>>,
+    /// Present when some app has a skill provider: host skills are looked up through it.
+    pub skills: Option<Arc<dyn ar_skills::SkillLookup>>,
 }
 
 pub(crate) struct Inner {

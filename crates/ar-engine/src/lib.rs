@@ -23,6 +23,7 @@ mod native;
 mod owner;
 mod records;
 pub mod sealer;
+mod skills;
 pub mod studio;
 pub mod studio_replay;
 pub mod transcript;

@@ -476,6 +476,7 @@ impl Engine {
         }
         state.turn_steps = 0;
         state.corrections = 0;
+        state.skill_corrected = false;
         Ok(state)
     }
 

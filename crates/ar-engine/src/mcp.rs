@@ -39,8 +39,8 @@ pub struct McpServerRequest {
     /// `(name, access)` as sent.
     pub tools: Vec<(String, String)>,
     pub credential: Option<McpCredentialRequest>,
-    /// How many skill refs came with the server (skills are not offered yet: refused).
-    pub skill_count: usize,
+    /// Skills delivered with the server.
+    pub skills: Vec<ar_core::agent::SkillRef>,
 }
 
 /// A server credential as sent (write-only: never returned, logged or evented).
@@ -156,12 +156,6 @@ fn check_server(
         ));
     }
     let url = check_url(&format!("{at}.url"), request.url.trim(), settings)?;
-    if request.skill_count > 0 {
-        return Err(invalid(
-            &format!("{at}.skills"),
-            "skills delivered with an MCP server are not supported by this runtime yet",
-        ));
-    }
     let tools = check_tools(&format!("{at}.tools"), &request.tools)?;
     if let Some(credential) = &request.credential {
         sealed_form(&format!("{at}.credential"), credential, now)?;
@@ -172,6 +166,7 @@ fn check_server(
         url,
         tools,
         has_credential: request.credential.is_some(),
+        skills: request.skills.clone(),
     })
 }
 

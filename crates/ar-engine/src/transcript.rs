@@ -58,6 +58,9 @@ pub struct LoopState {
     /// Completion corrections used in the current turn.
     #[serde(default)]
     pub corrections: i64,
+    /// Whether the current turn had its skill-policy corrective turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skill_corrected: bool,
 }
 
 impl LoopState {

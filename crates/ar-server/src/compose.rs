@@ -566,6 +566,9 @@ impl Service {
             mcp,
             agent_cli,
             replicas: replicas.as_ref().map(ar_events::Replicas::link),
+            skills: ar_tools::HttpSkillProviders::from_app_config(&apps)
+                .context("skill providers")?
+                .map(|providers| Arc::new(providers) as Arc<dyn ar_skills::SkillLookup>),
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {

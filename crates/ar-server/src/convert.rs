@@ -250,7 +250,7 @@ fn mcp_server_from_wire(server: ar_wire::RunMCPServer) -> ar_engine::mcp::McpSer
             .into_iter()
             .map(|tool| (tool.name, tool.access))
             .collect(),
-        skill_count: server.skills.len(),
+        skills: server.skills.into_iter().map(skill_from_wire).collect(),
         credential: server.credential.map(mcp_credential_from_wire),
     }
 }

@@ -10,6 +10,7 @@ pub mod mock_provider;
 pub mod provider_host;
 #[cfg(feature = "service")]
 pub mod service;
+pub mod skill_host;
 
 /// True when the agent CLI `program` is on `PATH`. Missing: a loud skip message locally, a
 /// panic under `CI=true` (a missing peer fails the suite there).

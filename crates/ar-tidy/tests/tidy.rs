@@ -25,14 +25,22 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-llm", &["ar-core", "ar-sse"][..]),
         (
             "ar-tools",
-            &["ar-core", "ar-config", "ar-mcp", "ar-process", "ar-wire"][..],
+            &[
+                "ar-core",
+                "ar-config",
+                "ar-mcp",
+                "ar-process",
+                "ar-skills",
+                "ar-wire",
+            ][..],
         ),
         ("ar-dispatch", &["ar-core", "ar-process"][..]),
-        ("ar-engine", &["ar-core"][..]),
+        ("ar-engine", &["ar-core", "ar-skills"][..]),
         ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
         ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
         ("ar-client", &["ar-wire"][..]),
         ("ar-workspace", &["ar-core", "ar-process"][..]),
+        ("ar-skills", &["ar-core"][..]),
         (
             "ar-server",
             &[
@@ -44,6 +52,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-llm",
                 "ar-tools",
                 "ar-engine",
+                "ar-skills",
                 "ar-dispatch",
                 "ar-mcp",
                 "ar-nats",
@@ -97,6 +106,10 @@ fn banned_external() -> BTreeMap<&'static str, &'static [&'static str]> {
             &["tokio", "sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
         ),
         ("ar-wire", &["tokio", "sqlx", "reqwest", "axum"][..]),
+        (
+            "ar-skills",
+            &["tokio", "sqlx", "reqwest", "axum", "async-nats", "hyper"][..],
+        ),
         (
             "ar-engine",
             &["sqlx", "reqwest", "axum", "async-nats", "hyper"][..],

@@ -6,6 +6,8 @@
 //!   `get_context` tool and each app's declared host commands, executed through the app's
 //!   command provider. An app's host tools are invisible to other apps.
 //! - [`control`]: definitions of the runtime-control tools the engine executes itself.
+//! - [`skills`]: [`HttpSkillProviders`], the apps' skill providers (`by-id`, `active-by-key`)
+//!   behind `ar-skills`' lookup port.
 //! - [`mcp_providers`]: [`McpProviders`], each app's deployment-owned MCP providers: their
 //!   catalogues (loaded, refreshed, health, readiness) and calls.
 //!
@@ -16,9 +18,11 @@ pub mod control;
 pub mod host_tools;
 mod http;
 pub mod mcp_providers;
+pub mod skills;
 
 pub use context::{ContextRouter, HttpContextProvider};
 pub use control::{get_context_tool, runtime_control_tools};
 pub use host_tools::HostToolHost;
 pub use http::ToolsError;
 pub use mcp_providers::McpProviders;
+pub use skills::HttpSkillProviders;

@@ -62,7 +62,7 @@ pub const APP: Section = Section {
         key("mcp_providers"),
         key("command_provider"),
         not_yet("workspace_provider", Capability::Workspaces),
-        not_yet("skill_provider", Capability::Skills),
+        key("skill_provider"),
         not_yet("browser", Capability::Browser),
         key("model_endpoints"),
         key("require_run_model_credentials"),
@@ -158,9 +158,9 @@ pub const SKILL_PROVIDER: Section = Section {
         key("base_url"),
         key("token"),
         key("token_env"),
-        key("package_base_url"),
-        key("package_token"),
-        key("package_token_env"),
+        not_yet("package_base_url", Capability::SkillPackages),
+        not_yet("package_token", Capability::SkillPackages),
+        not_yet("package_token_env", Capability::SkillPackages),
     ],
 };
 

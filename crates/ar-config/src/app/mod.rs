@@ -6,7 +6,7 @@
 //! environment variables) listed in one pass.
 //!
 //! Every key is declared in [`keys`] with its support. Sections of capabilities this version
-//! does not have yet (workspace and skill providers, browser tools, the model
+//! does not have yet (workspace providers, skill packages, browser tools, the model
 //! credential callback) are validated and refused; [`AppSettings`] holds only what the runtime
 //! uses.
 
@@ -49,6 +49,8 @@ pub struct AppSettings {
     pub context: Option<HttpEndpoint>,
     pub event_callbacks: Vec<EventCallback>,
     pub command_provider: Option<CommandProvider>,
+    /// The host's skill provider (`by-id`, `active-by-key`).
+    pub skill_provider: Option<SkillProvider>,
     /// Deployment-owned MCP providers, in configuration order.
     pub mcp_providers: Vec<McpProvider>,
     pub model_endpoints: Vec<ModelEndpointBinding>,
@@ -248,7 +250,7 @@ pub struct WorkspaceProvider {
     pub root_dir: Option<PathBuf>,
 }
 
-/// The app's skill provider (validated, then refused: not supported yet).
+/// The app's skill provider: skill lookups at `base_url`, packages at `package_base_url`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillProvider {
     pub base_url: Url,
@@ -424,6 +426,9 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
     let command_provider = obj
         .object(ctx, "command_provider", &keys::COMMAND_PROVIDER)
         .and_then(|p| parse_command_provider(ctx, &p));
+    let skill_provider = obj
+        .object(ctx, "skill_provider", &keys::SKILL_PROVIDER)
+        .and_then(|p| parse_skill_provider(ctx, &p));
     let mcp_providers = parse_unique_list(
         ctx,
         &obj,
@@ -451,6 +456,7 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
         context,
         event_callbacks,
         command_provider,
+        skill_provider,
         mcp_providers,
         model_endpoints,
         require_run_model_credentials,
@@ -526,9 +532,6 @@ fn parse_unique_list<T>(
 fn validate_refused_sections(ctx: &mut Ctx<'_>, obj: &Obj<'_>) {
     if let Some(p) = obj.object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER) {
         let _ = parse_workspace_provider(ctx, &p);
-    }
-    if let Some(p) = obj.object(ctx, "skill_provider", &keys::SKILL_PROVIDER) {
-        let _ = parse_skill_provider(ctx, &p);
     }
     if let Some(b) = obj.object(ctx, "browser", &keys::BROWSER) {
         let _ = parse_browser(ctx, &b);

@@ -287,11 +287,11 @@ const BAD: &[BadCase] = &[
             browser: {enabled: 'yes', allowed_domains: ["*", "bad domain", ".x.com"], artifact_provider: {transport: s3}}}]"#,
         &[
             ("apps[0].workspace_provider", "does not support host workspace providers yet"),
-            ("apps[0].skill_provider", "does not support host skill providers yet"),
             ("apps[0].browser", "does not support browser tools yet"),
             ("apps[0].workspace_provider.transport", "unsupported transport \"git\""),
             ("apps[0].workspace_provider.base_url", "is required"),
             ("apps[0].workspace_provider.root_dir", "absolute path"),
+            ("apps[0].skill_provider.package_token", "does not support skill packages"),
             ("apps[0].skill_provider.base_url", "is required"),
             ("apps[0].skill_provider.package_base_url", "required when a package token is set"),
             ("apps[0].browser.enabled", "expected true or false"),
@@ -407,11 +407,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
         r#"{base_url: "https://host.example/ws"}"#,
         "host workspace providers",
     ),
-    (
-        "skill_provider",
-        r#"{base_url: "https://host.example/skills"}"#,
-        "host skill providers",
-    ),
     ("browser", "{enabled: true}", "browser tools"),
     (
         "model_credential_callback",
@@ -509,10 +504,10 @@ fn refused_sections_still_parse_what_their_capability_will_need() {
         Some(std::path::Path::new("/var/lib/ar"))
     );
     let skills = parse_section(
-        "{base_url: https://host.example/skills, package_base_url: https://cdn.example, package_token: p}",
+        "{base_url: https://host.example/skills, token: p}",
         mapping(&keys::SKILL_PROVIDER, parse_skill_provider),
     );
-    assert_eq!(skills.package_token.unwrap().expose(), "p");
+    assert_eq!(skills.token.unwrap().expose(), "p");
     let browser = parse_section(
         "{enabled: true, allowed_domains: ['*.example.com', docs.rs], artifact_provider: {upload_endpoint: https://host.example/upload, token: t}}",
         mapping(&keys::BROWSER, |ctx, obj| Some(parse_browser(ctx, obj))),

@@ -17,7 +17,7 @@ fn server() -> McpServerRequest {
             access_token: Secret::new("tok"),
             ..McpCredentialRequest::default()
         }),
-        skill_count: 0,
+        skills: Vec::new(),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::mcp::{CallProblem, Discovery};
 use crate::model_route::{has_expired, resolve_route, RunCredential};
 use crate::owner::Owner;
 use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
+use crate::skills::RunSkills;
 use crate::transcript::LoopState;
 
 mod pending;
@@ -48,6 +49,12 @@ enum Plan {
     Run { tool: ToolDefinition, input: Value },
     /// Update the plan (artifact + event), answered at once.
     Replan { input: Value },
+    /// Answered by the engine itself (the skill tools), recorded like a run tool.
+    Answer {
+        tool: ToolDefinition,
+        input: Value,
+        output: ToolOutput,
+    },
     /// Answered with a recorded result (studio replay); the handler does not run.
     Substitute(String),
     /// Park for a person.
@@ -102,6 +109,20 @@ fn tool_specs(tools: &[ToolDefinition]) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// The turn's tools with the skill tools added when the run has skills to offer (a tool of
+/// the same name the run already has wins).
+fn with_skill_tools(mut tools: Vec<ToolDefinition>, skills: &RunSkills) -> Vec<ToolDefinition> {
+    if skills.tools.is_empty() {
+        return tools;
+    }
+    for tool in ar_skills::tools::tool_definitions() {
+        if tools.iter().all(|known| known.name != tool.name) {
+            tools.push(tool);
+        }
+    }
+    tools
+}
+
 /// Live-event bookkeeping for one model call.
 struct StreamMarks {
     message_id: String,
@@ -137,7 +158,7 @@ impl Engine {
         // approval: that branch decides on the copy without a version check).
         let (run, known) = match start {
             Some(start) if start.run.approval_state() != ApprovalState::Pending => {
-                let known = (start.agent, start.seeded, start.run.version);
+                let known = (start.agent, start.seeded, start.run.version, start.skills);
                 (start.run, Some(known))
             }
             _ => (self.load_run(app_id, run_id).await?, None),
@@ -178,7 +199,7 @@ impl Engine {
             if !started {
                 return Ok(());
             }
-            fresh = matches!(&known, Some((_, false, version)) if run.version == version + 1);
+            fresh = matches!(&known, Some((_, false, version, _)) if run.version == version + 1);
             run
         } else {
             run
@@ -186,10 +207,10 @@ impl Engine {
         // Admission resolved the target context moments ago for a run it hands over; every
         // other owner start is a new turn and asks the host again.
         let admitted = known.is_some();
-        let agent = match known {
-            Some((agent, _, _)) => agent,
+        let (agent, skills) = match known {
+            Some((agent, _, _, skills)) => (agent, skills),
             None => match self.deps().store.get_agent(app_id, &run.agent_id).await? {
-                Some(agent) => agent,
+                Some(agent) => (agent, None),
                 None => {
                     self.fail_run(app_id, run_id, "agent not found").await;
                     return Ok(());
@@ -206,7 +227,7 @@ impl Engine {
             }
         };
         match run.runtime_kind {
-            RuntimeKind::NativeSdk => self.native_loop(run, agent, owner, fresh).await,
+            RuntimeKind::NativeSdk => self.native_loop(run, agent, owner, (fresh, skills)).await,
             kind if self.serves_cli(kind) => self.cli_loop(run, agent, owner).await,
             other => {
                 self.fail_run(
@@ -241,7 +262,12 @@ impl Engine {
         }
     }
 
-    fn system_prompt(agent: &Agent, run: &Run, tools: &[ToolDefinition]) -> String {
+    fn system_prompt(
+        agent: &Agent,
+        run: &Run,
+        tools: &[ToolDefinition],
+        skills: &RunSkills,
+    ) -> String {
         let mut prompt = agent.system_prompt.trim().to_string();
         if prompt.is_empty() {
             prompt = "You are an agent working for a host application.".to_string();
@@ -252,6 +278,11 @@ impl Engine {
             && tools.iter().any(|t| t.name == control_tools::FINISH_TURN)
         {
             prompt.push_str("\n\nWhen your work for this turn is done, call finish_turn as the only tool call of your response.");
+        }
+        let section = skills.prompt_section();
+        if !section.is_empty() {
+            prompt.push_str("\n\n# Skills\n\n");
+            prompt.push_str(&section);
         }
         prompt
     }
@@ -296,7 +327,7 @@ impl Engine {
         mut run: Run,
         agent: Agent,
         owner: &mut Owner,
-        fresh: bool,
+        (fresh, admitted): (bool, Option<RunSkills>),
     ) -> EngineResult<()> {
         let mut state = if fresh {
             LoopState::default()
@@ -306,6 +337,10 @@ impl Engine {
         let Some(tools) = self.turn_tools(&mut run, &agent, &state).await? else {
             return Ok(());
         };
+        let Some(skills) = self.turn_skills(&mut run, &agent, &state, admitted).await? else {
+            return Ok(());
+        };
+        let tools = with_skill_tools(tools, &skills);
         let specs = tool_specs(&tools);
         let mut route = CachedRoute::default();
         loop {
@@ -313,7 +348,7 @@ impl Engine {
                 return Ok(());
             }
             if state.transcript.is_empty() {
-                let prompt = Self::system_prompt(&agent, &run, &tools);
+                let prompt = Self::system_prompt(&agent, &run, &tools, &skills);
                 state.open(prompt, &run.input.instructions);
             }
             if !state.pending.is_empty() {
@@ -351,7 +386,14 @@ impl Engine {
             state.turn_steps += 1;
             state.usage.add(&response.usage);
             if let Flow::Stop = self
-                .handle_response(&mut run, &agent, &tools, &mut state, response, marks)
+                .handle_response(
+                    &mut run,
+                    &agent,
+                    (tools.as_slice(), &skills),
+                    &mut state,
+                    response,
+                    marks,
+                )
                 .await?
             {
                 return Ok(());
@@ -383,6 +425,47 @@ impl Engine {
                 Ok(None)
             }
         }
+    }
+
+    /// This turn's skills and policy (those admission resolved moments ago for a run it hands
+    /// over, else resolved now), with the `runtime_skill_manifest` recorded when there are
+    /// skills. `None` when the run stopped (they can no longer be resolved: it failed).
+    async fn turn_skills(
+        &self,
+        run: &mut Run,
+        agent: &Agent,
+        state: &LoopState,
+        admitted: Option<RunSkills>,
+    ) -> EngineResult<Option<RunSkills>> {
+        let resolved = match admitted {
+            Some(skills) => Ok(skills),
+            None => self.run_skills(agent, run).await,
+        };
+        let skills = match resolved {
+            Ok(skills) => skills,
+            Err(crate::error::EngineError::Invalid(reason)) => {
+                self.fail_step(run, state, &reason).await?;
+                return Ok(None);
+            }
+            Err(other) => return Err(other),
+        };
+        if skills.resolution.skills.is_empty() {
+            return Ok(Some(skills));
+        }
+        let content = skills.manifest().to_string();
+        let flow = self
+            .commit_step(run, |run, change| {
+                change.artifacts.push(crate::records::artifact(
+                    run,
+                    ar_skills::tools::MANIFEST_ARTIFACT,
+                    "json",
+                    &content,
+                    self.now(),
+                ));
+                Ok(())
+            })
+            .await?;
+        Ok(matches!(flow, Flow::Continue).then_some(skills))
     }
 
     /// The loop's safe point: `Stop` when the owner was told to stop, the process is shutting

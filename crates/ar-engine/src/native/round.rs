@@ -17,6 +17,7 @@ use crate::records::{
     clip, interaction, mark_failed, mark_paused, mark_turn_done, message, record_tool_output,
     tool_call_record, usage_checkpoint,
 };
+use crate::skills::{Completion, RunSkills};
 use crate::transcript::{Decision, LoopState, PendingCall};
 
 use super::*;
@@ -27,7 +28,7 @@ impl Engine {
         &self,
         run: &Run,
         agent: &Agent,
-        tools: &[ToolDefinition],
+        (tools, skills): (&[ToolDefinition], &ar_skills::SkillTools),
         calls: &[ModelToolCall],
         studio: Option<(&crate::studio_replay::StudioGate, &[ChatMessage])>,
     ) -> Vec<Plan> {
@@ -55,6 +56,9 @@ impl Engine {
                         Plan::Reject("finish_turn must be the only tool call in a response".into())
                     }
                     control_tools::UPDATE_PLAN => Plan::Replan { input },
+                    skill if ar_skills::tools::is_skill_tool(skill) => {
+                        skill_plan(skills, tool, input)
+                    }
                     control_tools::REQUEST_USER_INPUT => Plan::Park {
                         kind: interaction_kind::REQUEST_USER_INPUT,
                         title: "Input requested".into(),
@@ -247,7 +251,7 @@ impl Engine {
         &self,
         run: &mut Run,
         agent: &Agent,
-        tools: &[ToolDefinition],
+        (tools, skills): (&[ToolDefinition], &RunSkills),
         state: &mut LoopState,
         response: ModelResponse,
         marks: StreamMarks,
@@ -264,17 +268,96 @@ impl Engine {
             _ => None,
         };
         if let Some((call, Ok(summary))) = &finish {
+            if let Some(flow) = self
+                .gate_completion(run, skills, state, &response, &marks)
+                .await?
+            {
+                return Ok(flow);
+            }
             return self
                 .finish_with_call(run, state, &response, &marks, call, summary)
                 .await;
         }
         if response.tool_calls.is_empty() || finish.is_some() {
+            let explicit = run.input.turn_policy.is_explicit_completion();
+            if !explicit {
+                if let Some(flow) = self
+                    .gate_completion(run, skills, state, &response, &marks)
+                    .await?
+                {
+                    return Ok(flow);
+                }
+            }
             return self
                 .end_or_correct(run, state, &response, &marks, &finish)
                 .await;
         }
-        self.tool_round(run, agent, tools, state, response, marks)
+        self.tool_round(run, agent, (tools, &skills.tools), state, response, marks)
             .await
+    }
+
+    /// The completion gate before a turn completes the run (chat turns, which pause, pass):
+    /// `Some` when the gate stopped the completion (a corrective turn, or the run failed).
+    async fn gate_completion(
+        &self,
+        run: &mut Run,
+        skills: &RunSkills,
+        state: &mut LoopState,
+        response: &ModelResponse,
+        marks: &StreamMarks,
+    ) -> EngineResult<Option<Flow>> {
+        if skills.is_empty() || run.input.turn_policy.pauses_after_assistant() {
+            return Ok(None);
+        }
+        match self
+            .completion_gate(run, skills, state.skill_corrected)
+            .await?
+        {
+            Completion::Proceed => Ok(None),
+            Completion::Correct(prompt) => {
+                state.skill_corrected = true;
+                // A lone finish_turn's call needs its result before the correction.
+                for call in &response.tool_calls {
+                    state.transcript.push(ChatMessage::tool_result(
+                        call.id.clone(),
+                        "error: the run may not finish yet",
+                    ));
+                }
+                state.transcript.push(ChatMessage::user(prompt.clone()));
+                let checkpoint = self.checkpoint(run, state);
+                let flow = self
+                    .commit_step(run, |run, change| {
+                        self.response_records(run, response, marks, change);
+                        for call in &response.tool_calls {
+                            let text = "error: the run may not finish yet";
+                            self.tool_result_records(run, change, call, text, true, 0);
+                        }
+                        change.messages.push(message(
+                            run,
+                            MessageRole::User,
+                            &prompt,
+                            message_type::SYSTEM_NOTIFICATION,
+                            self.now(),
+                        ));
+                        change.checkpoint = Some(checkpoint.clone());
+                        Ok(())
+                    })
+                    .await?;
+                Ok(Some(flow))
+            }
+            Completion::Fail(reason) => {
+                let usage = state.usage;
+                let checkpoint = self.checkpoint(run, state);
+                let flow = self
+                    .commit_step(run, |run, change| {
+                        self.response_records(run, response, marks, change);
+                        change.checkpoint = Some(checkpoint.clone());
+                        mark_failed(run, change, &reason, Some(&usage), self.now())
+                    })
+                    .await?;
+                Ok(Some(flow))
+            }
+        }
     }
 
     /// A valid lone `finish_turn`: the turn ends with its summary.
@@ -392,14 +475,14 @@ impl Engine {
         &self,
         run: &mut Run,
         agent: &Agent,
-        tools: &[ToolDefinition],
+        (tools, skills): (&[ToolDefinition], &ar_skills::SkillTools),
         state: &mut LoopState,
         response: ModelResponse,
         marks: StreamMarks,
     ) -> EngineResult<Flow> {
         let gate = self.studio_gate(run).await?;
         let studio = gate.as_ref().map(|g| (g, state.transcript.as_slice()));
-        let plans = self.plan_calls(run, agent, tools, &response.tool_calls, studio);
+        let plans = self.plan_calls(run, agent, (tools, skills), &response.tool_calls, studio);
         let now = self.now();
         let mut round = Self::sort_plans(run, tools, state, &response.tool_calls, plans, now);
         // Non-mutating calls run in parallel; mutating ones one by one after a started marker.
@@ -552,6 +635,11 @@ impl Engine {
                 Plan::Substitute(content) => {
                     answered.push((call.clone(), ToolOutput::text(content), None, 0))
                 }
+                Plan::Answer {
+                    tool,
+                    input,
+                    output,
+                } => answered.push((call.clone(), output, Some((tool, input)), 0)),
                 Plan::Replan { input } => {
                     plan_events.push((call.id.clone(), input.clone()));
                     answered.push((call.clone(), ToolOutput::text("plan updated"), None, 0));
@@ -670,6 +758,18 @@ impl Engine {
             duration_ms,
             result_message_id,
         ));
+    }
+}
+
+/// A skill tool's call, answered from the run's available skills.
+fn skill_plan(skills: &ar_skills::SkillTools, tool: &ToolDefinition, input: Value) -> Plan {
+    match skills.call(&tool.name, &input) {
+        Some(output) => Plan::Answer {
+            tool: tool.clone(),
+            input,
+            output,
+        },
+        None => Plan::Reject(format!("tool {} is not available to this run", tool.name)),
     }
 }
 

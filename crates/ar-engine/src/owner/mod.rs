@@ -20,6 +20,8 @@ pub(crate) struct OwnerStart {
     pub(crate) seeded: bool,
     /// The run was created with this process's lease.
     pub(crate) leased: bool,
+    /// The skills admission resolved (the first turn needs no second lookup).
+    pub(crate) skills: Option<crate::skills::RunSkills>,
 }
 
 impl Engine {
@@ -67,12 +69,19 @@ impl Engine {
     /// Starts a new run's first owner with what admission read. When this process is shutting
     /// down, the lease taken with the run is given back at once, so another process (or this
     /// one restarted) picks the run up without waiting for the lease to expire.
-    pub(crate) async fn hand_to_first_owner(&self, run: &Run, agent: Agent, seeded: bool) {
+    pub(crate) async fn hand_to_first_owner(
+        &self,
+        run: &Run,
+        agent: Agent,
+        seeded: bool,
+        skills: crate::skills::RunSkills,
+    ) {
         let start = OwnerStart {
             run: run.clone(),
             agent,
             seeded,
             leased: true,
+            skills: Some(skills),
         };
         if self.spawn_owner_with(&run.app_id, &run.id, Some(start)) {
             return;

@@ -98,7 +98,7 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
             temporal_address: String::new(),
             namespace: String::new(),
         },
-        skills: Vec::new(),
+        skills: built_in_skills(),
         apps,
         service_auth_enabled: state.service_token.is_some(),
         tools,
@@ -221,4 +221,17 @@ pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiRes
         ..Default::default()
     });
     Ok(json(StatusCode::OK, &summary))
+}
+
+/// The built-in skills, as `Capabilities.skills` lists them.
+fn built_in_skills() -> Vec<ar_wire::SkillInfo> {
+    ar_skills::Catalog::built_in()
+        .skills()
+        .iter()
+        .map(|skill| ar_wire::SkillInfo {
+            key: skill.key.clone(),
+            title: skill.title.clone(),
+            description: skill.description.clone(),
+        })
+        .collect()
 }

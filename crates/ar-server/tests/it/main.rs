@@ -16,5 +16,6 @@ mod native_loop;
 mod nats;
 mod nul;
 mod recovery;
+mod skills;
 mod studio;
 mod studio_browser;

@@ -113,6 +113,7 @@ pub fn run(app_id: &str, host_run_id: &str, created: i64) -> Run {
                     access: ar_core::mcp::McpAccess::Read,
                 }],
                 has_credential: true,
+                skills: Vec::new(),
             }],
         },
         output_summary: map(json!({"files": 3})),

@@ -1,0 +1,203 @@
+//! A run's skills and the agent's execution policy, as the engine uses them: resolved at
+//! admission (refusing what cannot be honoured) and again at each turn start, the prompt
+//! section they add, the skill tools, the `runtime_skill_manifest`, and the completion gate
+//! (`completion.required_tools`, `completion_requires_interaction_kinds` with one corrective
+//! turn).
+
+use ar_core::{Agent, Run, RuntimeKind};
+use ar_skills::resolve::{resolve, LookupRequest};
+use ar_skills::tools::{manifest, SkillTools};
+use ar_skills::{Catalog, ExecutionPolicy, Resolution, SkillPolicy};
+use serde_json::Value;
+
+use crate::engine::Engine;
+use crate::error::{EngineError, EngineResult};
+
+/// What a run's skills and its agent's `execution_config` come to for one turn.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunSkills {
+    pub resolution: Resolution,
+    /// The skills' policy merged with `execution_config.runtime_policy`.
+    pub policy: SkillPolicy,
+    /// `execution_config.completion.required_tools`, canonical names.
+    pub required_tools: Vec<String>,
+    pub tools: SkillTools,
+}
+
+/// What the completion gate decided for a turn that would end the run's work.
+pub(crate) enum Completion {
+    Proceed,
+    /// Run one corrective turn with this prompt.
+    Correct(String),
+    Fail(String),
+}
+
+impl RunSkills {
+    /// Whether there is anything to do for this run.
+    pub fn is_empty(&self) -> bool {
+        self.resolution.skills.is_empty()
+            && self.required_tools.is_empty()
+            && self.policy == SkillPolicy::default()
+    }
+
+    /// The system prompt's skill section (empty when nothing is compiled in).
+    pub fn prompt_section(&self) -> String {
+        let mut section = self.resolution.prompt_instructions();
+        if !self.tools.is_empty() {
+            if !section.is_empty() {
+                section.push_str("\n\n");
+            }
+            section.push_str("Further skills are available: call list_available_skills or search_available_skills to find one and read_skill to read it.");
+            if self.policy.allow_implicit_invocation == Some(false) {
+                section.push_str(" Use a skill only when the task asks for it.");
+            }
+        }
+        section
+    }
+
+    /// The `runtime_skill_manifest` artifact's content.
+    pub fn manifest(&self) -> Value {
+        manifest(&self.resolution, &self.policy, &self.required_tools)
+    }
+}
+
+/// The refs of a run: its agent's, then those attached to its MCP servers.
+fn skill_refs(agent: &Agent, run: &Run) -> Vec<ar_core::agent::SkillRef> {
+    let mut refs = agent.skills.clone();
+    for server in &run.input.mcp_servers {
+        refs.extend(server.skills.iter().cloned());
+    }
+    refs
+}
+
+/// The tools a run may call: its allow-list (else the agent's) and its MCP servers' aliases.
+fn allowed_tools(agent: &Agent, run: &Run) -> Vec<String> {
+    let mut tools = if run.input.allowed_tools.is_empty() {
+        agent.allowed_tools.clone()
+    } else {
+        run.input.allowed_tools.clone()
+    };
+    for server in &run.input.mcp_servers {
+        tools.extend(server.tools.iter().map(|grant| server.alias(&grant.name)));
+    }
+    tools
+}
+
+impl Engine {
+    /// Resolves and checks a run's skills and its agent's policy. Every refusal is a 400 whose
+    /// message names the skill or setting.
+    pub(crate) async fn run_skills(&self, agent: &Agent, run: &Run) -> EngineResult<RunSkills> {
+        let policy = ExecutionPolicy::from_execution_config(agent.execution_config.as_ref())
+            .map_err(|error| EngineError::invalid(error.to_string()))?;
+        let refs = skill_refs(agent, run);
+        let context = LookupRequest {
+            app_id: run.app_id.clone(),
+            agent_id: agent.id.clone(),
+            run_id: run.id.clone(),
+            target: run.target.clone(),
+            trigger: run.input.trigger.clone().unwrap_or_default(),
+            metadata: run.input.metadata.clone().unwrap_or_default(),
+            ..LookupRequest::default()
+        };
+        let lookup = self.deps().skills.as_deref();
+        let resolution = resolve(Catalog::built_in(), lookup, &context, &refs)
+            .await
+            .map_err(|error| EngineError::invalid(error.to_string()))?;
+        resolution
+            .validate(agent.runtime_kind.as_str(), &allowed_tools(agent, run))
+            .map_err(|error| EngineError::invalid(error.to_string()))?;
+        let mut merged = resolution.policy();
+        merged.merge(&policy.runtime_policy);
+        let skills = RunSkills {
+            tools: SkillTools::new(&resolution),
+            resolution,
+            policy: merged,
+            required_tools: policy.required_tools,
+        };
+        check_runtime(agent.runtime_kind, &skills)?;
+        Ok(skills)
+    }
+
+    /// The completion gate of a turn about to end the run's work: the interactions the policy
+    /// requires (one corrective turn, then failure) and the required tools' successful calls.
+    pub(crate) async fn completion_gate(
+        &self,
+        run: &Run,
+        skills: &RunSkills,
+        corrected: bool,
+    ) -> EngineResult<Completion> {
+        let kinds = &skills.policy.completion_requires_interaction_kinds;
+        if !kinds.is_empty() {
+            let interactions = self
+                .deps()
+                .store
+                .list_interactions(&run.app_id, &run.id)
+                .await?;
+            if !interactions
+                .iter()
+                .any(|i| kinds.contains(&i.interaction_kind))
+            {
+                let wanted = kinds.join(", ");
+                if corrected {
+                    return Ok(Completion::Fail(format!(
+                        "skill policy requires one of the interactions [{wanted}] before the run completes, and none happened after a corrective turn"
+                    )));
+                }
+                return Ok(Completion::Correct(format!(
+                    "Runtime skill policy correction: this run may not finish before one of these interactions happens: {wanted}. Do that now with the matching tool (request_approval for approval_request, request_review_checkpoint for review_checkpoint, request_user_input for request_user_input)."
+                )));
+            }
+        }
+        if skills.required_tools.is_empty() {
+            return Ok(Completion::Proceed);
+        }
+        let calls = self
+            .deps()
+            .store
+            .list_tool_calls(&run.app_id, &run.id)
+            .await?;
+        let missing: Vec<&str> = skills
+            .required_tools
+            .iter()
+            .filter(|tool| {
+                !calls.iter().any(|call| {
+                    &call.tool_name == *tool && call.error.is_empty() && call.output.is_some()
+                })
+            })
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return Ok(Completion::Proceed);
+        }
+        Ok(Completion::Fail(format!(
+            "completion contract not met: no successful call of required tool(s) {} (execution_config.completion.required_tools)",
+            missing.join(", ")
+        )))
+    }
+}
+
+/// What only the native loop honours is refused for other runtimes.
+fn check_runtime(kind: RuntimeKind, skills: &RunSkills) -> EngineResult<()> {
+    if kind == RuntimeKind::NativeSdk {
+        return Ok(());
+    }
+    let refuse = |what: &str| {
+        Err(EngineError::invalid(format!(
+            "{what} is supported only for runtime native_sdk on this runtime, not {kind}"
+        )))
+    };
+    if !skills.tools.is_empty() && skills.resolution.explicit_roles() {
+        return refuse("skills with runtime_skill_role available");
+    }
+    if !skills
+        .policy
+        .completion_requires_interaction_kinds
+        .is_empty()
+    {
+        return refuse("completion_requires_interaction_kinds (skill or runtime_policy)");
+    }
+    if !skills.required_tools.is_empty() {
+        return refuse("execution_config.completion.required_tools");
+    }
+    Ok(())
+}
