@@ -1,4 +1,8 @@
 //! `HostToolHost`: the built-in `get_context` tool plus each app's host commands, executed through the app's command provider; per-app catalogs.
+//!
+//! An app's commands are those its `command_provider.commands` declares (our extension), or,
+//! when that key is absent, the original's catalogue ([`crate::command_catalog`]), whose tools
+//! are named by alias and executed under their command name (`create_task` → `pm.create_task`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +16,7 @@ use ar_core::JsonMap;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::command_catalog::{self, CatalogCommand};
 use crate::control::{self, names};
 use crate::http::{self, ToolsError};
 use crate::mcp_providers::McpProviders;
@@ -25,11 +30,11 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// forwarded as part of `run_input_metadata`.
 pub const WORKSPACE_LEASE_KEY: &str = "workspace_lease";
 
-/// An app's command provider with its declared commands.
+/// An app's command provider with its commands, by tool name.
 struct CommandClient {
     execute_url: String,
     token: Option<Secret>,
-    commands: HashMap<String, ToolDefinition>,
+    commands: HashMap<String, CatalogCommand>,
 }
 
 #[derive(Default)]
@@ -90,19 +95,19 @@ impl HostToolHost {
         app_id: &str,
         provider: &CommandProvider,
     ) -> Result<(), ToolsError> {
-        let mut catalog = Vec::with_capacity(provider.commands.len());
-        let mut commands = HashMap::with_capacity(provider.commands.len());
-        for command in &provider.commands {
-            let definition = definition_of(command);
-            if definition.name == names::GET_CONTEXT || names::is_runtime_control(&definition.name)
-            {
+        let declared = provider_commands(provider)?;
+        let mut catalog = Vec::with_capacity(declared.len());
+        let mut commands = HashMap::with_capacity(declared.len());
+        for command in declared {
+            let name = &command.definition.name;
+            if name == names::GET_CONTEXT || names::is_runtime_control(name) {
                 return Err(ToolsError::NameCollision {
                     app_id: app_id.to_string(),
-                    name: definition.name,
+                    name: name.clone(),
                 });
             }
-            commands.insert(definition.name.clone(), definition.clone());
-            catalog.push(definition);
+            catalog.push(command.definition.clone());
+            commands.insert(name.clone(), command);
         }
         let client = CommandClient {
             execute_url: provider.execute_url(),
@@ -131,19 +136,20 @@ impl HostToolHost {
         self
     }
 
-    fn command(&self, app_id: &str, name: &str) -> Option<(Arc<CommandClient>, ToolDefinition)> {
+    fn command(&self, app_id: &str, name: &str) -> Option<(Arc<CommandClient>, CatalogCommand)> {
         let client = self.apps.get(app_id)?.commands.as_ref()?;
-        let definition = client.commands.get(name)?.clone();
-        Some((client.clone(), definition))
+        let command = client.commands.get(name)?.clone();
+        Some((client.clone(), command))
     }
 
     async fn execute(
         &self,
         client: &CommandClient,
-        definition: &ToolDefinition,
+        command: &CatalogCommand,
         ctx: &ToolContext,
         input: Value,
     ) -> ToolOutput {
+        let definition = &command.definition;
         let name = &definition.name;
         if !definition.supports_target(&ctx.target.target_type) {
             return ToolOutput::error(format!(
@@ -158,7 +164,7 @@ impl HostToolHost {
         };
         let body = ar_wire::host::CommandExecutionRequest {
             meta: execution_meta(ctx),
-            command_name: name.clone(),
+            command_name: command.command_name.clone(),
             input: Some(input),
         };
         let mut request = self
@@ -227,8 +233,20 @@ impl HostToolHost {
     }
 }
 
-fn definition_of(command: &HostCommand) -> ToolDefinition {
-    command.to_tool_definition()
+/// The commands a provider offers: those it declares (executed under their own name), else the
+/// original's catalogue.
+pub fn provider_commands(provider: &CommandProvider) -> Result<Vec<CatalogCommand>, ToolsError> {
+    match &provider.commands {
+        Some(declared) => Ok(declared.iter().map(declared_command).collect()),
+        None => Ok(command_catalog::builtin()?.to_vec()),
+    }
+}
+
+fn declared_command(command: &HostCommand) -> CatalogCommand {
+    CatalogCommand {
+        command_name: command.name.clone(),
+        definition: command.to_tool_definition(),
+    }
 }
 
 /// The `meta` block of a host command or provider tool call.
@@ -297,8 +315,8 @@ impl ToolHost for HostToolHost {
                 "tool {name} is executed by the runtime, not by a tool host"
             ));
         }
-        if let Some((client, definition)) = self.command(&ctx.app_id, &name) {
-            return self.execute(&client, &definition, ctx, input).await;
+        if let Some((client, command)) = self.command(&ctx.app_id, &name) {
+            return self.execute(&client, &command, ctx, input).await;
         }
         if let Some(providers) = &self.providers {
             if let Some(output) = providers.call(ctx, &name, input).await {
@@ -550,6 +568,101 @@ apps:
             "{}",
             output.content
         );
+    }
+
+    fn original_config(base_url: &str) -> AppConfig {
+        let text = format!("apps: [{{app_id: pm, command_provider: {{base_url: '{base_url}', token: cmd-token}}}}]");
+        AppConfig::parse(&text, &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_commands_offers_the_original_catalogue() {
+        let host = HostToolHost::from_app_config(&original_config("https://h.example")).unwrap();
+        let tools: Vec<_> = host.catalog("pm").into_iter().skip(1).collect();
+        assert_eq!(tools.len(), 53);
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names[..4],
+            [
+                "search_workspace",
+                "list_workspace_teams",
+                "list_documents",
+                "read_document"
+            ]
+        );
+        for name in [
+            "create_task",
+            "update_task_state",
+            "write_document_content",
+            "list_repositories",
+            "send_support_reply",
+        ] {
+            assert!(names.contains(&name), "{name} offered");
+        }
+        let create = tools.iter().find(|t| t.name == "create_task").unwrap();
+        assert_eq!(create.category, "PM / Tasks");
+        assert!(create.mutating);
+        assert_eq!(create.effective_risk(), ar_core::RiskLevel::RoutineMutation);
+        assert_eq!(create.input_schema["required"], json!(["name", "team_id"]));
+        assert_eq!(create.input_schema["additionalProperties"], json!(false));
+        assert_eq!(
+            create.input_schema["properties"]["owner_member_ids"]["items"],
+            json!({"type": "string"})
+        );
+        let repos = tools
+            .iter()
+            .find(|t| t.name == "list_repositories")
+            .unwrap();
+        assert_eq!((repos.category.as_str(), repos.mutating), ("Git", false));
+        assert_eq!(
+            repos.input_schema,
+            json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
+        );
+        let reply = tools
+            .iter()
+            .find(|t| t.name == "send_support_reply")
+            .unwrap();
+        assert_eq!(
+            reply.effective_risk(),
+            ar_core::RiskLevel::SensitiveMutation
+        );
+        assert_eq!(
+            reply.input_schema["properties"]["reply_kind"]["enum"],
+            json!(["answer", "clarify", "conversational", "confirmation"])
+        );
+    }
+
+    #[tokio::test]
+    async fn original_tools_execute_under_their_command_name() {
+        let (url, seen) = server().await;
+        let host = HostToolHost::from_app_config(&original_config(&url)).unwrap();
+        let output = host
+            .call(
+                &ctx("pm"),
+                "create_task",
+                json!({"name": "Call back", "team_id": "T"}),
+            )
+            .await;
+        // The stand-in answers only the names it knows; what matters is what it was sent.
+        assert!(output.is_error);
+        let (auth, body) = seen.lock().unwrap()[0].clone();
+        assert_eq!(auth.as_deref(), Some("Bearer cmd-token"));
+        assert_eq!(body["command_name"], "pm.create_task");
+        assert_eq!(body["input"], json!({"name": "Call back", "team_id": "T"}));
+        assert_eq!(body["meta"]["app_id"], "pm");
+        let unknown = host.call(&ctx("pm"), "pm.create_task", json!({})).await;
+        assert!(unknown.is_error && unknown.content.contains("unknown tool"));
+    }
+
+    #[test]
+    fn an_empty_commands_list_offers_no_command() {
+        let config = AppConfig::parse(
+            "apps: [{app_id: a, command_provider: {base_url: 'https://h.example', commands: []}}]",
+            &|_| None,
+        )
+        .unwrap();
+        let host = HostToolHost::from_app_config(&config).unwrap();
+        assert_eq!(host.catalog("a").len(), 1, "get_context only");
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! - [`host_tools`]: [`HostToolHost`], the [`ar_core::tool::ToolHost`] offering the built-in
 //!   `get_context` tool and each app's declared host commands, executed through the app's
 //!   command provider. An app's host tools are invisible to other apps.
+//! - [`command_catalog`]: the original's host command catalogue (embedded JSON), offered by a
+//!   command provider that declares no `commands`.
 //! - [`control`]: definitions of the runtime-control tools the engine executes itself.
 //! - [`mcp_providers`]: [`McpProviders`], each app's deployment-owned MCP providers: their
 //!   catalogues (loaded, refreshed, health, readiness) and calls.
 //!
 //! Host-callback JSON bodies come from `ar-wire`; this crate only moves them over HTTP.
 
+pub mod command_catalog;
 pub mod context;
 pub mod control;
 pub mod host_tools;
