@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::command_catalog::{self, CatalogCommand};
 use crate::control::{self, names};
+use crate::fetch::{self, FetchPolicy, FetchUrl};
 use crate::http::{self, ToolsError};
 use crate::mcp_providers::McpProviders;
 
@@ -44,9 +45,11 @@ struct AppTools {
     commands: Option<Arc<CommandClient>>,
 }
 
-/// Tools executed outside the engine: `get_context` (every app) and host commands (per app).
+/// Tools executed outside the engine: `get_context` and `fetch_url` (every app) and host
+/// commands (per app).
 pub struct HostToolHost {
     client: reqwest::Client,
+    fetch: FetchUrl,
     timeout: Duration,
     apps: HashMap<String, AppTools>,
     providers: Option<Arc<McpProviders>>,
@@ -71,6 +74,7 @@ impl HostToolHost {
     pub fn new() -> Result<Self, ToolsError> {
         Ok(HostToolHost {
             client: http::client()?,
+            fetch: FetchUrl::new(FetchPolicy::default())?,
             timeout: DEFAULT_COMMAND_TIMEOUT,
             apps: HashMap::new(),
             providers: None,
@@ -100,7 +104,7 @@ impl HostToolHost {
         let mut commands = HashMap::with_capacity(declared.len());
         for command in declared {
             let name = &command.definition.name;
-            if name == names::GET_CONTEXT || names::is_runtime_control(name) {
+            if is_builtin(name) {
                 return Err(ToolsError::NameCollision {
                     app_id: app_id.to_string(),
                     name: name.clone(),
@@ -128,6 +132,12 @@ impl HostToolHost {
     pub fn with_mcp_providers(mut self, providers: Arc<McpProviders>) -> Self {
         self.providers = Some(providers);
         self
+    }
+
+    /// Where `fetch_url` may go (strict by default: public `https` destinations only).
+    pub fn with_fetch_policy(mut self, policy: FetchPolicy) -> Result<Self, ToolsError> {
+        self.fetch = FetchUrl::new(policy)?;
+        Ok(self)
     }
 
     /// Timeout of one host command call.
@@ -249,6 +259,11 @@ fn declared_command(command: &HostCommand) -> CatalogCommand {
     }
 }
 
+/// Whether `name` is a tool of the runtime's own, which no host command may shadow.
+pub(crate) fn is_builtin(name: &str) -> bool {
+    name == names::GET_CONTEXT || name == fetch::NAME || names::is_runtime_control(name)
+}
+
 /// The `meta` block of a host command or provider tool call.
 pub(crate) fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecutionContext {
     let mut run_input_metadata = ctx.run_metadata.clone();
@@ -295,7 +310,7 @@ fn get_context_output(ctx: &ToolContext) -> ToolOutput {
 #[async_trait]
 impl ToolHost for HostToolHost {
     fn catalog(&self, app_id: &str) -> Vec<ToolDefinition> {
-        let mut tools = vec![control::get_context_tool()];
+        let mut tools = vec![control::get_context_tool(), FetchUrl::definition()];
         if let Some(app) = self.apps.get(app_id) {
             tools.extend(app.catalog.iter().cloned());
         }
@@ -309,6 +324,9 @@ impl ToolHost for HostToolHost {
         let name = canonical_tool_name(tool_name);
         if name == names::GET_CONTEXT {
             return get_context_output(ctx);
+        }
+        if name == fetch::NAME {
+            return self.fetch.call(ctx, input).await;
         }
         if names::is_runtime_control(&name) {
             return ToolOutput::error(format!(
@@ -450,6 +468,7 @@ apps:
             crm,
             vec![
                 "get_context",
+                "fetch_url",
                 "create_task",
                 "say",
                 "refuse",
@@ -458,8 +477,8 @@ apps:
             ]
         );
         let docs: Vec<_> = host.catalog("docs").into_iter().map(|t| t.name).collect();
-        assert_eq!(docs, vec!["get_context"]);
-        assert_eq!(host.catalog("unknown").len(), 1);
+        assert_eq!(docs, vec!["get_context", "fetch_url"]);
+        assert_eq!(host.catalog("unknown").len(), 2);
         let create = host
             .catalog("crm")
             .into_iter()
@@ -578,7 +597,7 @@ apps:
     #[tokio::test]
     async fn a_provider_without_commands_offers_the_original_catalogue() {
         let host = HostToolHost::from_app_config(&original_config("https://h.example")).unwrap();
-        let tools: Vec<_> = host.catalog("pm").into_iter().skip(1).collect();
+        let tools: Vec<_> = host.catalog("pm").into_iter().skip(2).collect();
         assert_eq!(tools.len(), 53);
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(
@@ -662,7 +681,7 @@ apps:
         )
         .unwrap();
         let host = HostToolHost::from_app_config(&config).unwrap();
-        assert_eq!(host.catalog("a").len(), 1, "get_context only");
+        assert_eq!(host.catalog("a").len(), 2, "get_context and fetch_url only");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   command provider. An app's host tools are invisible to other apps.
 //! - [`command_catalog`]: the original's host command catalogue (embedded JSON), offered by a
 //!   command provider that declares no `commands`.
+//! - [`fetch`]: `fetch_url`, the built-in web fetch (every hop's destination checked, size
+//!   caps, an optional `output_path` written beneath the run's workspace root).
 //! - [`control`]: definitions of the runtime-control tools the engine executes itself.
 //! - [`mcp_providers`]: [`McpProviders`], each app's deployment-owned MCP providers: their
 //!   catalogues (loaded, refreshed, health, readiness) and calls.
@@ -16,12 +18,14 @@
 pub mod command_catalog;
 pub mod context;
 pub mod control;
+pub mod fetch;
 pub mod host_tools;
 mod http;
 pub mod mcp_providers;
 
 pub use context::{ContextRouter, HttpContextProvider};
 pub use control::{get_context_tool, runtime_control_tools};
+pub use fetch::{FetchPolicy, FetchUrl};
 pub use host_tools::HostToolHost;
 pub use http::ToolsError;
 pub use mcp_providers::McpProviders;

@@ -316,3 +316,82 @@ async fn the_run_tool_gateway_lists_and_calls_tools_through_the_same_gate() {
     assert_eq!(status, 400, "{unknown}");
     server.stop().await;
 }
+
+/// A web server on loopback with one HTML page.
+async fn web_page() -> String {
+    let app = axum::Router::new().route(
+        "/page",
+        axum::routing::get(|| async {
+            axum::response::Html(
+                "<html><body><h1>Release notes</h1><p>Version 2 &amp; more</p></body></html>",
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/page", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// The content of the tool result the model was sent in its second request.
+fn tool_result_seen(mock: &MockProvider) -> String {
+    let second = &mock.model_requests()[1].body;
+    let result = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_else(|| panic!("a tool result in {second}"));
+    result["content"].as_str().unwrap().to_string()
+}
+
+async fn run_fetch(extra_env: &[(&str, &str)]) -> String {
+    let url = web_page().await;
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "fetch_url",
+        json!({"url": url}).to_string(),
+    ));
+    mock.push(Reply::text("read it"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("fetch.db").display().to_string());
+    for (key, value) in extra_env {
+        env.insert(key.to_string(), value.to_string());
+    }
+    let server = TestServer::start_with(env).await;
+    let agent = server
+        .agent("reader", json!({"allowed_tools": ["fetch_url"]}))
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().unwrap();
+    let done = server.wait_status(run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let seen = tool_result_seen(&mock);
+    server.stop().await;
+    seen
+}
+
+#[tokio::test]
+async fn fetch_url_refuses_loopback_and_plain_http_by_default() {
+    let seen = run_fetch(&[]).await;
+    assert!(
+        seen.contains("refused") && seen.contains("plain http"),
+        "{seen}"
+    );
+    let seen = run_fetch(&[("AGENT_RUNTIME_MCP_ALLOW_HTTP", "true")]).await;
+    assert!(
+        seen.contains("refused") && seen.contains("loopback"),
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn fetch_url_reads_a_page_where_the_deployment_allows_it() {
+    let seen = run_fetch(&[
+        ("AGENT_RUNTIME_MCP_ALLOW_HTTP", "true"),
+        ("AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS", "true"),
+    ])
+    .await;
+    assert!(seen.contains("Release notes\nVersion 2 & more"), "{seen}");
+}

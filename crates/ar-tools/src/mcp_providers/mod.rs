@@ -297,6 +297,7 @@ fn reserved_names(app: &AppSettings) -> HashSet<String> {
         .map(|name| name.to_string())
         .collect();
     reserved.insert(control::names::GET_CONTEXT.to_string());
+    reserved.insert(crate::fetch::NAME.to_string());
     if let Some(provider) = &app.command_provider {
         // An unusable embedded catalogue is reported by the host tools; nothing to reserve then.
         let commands = crate::host_tools::provider_commands(provider).unwrap_or_default();
