@@ -693,5 +693,12 @@ apps:
         .unwrap();
         let err = HostToolHost::from_app_config(&config).unwrap_err();
         assert!(matches!(err, ToolsError::NameCollision { ref name, .. } if name == "finish_turn"));
+        let config = AppConfig::parse(
+            "apps: [{app_id: a, command_provider: {base_url: 'https://h.example', commands: [{name: fetch_url}]}}]",
+            &|_| None,
+        )
+        .unwrap();
+        let err = HostToolHost::from_app_config(&config).unwrap_err();
+        assert!(matches!(err, ToolsError::NameCollision { ref name, .. } if name == "fetch_url"));
     }
 }
