@@ -25,10 +25,11 @@ use crate::mcp_providers::McpProviders;
 /// Default timeout of one host command.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Key of `ToolContext::run_metadata` where the engine places the run's workspace lease
-/// (`{"id": …, "metadata": {…}}`) so host commands receive `workspace_id` and
-/// `workspace_metadata`. `ToolContext` has no lease field; this key is the bridge. It is not
-/// forwarded as part of `run_input_metadata`.
+/// Key of `ToolContext::run_metadata` where the engine places the run's workspace lease (its
+/// wire form: `{"id", "root_path", "metadata": {…}}`, plus `"access": "read_only"` for a
+/// read-only workspace) so host commands receive `workspace_metadata` and `fetch_url` can
+/// write an `output_path` beneath `root_path`. `ToolContext` has no lease field; this key is
+/// the bridge. It is not forwarded as part of `run_input_metadata`.
 pub const WORKSPACE_LEASE_KEY: &str = "workspace_lease";
 
 /// An app's command provider with its commands, by tool name.
@@ -268,18 +269,21 @@ pub(crate) fn is_builtin(name: &str) -> bool {
 pub(crate) fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecutionContext {
     let mut run_input_metadata = ctx.run_metadata.clone();
     let lease = run_input_metadata.remove(WORKSPACE_LEASE_KEY);
-    let workspace_id = lease
-        .as_ref()
-        .and_then(|l| l.get("id"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
     let workspace_metadata = lease
         .as_ref()
         .and_then(|l| l.get("metadata"))
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
+    let target_metadata = ctx.target.metadata.clone().unwrap_or_default();
+    // The original's order: the run's metadata, the lease's metadata, the target's metadata.
+    let workspace_id = [&run_input_metadata, &workspace_metadata, &target_metadata]
+        .into_iter()
+        .filter_map(|map| map.get("workspace_id").and_then(Value::as_str))
+        .map(str::trim)
+        .find(|id| !id.is_empty())
+        .unwrap_or_default()
+        .to_string();
     ar_wire::host::CommandExecutionContext {
         app_id: ctx.app_id.clone(),
         run_id: ctx.run_id.clone(),
@@ -290,7 +294,7 @@ pub(crate) fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecuti
         target_id: ctx.target.id.clone(),
         target: http::wire_target(&ctx.target),
         run_input_metadata,
-        target_metadata: ctx.target.metadata.clone().unwrap_or_default(),
+        target_metadata,
         workspace_metadata,
     }
 }
@@ -439,7 +443,7 @@ apps:
         run_metadata.insert("preset".into(), "triage".into());
         run_metadata.insert(
             WORKSPACE_LEASE_KEY.into(),
-            json!({"id": "ws-1", "metadata": {"branch": "main"}}),
+            json!({"id": "lease-1", "metadata": {"branch": "main", "workspace_id": "ws-1"}}),
         );
         let mut target_metadata = JsonMap::new();
         target_metadata.insert("board".into(), "B1".into());
@@ -526,7 +530,7 @@ apps:
                     "target": {"type": "deal", "id": "D-1", "metadata": {"board": "B1"}},
                     "run_input_metadata": {"preset": "triage"},
                     "target_metadata": {"board": "B1"},
-                    "workspace_metadata": {"branch": "main"}
+                    "workspace_metadata": {"branch": "main", "workspace_id": "ws-1"}
                 },
                 "command_name": "create_task",
                 "input": {"title": "Call back"}
@@ -536,6 +540,32 @@ apps:
         let said = host.call(&ctx("crm"), "say", Value::Null).await;
         assert_eq!(said.content, "plain text");
         assert!(!said.is_error);
+    }
+
+    #[test]
+    fn workspace_id_comes_from_run_then_lease_then_target_metadata() {
+        let mut ctx = ctx("crm");
+        assert_eq!(execution_meta(&ctx).workspace_id, "ws-1", "from the lease");
+        ctx.run_metadata
+            .insert("workspace_id".into(), json!(" ws-run "));
+        assert_eq!(
+            execution_meta(&ctx).workspace_id,
+            "ws-run",
+            "the run's wins"
+        );
+        ctx.run_metadata.clear();
+        ctx.target
+            .metadata
+            .as_mut()
+            .unwrap()
+            .insert("workspace_id".into(), json!("ws-target"));
+        assert_eq!(execution_meta(&ctx).workspace_id, "ws-target");
+        ctx.target.metadata = None;
+        assert_eq!(
+            execution_meta(&ctx).workspace_id,
+            "",
+            "the lease id is not a workspace id"
+        );
     }
 
     #[tokio::test]
