@@ -396,13 +396,13 @@ pub const MCP_ALLOW_PRIVATE_NETWORKS: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS",
     Some("false"),
-    "Allow run MCP servers on private or loopback addresses.",
+    "Allow run MCP servers, and fetch_url, on private or loopback addresses.",
 );
 pub const MCP_ALLOW_HTTP: EnvVar = EnvVar::new(
     MCP,
     "AGENT_RUNTIME_MCP_ALLOW_HTTP",
     Some("false"),
-    "Allow plain-HTTP run MCP servers.",
+    "Allow plain-HTTP run MCP servers and fetch_url of plain-HTTP URLs.",
 );
 
 // --- studio and nodes -----------------------------------------------------------------------

@@ -442,7 +442,7 @@ const APP_KEY_READERS: &[Reader] = &[
     reader(
         "apps[].command_provider.commands",
         HOST_TOOLS,
-        &[COMMANDS, "for command in &provider.commands"],
+        &[COMMANDS, "match &provider.commands", "Some(declared) =>"],
     ),
     // `HostCommand::to_tool_definition` turns every field of a command into the tool the model sees.
     reader(

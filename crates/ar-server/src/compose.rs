@@ -545,7 +545,7 @@ impl Service {
             ..engine_config(&settings)
         };
         let (mcp_sealer, mcp) = run_mcp(&settings.mcp)?;
-        let (tools, mcp_providers) = tool_host(&apps, &dir)?;
+        let (tools, mcp_providers) = tool_host(&apps, &dir, &settings.mcp)?;
         let context =
             ar_tools::ContextRouter::from_app_config(&apps).context("context endpoints")?;
         let nats = nats_sink(&settings.events, &apps, &store).await?;
@@ -687,16 +687,26 @@ fn engine_config(settings: &ServiceSettings) -> EngineConfig {
     }
 }
 
-/// The tools runs get: host commands, the apps' MCP providers (returned too, for health and
-/// readiness; stdio providers run in `dir`) and the runtime-control tools.
+/// The tools runs get: host commands, `fetch_url` (its destinations as open as those of run MCP
+/// servers: plain http and non-public addresses only when the MCP settings allow them), the
+/// apps' MCP providers (returned too, for health and readiness; stdio providers run in `dir`)
+/// and the runtime-control tools.
 fn tool_host(
     apps: &AppConfig,
     dir: &Path,
+    mcp: &ar_config::env::McpSettings,
 ) -> anyhow::Result<(WithControlTools, Arc<ar_tools::McpProviders>)> {
     let providers =
         Arc::new(ar_tools::McpProviders::from_app_config(apps, dir).context("app MCP providers")?);
+    let fetch = ar_tools::FetchPolicy {
+        allow_http: mcp.allow_http,
+        allow_private_networks: mcp.allow_private_networks,
+        allow_loopback: false,
+    };
     let host = ar_tools::HostToolHost::from_app_config(apps)
         .context("host tools")?
+        .with_fetch_policy(fetch)
+        .context("fetch_url")?
         .with_mcp_providers(providers.clone());
     Ok((WithControlTools(host), providers))
 }

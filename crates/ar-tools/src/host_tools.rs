@@ -1,4 +1,8 @@
 //! `HostToolHost`: the built-in `get_context` tool plus each app's host commands, executed through the app's command provider; per-app catalogs.
+//!
+//! An app's commands are those its `command_provider.commands` declares (our extension), or,
+//! when that key is absent, the original's catalogue ([`crate::command_catalog`]), whose tools
+//! are named by alias and executed under their command name (`create_task` → `pm.create_task`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,24 +16,27 @@ use ar_core::JsonMap;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::command_catalog::{self, CatalogCommand};
 use crate::control::{self, names};
+use crate::fetch::{self, FetchPolicy, FetchUrl};
 use crate::http::{self, ToolsError};
 use crate::mcp_providers::McpProviders;
 
 /// Default timeout of one host command.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Key of `ToolContext::run_metadata` where the engine places the run's workspace lease
-/// (`{"id": …, "metadata": {…}}`) so host commands receive `workspace_id` and
-/// `workspace_metadata`. `ToolContext` has no lease field; this key is the bridge. It is not
-/// forwarded as part of `run_input_metadata`.
+/// Key of `ToolContext::run_metadata` where the engine places the run's workspace lease (its
+/// wire form: `{"id", "root_path", "metadata": {…}}`, plus `"access": "read_only"` for a
+/// read-only workspace) so host commands receive `workspace_metadata` and `fetch_url` can
+/// write an `output_path` beneath `root_path`. `ToolContext` has no lease field; this key is
+/// the bridge. It is not forwarded as part of `run_input_metadata`.
 pub const WORKSPACE_LEASE_KEY: &str = "workspace_lease";
 
-/// An app's command provider with its declared commands.
+/// An app's command provider with its commands, by tool name.
 struct CommandClient {
     execute_url: String,
     token: Option<Secret>,
-    commands: HashMap<String, ToolDefinition>,
+    commands: HashMap<String, CatalogCommand>,
 }
 
 #[derive(Default)]
@@ -39,9 +46,11 @@ struct AppTools {
     commands: Option<Arc<CommandClient>>,
 }
 
-/// Tools executed outside the engine: `get_context` (every app) and host commands (per app).
+/// Tools executed outside the engine: `get_context` and `fetch_url` (every app) and host
+/// commands (per app).
 pub struct HostToolHost {
     client: reqwest::Client,
+    fetch: FetchUrl,
     timeout: Duration,
     apps: HashMap<String, AppTools>,
     providers: Option<Arc<McpProviders>>,
@@ -66,6 +75,7 @@ impl HostToolHost {
     pub fn new() -> Result<Self, ToolsError> {
         Ok(HostToolHost {
             client: http::client()?,
+            fetch: FetchUrl::new(FetchPolicy::default())?,
             timeout: DEFAULT_COMMAND_TIMEOUT,
             apps: HashMap::new(),
             providers: None,
@@ -90,19 +100,19 @@ impl HostToolHost {
         app_id: &str,
         provider: &CommandProvider,
     ) -> Result<(), ToolsError> {
-        let mut catalog = Vec::with_capacity(provider.commands.len());
-        let mut commands = HashMap::with_capacity(provider.commands.len());
-        for command in &provider.commands {
-            let definition = definition_of(command);
-            if definition.name == names::GET_CONTEXT || names::is_runtime_control(&definition.name)
-            {
+        let declared = provider_commands(provider)?;
+        let mut catalog = Vec::with_capacity(declared.len());
+        let mut commands = HashMap::with_capacity(declared.len());
+        for command in declared {
+            let name = &command.definition.name;
+            if is_builtin(name) {
                 return Err(ToolsError::NameCollision {
                     app_id: app_id.to_string(),
-                    name: definition.name,
+                    name: name.clone(),
                 });
             }
-            commands.insert(definition.name.clone(), definition.clone());
-            catalog.push(definition);
+            catalog.push(command.definition.clone());
+            commands.insert(name.clone(), command);
         }
         let client = CommandClient {
             execute_url: provider.execute_url(),
@@ -125,25 +135,32 @@ impl HostToolHost {
         self
     }
 
+    /// Where `fetch_url` may go (strict by default: public `https` destinations only).
+    pub fn with_fetch_policy(mut self, policy: FetchPolicy) -> Result<Self, ToolsError> {
+        self.fetch = FetchUrl::new(policy)?;
+        Ok(self)
+    }
+
     /// Timeout of one host command call.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
-    fn command(&self, app_id: &str, name: &str) -> Option<(Arc<CommandClient>, ToolDefinition)> {
+    fn command(&self, app_id: &str, name: &str) -> Option<(Arc<CommandClient>, CatalogCommand)> {
         let client = self.apps.get(app_id)?.commands.as_ref()?;
-        let definition = client.commands.get(name)?.clone();
-        Some((client.clone(), definition))
+        let command = client.commands.get(name)?.clone();
+        Some((client.clone(), command))
     }
 
     async fn execute(
         &self,
         client: &CommandClient,
-        definition: &ToolDefinition,
+        command: &CatalogCommand,
         ctx: &ToolContext,
         input: Value,
     ) -> ToolOutput {
+        let definition = &command.definition;
         let name = &definition.name;
         if !definition.supports_target(&ctx.target.target_type) {
             return ToolOutput::error(format!(
@@ -158,7 +175,7 @@ impl HostToolHost {
         };
         let body = ar_wire::host::CommandExecutionRequest {
             meta: execution_meta(ctx),
-            command_name: name.clone(),
+            command_name: command.command_name.clone(),
             input: Some(input),
         };
         let mut request = self
@@ -227,26 +244,46 @@ impl HostToolHost {
     }
 }
 
-fn definition_of(command: &HostCommand) -> ToolDefinition {
-    command.to_tool_definition()
+/// The commands a provider offers: those it declares (executed under their own name), else the
+/// original's catalogue.
+pub fn provider_commands(provider: &CommandProvider) -> Result<Vec<CatalogCommand>, ToolsError> {
+    match &provider.commands {
+        Some(declared) => Ok(declared.iter().map(declared_command).collect()),
+        None => Ok(command_catalog::builtin()?.to_vec()),
+    }
+}
+
+fn declared_command(command: &HostCommand) -> CatalogCommand {
+    CatalogCommand {
+        command_name: command.name.clone(),
+        definition: command.to_tool_definition(),
+    }
+}
+
+/// Whether `name` is a tool of the runtime's own, which no host command may shadow.
+pub(crate) fn is_builtin(name: &str) -> bool {
+    name == names::GET_CONTEXT || name == fetch::NAME || names::is_runtime_control(name)
 }
 
 /// The `meta` block of a host command or provider tool call.
 pub(crate) fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecutionContext {
     let mut run_input_metadata = ctx.run_metadata.clone();
     let lease = run_input_metadata.remove(WORKSPACE_LEASE_KEY);
-    let workspace_id = lease
-        .as_ref()
-        .and_then(|l| l.get("id"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
     let workspace_metadata = lease
         .as_ref()
         .and_then(|l| l.get("metadata"))
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
+    let target_metadata = ctx.target.metadata.clone().unwrap_or_default();
+    // The original's order: the run's metadata, the lease's metadata, the target's metadata.
+    let workspace_id = [&run_input_metadata, &workspace_metadata, &target_metadata]
+        .into_iter()
+        .filter_map(|map| map.get("workspace_id").and_then(Value::as_str))
+        .map(str::trim)
+        .find(|id| !id.is_empty())
+        .unwrap_or_default()
+        .to_string();
     ar_wire::host::CommandExecutionContext {
         app_id: ctx.app_id.clone(),
         run_id: ctx.run_id.clone(),
@@ -257,7 +294,7 @@ pub(crate) fn execution_meta(ctx: &ToolContext) -> ar_wire::host::CommandExecuti
         target_id: ctx.target.id.clone(),
         target: http::wire_target(&ctx.target),
         run_input_metadata,
-        target_metadata: ctx.target.metadata.clone().unwrap_or_default(),
+        target_metadata,
         workspace_metadata,
     }
 }
@@ -277,7 +314,7 @@ fn get_context_output(ctx: &ToolContext) -> ToolOutput {
 #[async_trait]
 impl ToolHost for HostToolHost {
     fn catalog(&self, app_id: &str) -> Vec<ToolDefinition> {
-        let mut tools = vec![control::get_context_tool()];
+        let mut tools = vec![control::get_context_tool(), FetchUrl::definition()];
         if let Some(app) = self.apps.get(app_id) {
             tools.extend(app.catalog.iter().cloned());
         }
@@ -292,13 +329,16 @@ impl ToolHost for HostToolHost {
         if name == names::GET_CONTEXT {
             return get_context_output(ctx);
         }
+        if name == fetch::NAME {
+            return self.fetch.call(ctx, input).await;
+        }
         if names::is_runtime_control(&name) {
             return ToolOutput::error(format!(
                 "tool {name} is executed by the runtime, not by a tool host"
             ));
         }
-        if let Some((client, definition)) = self.command(&ctx.app_id, &name) {
-            return self.execute(&client, &definition, ctx, input).await;
+        if let Some((client, command)) = self.command(&ctx.app_id, &name) {
+            return self.execute(&client, &command, ctx, input).await;
         }
         if let Some(providers) = &self.providers {
             if let Some(output) = providers.call(ctx, &name, input).await {
@@ -403,7 +443,7 @@ apps:
         run_metadata.insert("preset".into(), "triage".into());
         run_metadata.insert(
             WORKSPACE_LEASE_KEY.into(),
-            json!({"id": "ws-1", "metadata": {"branch": "main"}}),
+            json!({"id": "lease-1", "metadata": {"branch": "main", "workspace_id": "ws-1"}}),
         );
         let mut target_metadata = JsonMap::new();
         target_metadata.insert("board".into(), "B1".into());
@@ -432,6 +472,7 @@ apps:
             crm,
             vec![
                 "get_context",
+                "fetch_url",
                 "create_task",
                 "say",
                 "refuse",
@@ -440,8 +481,8 @@ apps:
             ]
         );
         let docs: Vec<_> = host.catalog("docs").into_iter().map(|t| t.name).collect();
-        assert_eq!(docs, vec!["get_context"]);
-        assert_eq!(host.catalog("unknown").len(), 1);
+        assert_eq!(docs, vec!["get_context", "fetch_url"]);
+        assert_eq!(host.catalog("unknown").len(), 2);
         let create = host
             .catalog("crm")
             .into_iter()
@@ -489,7 +530,7 @@ apps:
                     "target": {"type": "deal", "id": "D-1", "metadata": {"board": "B1"}},
                     "run_input_metadata": {"preset": "triage"},
                     "target_metadata": {"board": "B1"},
-                    "workspace_metadata": {"branch": "main"}
+                    "workspace_metadata": {"branch": "main", "workspace_id": "ws-1"}
                 },
                 "command_name": "create_task",
                 "input": {"title": "Call back"}
@@ -499,6 +540,32 @@ apps:
         let said = host.call(&ctx("crm"), "say", Value::Null).await;
         assert_eq!(said.content, "plain text");
         assert!(!said.is_error);
+    }
+
+    #[test]
+    fn workspace_id_comes_from_run_then_lease_then_target_metadata() {
+        let mut ctx = ctx("crm");
+        assert_eq!(execution_meta(&ctx).workspace_id, "ws-1", "from the lease");
+        ctx.run_metadata
+            .insert("workspace_id".into(), json!(" ws-run "));
+        assert_eq!(
+            execution_meta(&ctx).workspace_id,
+            "ws-run",
+            "the run's wins"
+        );
+        ctx.run_metadata.clear();
+        ctx.target
+            .metadata
+            .as_mut()
+            .unwrap()
+            .insert("workspace_id".into(), json!("ws-target"));
+        assert_eq!(execution_meta(&ctx).workspace_id, "ws-target");
+        ctx.target.metadata = None;
+        assert_eq!(
+            execution_meta(&ctx).workspace_id,
+            "",
+            "the lease id is not a workspace id"
+        );
     }
 
     #[tokio::test]
@@ -552,6 +619,101 @@ apps:
         );
     }
 
+    fn original_config(base_url: &str) -> AppConfig {
+        let text = format!("apps: [{{app_id: pm, command_provider: {{base_url: '{base_url}', token: cmd-token}}}}]");
+        AppConfig::parse(&text, &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_commands_offers_the_original_catalogue() {
+        let host = HostToolHost::from_app_config(&original_config("https://h.example")).unwrap();
+        let tools: Vec<_> = host.catalog("pm").into_iter().skip(2).collect();
+        assert_eq!(tools.len(), 53);
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names[..4],
+            [
+                "search_workspace",
+                "list_workspace_teams",
+                "list_documents",
+                "read_document"
+            ]
+        );
+        for name in [
+            "create_task",
+            "update_task_state",
+            "write_document_content",
+            "list_repositories",
+            "send_support_reply",
+        ] {
+            assert!(names.contains(&name), "{name} offered");
+        }
+        let create = tools.iter().find(|t| t.name == "create_task").unwrap();
+        assert_eq!(create.category, "PM / Tasks");
+        assert!(create.mutating);
+        assert_eq!(create.effective_risk(), ar_core::RiskLevel::RoutineMutation);
+        assert_eq!(create.input_schema["required"], json!(["name", "team_id"]));
+        assert_eq!(create.input_schema["additionalProperties"], json!(false));
+        assert_eq!(
+            create.input_schema["properties"]["owner_member_ids"]["items"],
+            json!({"type": "string"})
+        );
+        let repos = tools
+            .iter()
+            .find(|t| t.name == "list_repositories")
+            .unwrap();
+        assert_eq!((repos.category.as_str(), repos.mutating), ("Git", false));
+        assert_eq!(
+            repos.input_schema,
+            json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
+        );
+        let reply = tools
+            .iter()
+            .find(|t| t.name == "send_support_reply")
+            .unwrap();
+        assert_eq!(
+            reply.effective_risk(),
+            ar_core::RiskLevel::SensitiveMutation
+        );
+        assert_eq!(
+            reply.input_schema["properties"]["reply_kind"]["enum"],
+            json!(["answer", "clarify", "conversational", "confirmation"])
+        );
+    }
+
+    #[tokio::test]
+    async fn original_tools_execute_under_their_command_name() {
+        let (url, seen) = server().await;
+        let host = HostToolHost::from_app_config(&original_config(&url)).unwrap();
+        let output = host
+            .call(
+                &ctx("pm"),
+                "create_task",
+                json!({"name": "Call back", "team_id": "T"}),
+            )
+            .await;
+        // The stand-in answers only the names it knows; what matters is what it was sent.
+        assert!(output.is_error);
+        let (auth, body) = seen.lock().unwrap()[0].clone();
+        assert_eq!(auth.as_deref(), Some("Bearer cmd-token"));
+        assert_eq!(body["command_name"], "pm.create_task");
+        assert_eq!(body["input"], json!({"name": "Call back", "team_id": "T"}));
+        assert_eq!(body["meta"]["app_id"], "pm");
+        let unknown = host.call(&ctx("pm"), "pm.create_task", json!({})).await;
+        assert!(unknown.is_error && unknown.content.contains("unknown tool"));
+    }
+
+    #[test]
+    fn an_empty_commands_list_offers_no_command() {
+        let config = AppConfig::parse(
+            "apps: [{app_id: a, command_provider: {base_url: 'https://h.example', commands: []}}]",
+            &|_| None,
+        )
+        .unwrap();
+        let host = HostToolHost::from_app_config(&config).unwrap();
+        assert_eq!(host.catalog("a").len(), 2, "get_context and fetch_url only");
+    }
+
     #[test]
     fn commands_cannot_shadow_runtime_tools() {
         let config = AppConfig::parse(
@@ -561,5 +723,12 @@ apps:
         .unwrap();
         let err = HostToolHost::from_app_config(&config).unwrap_err();
         assert!(matches!(err, ToolsError::NameCollision { ref name, .. } if name == "finish_turn"));
+        let config = AppConfig::parse(
+            "apps: [{app_id: a, command_provider: {base_url: 'https://h.example', commands: [{name: fetch_url}]}}]",
+            &|_| None,
+        )
+        .unwrap();
+        let err = HostToolHost::from_app_config(&config).unwrap_err();
+        assert!(matches!(err, ToolsError::NameCollision { ref name, .. } if name == "fetch_url"));
     }
 }

@@ -10,6 +10,9 @@ pub enum ToolsError {
     /// A host command would shadow a tool the runtime defines.
     #[error("app {app_id}: host command {name:?} collides with a runtime tool of the same name")]
     NameCollision { app_id: String, name: String },
+    /// The embedded host command catalogue is unusable.
+    #[error(transparent)]
+    Catalog(#[from] crate::command_catalog::CatalogError),
 }
 
 /// Largest host response body read (context or command output).

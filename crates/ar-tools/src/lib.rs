@@ -5,6 +5,10 @@
 //! - [`host_tools`]: [`HostToolHost`], the [`ar_core::tool::ToolHost`] offering the built-in
 //!   `get_context` tool and each app's declared host commands, executed through the app's
 //!   command provider. An app's host tools are invisible to other apps.
+//! - [`command_catalog`]: the original's host command catalogue (embedded JSON), offered by a
+//!   command provider that declares no `commands`.
+//! - [`fetch`]: `fetch_url`, the built-in web fetch (every hop's destination checked, size
+//!   caps, an optional `output_path` written beneath the run's workspace root).
 //! - [`control`]: definitions of the runtime-control tools the engine executes itself.
 //! - [`skills`]: [`HttpSkillProviders`], the apps' skill providers (`by-id`, `active-by-key`)
 //!   behind `ar-skills`' lookup port.
@@ -13,8 +17,10 @@
 //!
 //! Host-callback JSON bodies come from `ar-wire`; this crate only moves them over HTTP.
 
+pub mod command_catalog;
 pub mod context;
 pub mod control;
+pub mod fetch;
 pub mod host_tools;
 mod http;
 pub mod mcp_providers;
@@ -22,6 +28,7 @@ pub mod skills;
 
 pub use context::{ContextRouter, HttpContextProvider};
 pub use control::{get_context_tool, runtime_control_tools};
+pub use fetch::{FetchPolicy, FetchUrl};
 pub use host_tools::HostToolHost;
 pub use http::ToolsError;
 pub use mcp_providers::McpProviders;

@@ -213,7 +213,10 @@ impl HostCommand {
 pub struct CommandProvider {
     pub base_url: Url,
     pub token: Option<Secret>,
-    pub commands: Vec<HostCommand>,
+    /// The commands declared under `commands` (our extension). `None` when the key is absent,
+    /// as in a config written for the original: the provider then offers the original's
+    /// built-in catalogue (`ar_tools::command_catalog`). An empty list offers no command.
+    pub commands: Option<Vec<HostCommand>>,
 }
 
 impl CommandProvider {
@@ -779,13 +782,15 @@ fn parse_command_provider(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<CommandPro
     let transport_ok = transport(ctx, obj, &["http"], "http").is_some();
     let token = obj.secret(ctx, "token", "token_env");
     let base_url = required_base_url(ctx, obj, "base_url");
-    let commands = parse_unique_list(
-        ctx,
-        obj,
-        ("commands", "name"),
-        |name| format!("duplicate command {name:?}"),
-        parse_host_command,
-    );
+    let commands = obj.value("commands").is_some().then(|| {
+        parse_unique_list(
+            ctx,
+            obj,
+            ("commands", "name"),
+            |name| format!("duplicate command {name:?}"),
+            parse_host_command,
+        )
+    });
     let base_url = base_url?;
     transport_ok.then_some(CommandProvider {
         base_url,

@@ -110,8 +110,13 @@ impl AppSettings {
             host_commands: self
                 .command_provider
                 .as_ref()
-                .map(|p| p.commands.iter().map(|c| c.name.clone()).collect())
+                .and_then(|p| p.commands.as_ref())
+                .map(|commands| commands.iter().map(|c| c.name.clone()).collect())
                 .unwrap_or_default(),
+            builtin_host_commands: self
+                .command_provider
+                .as_ref()
+                .is_some_and(|p| p.commands.is_none()),
         }
     }
 }
@@ -124,7 +129,10 @@ pub struct DoctorReport {
     pub components: Vec<ComponentSummary>,
     pub model_endpoints: Vec<ar_core::run::ModelEndpoint>,
     pub require_run_model_credentials: bool,
+    /// The commands the app declared (`command_provider.commands`).
     pub host_commands: Vec<String>,
+    /// The command provider declares no `commands`: it offers the original's built-in catalogue.
+    pub builtin_host_commands: bool,
 }
 
 impl DoctorReport {
@@ -154,7 +162,12 @@ impl DoctorReport {
                 c.url.as_deref().unwrap_or(""),
             );
         }
-        if !self.host_commands.is_empty() {
+        if self.builtin_host_commands {
+            let _ = writeln!(
+                out,
+                "  host commands: the built-in catalogue of the original"
+            );
+        } else if !self.host_commands.is_empty() {
             let _ = writeln!(out, "  host commands: {}", self.host_commands.join(", "));
         }
         for endpoint in &self.model_endpoints {

@@ -82,13 +82,14 @@ fn full_yaml_config_parses() {
         commands.execute_url(),
         "https://host.example/commands/execute"
     );
-    assert_eq!(commands.commands.len(), 2);
-    let create = commands.commands[0].to_tool_definition();
+    let declared = commands.commands.as_ref().unwrap();
+    assert_eq!(declared.len(), 2);
+    let create = declared[0].to_tool_definition();
     assert!(create.mutating);
     assert_eq!(create.risk_level, Some(RiskLevel::RoutineMutation));
     assert_eq!(create.category, "host");
     assert_eq!(
-        commands.commands[1].input_schema,
+        declared[1].input_schema,
         serde_json::json!({"type": "object", "properties": {}})
     );
     assert_eq!(app.model_endpoints[0].auth_mode, EndpointAuthMode::None);
@@ -522,4 +523,29 @@ fn refused_sections_still_parse_what_their_capability_will_need() {
         ),
     );
     assert_eq!(callback.token.unwrap().expose(), "cb-secret");
+}
+
+#[test]
+fn a_command_provider_without_commands_means_the_builtin_catalogue() {
+    let config = parse(
+        "apps: [{app_id: original, command_provider: {base_url: 'https://h.example/cmd'}}, \
+         {app_id: none, command_provider: {base_url: 'https://h.example/cmd', commands: []}}]",
+    )
+    .unwrap();
+    let original = &config.apps["original"];
+    assert_eq!(original.command_provider.as_ref().unwrap().commands, None);
+    let report = original.doctor_report();
+    assert!(report.builtin_host_commands);
+    assert!(
+        report.render().contains("built-in catalogue"),
+        "{}",
+        report.render()
+    );
+    let none = &config.apps["none"];
+    assert_eq!(
+        none.command_provider.as_ref().unwrap().commands,
+        Some(Vec::new()),
+        "an empty list is our extension saying: no commands"
+    );
+    assert!(!none.doctor_report().builtin_host_commands);
 }

@@ -297,8 +297,11 @@ fn reserved_names(app: &AppSettings) -> HashSet<String> {
         .map(|name| name.to_string())
         .collect();
     reserved.insert(control::names::GET_CONTEXT.to_string());
+    reserved.insert(crate::fetch::NAME.to_string());
     if let Some(provider) = &app.command_provider {
-        reserved.extend(provider.commands.iter().map(|command| command.name.clone()));
+        // An unusable embedded catalogue is reported by the host tools; nothing to reserve then.
+        let commands = crate::host_tools::provider_commands(provider).unwrap_or_default();
+        reserved.extend(commands.into_iter().map(|command| command.definition.name));
     }
     reserved
 }
