@@ -47,6 +47,7 @@ const CONTEXT: &str = "ar-tools/src/context.rs";
 const PROVIDERS: &str = "ar-tools/src/mcp_providers/mod.rs";
 const PROVIDER_CATALOG: &str = "ar-tools/src/mcp_providers/catalog.rs";
 const PROVIDER_REFRESH: &str = "ar-tools/src/mcp_providers/refresh.rs";
+const WORKSPACES: &str = "ar-tools/src/workspaces.rs";
 const MCP_BRIDGE: &str = "agent-runtime/src/commands/mcp_bridge/settings.rs";
 
 const POSTGRES: &[&str] =
@@ -343,6 +344,7 @@ const CALLBACKS: &str = "for callback in &app.event_callbacks";
 const COMMANDS: &str = "if let Some(provider) = &app.command_provider";
 const ENDPOINTS: &str = ".model_endpoint_bindings()";
 const MCP_PROVIDERS: &str = "for config in &app.mcp_providers";
+const WORKSPACE_PROVIDER: &str = "if let Some(provider) = &app.workspace_provider";
 
 /// Readers of the supported app-configuration keys, by `section.path` + `.` + key. Keys of
 /// sections below a refused key are covered by that refusal.
@@ -392,6 +394,32 @@ const APP_KEY_READERS: &[Reader] = &[
         "apps[].event_callbacks[].event_types",
         COMPOSE,
         &[CALLBACKS, "event_types: callback.event_types.clone()"],
+    ),
+    reader(
+        "apps[].workspace_provider",
+        WORKSPACES,
+        &[WORKSPACE_PROVIDER],
+    ),
+    // The parser refuses `repository`; the client serves `http` and skips anything else.
+    reader(
+        "apps[].workspace_provider.transport",
+        WORKSPACES,
+        &["if provider.transport != WorkspaceTransport::Http"],
+    ),
+    reader(
+        "apps[].workspace_provider.base_url",
+        WORKSPACES,
+        &["base_url: provider.base_url.as_str().to_string()"],
+    ),
+    reader(
+        "apps[].workspace_provider.token",
+        WORKSPACES,
+        &["token: provider.token.clone()"],
+    ),
+    reader(
+        "apps[].workspace_provider.token_env",
+        WORKSPACES,
+        &["token: provider.token.clone()"],
     ),
     reader("apps[].command_provider", HOST_TOOLS, &[COMMANDS]),
     // The parser accepts only `http`, the transport the command client speaks.

@@ -38,6 +38,10 @@ pub struct EngineDeps {
     /// Present when other replicas share the store: how a request received here reaches the
     /// owner of a run executing elsewhere.
     pub replicas: Option<Arc<dyn ar_core::replica::ReplicaLink>>,
+    /// Present when apps may have workspaces: the hosts' providers and the tools opened over
+    /// a lease's root.
+    pub workspaces: Option<Arc<dyn ar_core::workspace::WorkspaceProvider>>,
+    pub workspace_opener: Option<Arc<dyn ar_core::workspace::WorkspaceOpener>>,
 }
 
 pub(crate) struct Inner {

@@ -64,7 +64,13 @@ pub struct GatewayResult {
 impl Engine {
     /// Tools a run may use: agent allowlist ∩ run allowlist, filtered by target type.
     pub(crate) fn effective_tools(&self, run: &Run, agent: &Agent) -> Vec<ToolDefinition> {
-        let catalog = self.deps().tools.catalog(&run.app_id);
+        let mut catalog = self.deps().tools.catalog(&run.app_id);
+        if let Some(workspace) = self.workspace_tools_of(&run.id) {
+            // The run's workspace tools take the place of any host tool of the same name.
+            let tools = workspace.definitions();
+            catalog.retain(|tool| !tools.iter().any(|w| w.name == tool.name));
+            catalog.extend(tools);
+        }
         let explicit = run.input.turn_policy.is_explicit_completion();
         catalog
             .into_iter()

@@ -26,6 +26,7 @@ pub mod sealer;
 pub mod studio;
 pub mod studio_replay;
 pub mod transcript;
+mod workspace;
 
 pub use admission::{StartRun, TurnPolicyRequest};
 pub use agents::AgentInput;

@@ -566,6 +566,8 @@ impl Service {
             mcp,
             agent_cli,
             replicas: replicas.as_ref().map(ar_events::Replicas::link),
+            workspaces: workspaces(&apps)?,
+            workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
@@ -696,6 +698,18 @@ fn tool_host(
         .context("host tools")?
         .with_mcp_providers(providers.clone());
     Ok((WithControlTools(host), providers))
+}
+
+/// The apps' `host_prepared` workspace providers; `None` when no app has one.
+fn workspaces(
+    apps: &AppConfig,
+) -> anyhow::Result<Option<Arc<dyn ar_core::workspace::WorkspaceProvider>>> {
+    let workspaces =
+        ar_tools::HttpWorkspaces::from_app_config(apps).context("workspace providers")?;
+    if workspaces.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(workspaces)))
 }
 
 /// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with

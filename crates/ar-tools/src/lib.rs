@@ -8,6 +8,8 @@
 //! - [`control`]: definitions of the runtime-control tools the engine executes itself.
 //! - [`mcp_providers`]: [`McpProviders`], each app's deployment-owned MCP providers: their
 //!   catalogues (loaded, refreshed, health, readiness) and calls.
+//! - [`workspaces`]: [`HttpWorkspaces`], each app's `host_prepared` workspace provider
+//!   (`/prepare`, `/finalize`, `/cleanup`) behind the domain `WorkspaceProvider` port.
 //!
 //! Host-callback JSON bodies come from `ar-wire`; this crate only moves them over HTTP.
 
@@ -16,9 +18,11 @@ pub mod control;
 pub mod host_tools;
 mod http;
 pub mod mcp_providers;
+pub mod workspaces;
 
 pub use context::{ContextRouter, HttpContextProvider};
 pub use control::{get_context_tool, runtime_control_tools};
 pub use host_tools::HostToolHost;
 pub use http::ToolsError;
 pub use mcp_providers::McpProviders;
+pub use workspaces::HttpWorkspaces;

@@ -61,7 +61,7 @@ pub const APP: Section = Section {
         key("event_callbacks"),
         key("mcp_providers"),
         key("command_provider"),
-        not_yet("workspace_provider", Capability::Workspaces),
+        key("workspace_provider"),
         not_yet("skill_provider", Capability::Skills),
         not_yet("browser", Capability::Browser),
         key("model_endpoints"),
@@ -147,7 +147,7 @@ pub const WORKSPACE_PROVIDER: Section = Section {
         key("base_url"),
         key("token"),
         key("token_env"),
-        key("root_dir"),
+        not_yet("root_dir", Capability::RepositoryWorkspaces),
     ],
 };
 

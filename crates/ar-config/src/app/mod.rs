@@ -6,7 +6,7 @@
 //! environment variables) listed in one pass.
 //!
 //! Every key is declared in [`keys`] with its support. Sections of capabilities this version
-//! does not have yet (workspace and skill providers, browser tools, the model
+//! does not have yet (skill providers, browser tools, the model
 //! credential callback) are validated and refused; [`AppSettings`] holds only what the runtime
 //! uses.
 
@@ -53,6 +53,8 @@ pub struct AppSettings {
     pub mcp_providers: Vec<McpProvider>,
     pub model_endpoints: Vec<ModelEndpointBinding>,
     pub require_run_model_credentials: bool,
+    /// Where the app's runs get their workspaces (`host_prepared`: the `http` transport).
+    pub workspace_provider: Option<WorkspaceProvider>,
 }
 
 /// A URL the runtime POSTs to, with an optional bearer token.
@@ -238,7 +240,7 @@ impl WorkspaceTransport {
     }
 }
 
-/// The app's workspace provider (validated, then refused: not supported yet).
+/// The app's workspace provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkspaceProvider {
     pub transport: WorkspaceTransport,
@@ -441,6 +443,9 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
     let require_run_model_credentials = obj
         .bool(ctx, "require_run_model_credentials")
         .unwrap_or(false);
+    let workspace_provider = obj
+        .object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER)
+        .and_then(|p| parse_workspace_provider(ctx, &p));
     validate_refused_sections(ctx, &obj);
     if ctx.diagnostics.len() != before {
         return None;
@@ -454,6 +459,7 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
         mcp_providers,
         model_endpoints,
         require_run_model_credentials,
+        workspace_provider,
     })
 }
 
@@ -524,9 +530,6 @@ fn parse_unique_list<T>(
 /// that is set; their contents are still validated so `config validate` lists every problem
 /// at once. The parsed values are dropped until the capability exists.
 fn validate_refused_sections(ctx: &mut Ctx<'_>, obj: &Obj<'_>) {
-    if let Some(p) = obj.object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER) {
-        let _ = parse_workspace_provider(ctx, &p);
-    }
     if let Some(p) = obj.object(ctx, "skill_provider", &keys::SKILL_PROVIDER) {
         let _ = parse_skill_provider(ctx, &p);
     }
@@ -865,7 +868,15 @@ fn parse_risk_level(ctx: &mut Ctx<'_>, cmd: &Obj<'_>, mutating: bool) -> Option<
 
 fn parse_workspace_provider(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<WorkspaceProvider> {
     let transport = match transport(ctx, obj, &["http", "repository"], "http") {
-        Some("repository") => Some(WorkspaceTransport::Repository),
+        Some("repository") => {
+            // Cloning repositories for runs is not built yet: refuse rather than accept a
+            // provider no run could use.
+            ctx.diagnostics.push(
+                crate::support::Capability::RepositoryWorkspaces
+                    .value_refusal(obj.path_of("transport"), "repository"),
+            );
+            Some(WorkspaceTransport::Repository)
+        }
         Some(_) => Some(WorkspaceTransport::Http),
         None => None,
     };
