@@ -13,8 +13,6 @@ use crate::Diagnostic;
 pub enum Capability {
     /// Durable execution on Temporal (issue 13).
     Durable,
-    /// Repository workspaces: the runtime cloning a host-described repository (issue 11).
-    RepositoryWorkspaces,
     /// Host skill providers (issue 11).
     Skills,
     /// Browser tools and their artifact uploads.
@@ -32,7 +30,6 @@ impl Capability {
     pub fn describe(self) -> &'static str {
         match self {
             Capability::Durable => "durable execution (Temporal)",
-            Capability::RepositoryWorkspaces => "repository workspaces (the repository transport)",
             Capability::Skills => "host skill providers",
             Capability::Browser => "browser tools",
             Capability::ChatGpt => "the openai_chatgpt provider (ChatGPT subscriptions)",

@@ -171,6 +171,7 @@ impl FinalizeOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinalizeRequest {
     pub run: WorkspaceRun,
+    pub mode: WorkspaceMode,
     pub lease: WorkspaceLease,
     pub outcome: FinalizeOutcome,
     pub error_message: String,
@@ -210,6 +211,7 @@ impl CleanupReason {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CleanupRequest {
     pub run: WorkspaceRun,
+    pub mode: WorkspaceMode,
     pub lease: WorkspaceLease,
     pub reason: CleanupReason,
 }
@@ -238,6 +240,9 @@ pub enum WorkspaceError {
     /// The provider's answer is not what the contract says.
     #[error("workspace provider {step} returned an unusable answer: {reason}")]
     BadAnswer { step: &'static str, reason: String },
+    /// Cloning, committing or delivering a repository workspace failed.
+    #[error("repository workspace {step} failed: {reason}")]
+    Repository { step: &'static str, reason: String },
     /// The lease's root cannot be used.
     #[error("workspace root {root:?} cannot be used: {reason}")]
     Root { root: String, reason: String },

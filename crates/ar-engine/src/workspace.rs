@@ -66,6 +66,13 @@ fn workspace_run(run: &Run) -> WorkspaceRun {
     }
 }
 
+/// The mode the run's lease was prepared in.
+fn mode_of(run: &Run) -> WorkspaceMode {
+    run.engine
+        .workspace
+        .map_or(WorkspaceMode::HostPrepared, |ws| ws.spec.mode)
+}
+
 /// The lease a run records, unless its workspace was cleaned.
 fn live_lease(run: &Run) -> Option<WorkspaceLease> {
     if run.engine.workspace.is_some_and(|ws| ws.cleaned) {
@@ -180,6 +187,7 @@ impl Engine {
             Err(reason) => {
                 let cleanup = CleanupRequest {
                     run: workspace_run(run),
+                    mode: spec.mode,
                     lease: lease.clone(),
                     reason: CleanupReason::Failed,
                 };
@@ -237,6 +245,7 @@ impl Engine {
         };
         let request = FinalizeRequest {
             run: workspace_run(run),
+            mode: mode_of(run),
             lease: lease.clone(),
             outcome,
             error_message: probe.error_message.clone(),
@@ -267,6 +276,7 @@ impl Engine {
         };
         let request = CleanupRequest {
             run: workspace_run(&run),
+            mode: mode_of(&run),
             lease: lease.clone(),
             reason,
         };

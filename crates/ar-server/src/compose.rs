@@ -566,7 +566,7 @@ impl Service {
             mcp,
             agent_cli,
             replicas: replicas.as_ref().map(ar_events::Replicas::link),
-            workspaces: workspaces(&apps)?,
+            workspaces: workspaces(&apps, &settings)?,
             workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
         };
         let engine = Engine::new(deps, config);
@@ -700,16 +700,22 @@ fn tool_host(
     Ok((WithControlTools(host), providers))
 }
 
-/// The apps' `host_prepared` workspace providers; `None` when no app has one.
+/// The apps' workspace providers of both transports; `None` when no app has one.
 fn workspaces(
     apps: &AppConfig,
+    settings: &ServiceSettings,
 ) -> anyhow::Result<Option<Arc<dyn ar_core::workspace::WorkspaceProvider>>> {
-    let workspaces =
-        ar_tools::HttpWorkspaces::from_app_config(apps).context("workspace providers")?;
-    if workspaces.is_empty() {
+    let http = ar_tools::HttpWorkspaces::from_app_config(apps).context("workspace providers")?;
+    let github = settings.github_api_base.as_ref().map(|url| url.as_str());
+    let repository = ar_tools::RepositoryWorkspaces::from_app_config(apps, github)
+        .context("repository workspace providers")?;
+    if http.is_empty() && repository.is_empty() {
         return Ok(None);
     }
-    Ok(Some(Arc::new(workspaces)))
+    let router = ar_tools::WorkspaceRouter::default()
+        .with(Arc::new(http))
+        .with(Arc::new(repository));
+    Ok(Some(Arc::new(router)))
 }
 
 /// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with

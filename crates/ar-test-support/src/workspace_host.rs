@@ -5,7 +5,8 @@
 //! field the SDK's pydantic model requires is missing. Written from that router's shape; the
 //! handlers do what a host would: prepare makes a directory per run under a root of the test's,
 //! finalize reads the files the run left there into its `output_summary`, cleanup removes the
-//! directory. Tests script misbehaviours and read back what it was asked.
+//! directory. `/repository-spec` (served when a test sets a spec, as the SDK's router serves
+//! it only when given a handler) answers the spec of a repository the runtime clones. Tests script misbehaviours and read back what it was asked.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +34,8 @@ struct HostState {
     token: Option<String>,
     root: PathBuf,
     prepare: Mutex<PrepareAnswer>,
+    /// `/repository-spec`'s answer; `None`: not served (the SDK registers it only when given).
+    repository_spec: Mutex<Option<Value>>,
     calls: Mutex<Vec<(String, Value)>>,
 }
 
@@ -58,6 +61,7 @@ impl WorkspaceHost {
             prepare: Mutex::new(PrepareAnswer::Directory {
                 cleanup_policy: None,
             }),
+            repository_spec: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
         });
         let router = Router::new()
@@ -88,6 +92,11 @@ impl WorkspaceHost {
     /// How `/prepare` answers from now on.
     pub fn set_prepare(&self, answer: PrepareAnswer) {
         *self.state.prepare.lock() = answer;
+    }
+
+    /// Serves `/repository-spec` with `spec` from now on.
+    pub fn set_repository_spec(&self, spec: Value) {
+        *self.state.repository_spec.lock() = Some(spec);
     }
 
     /// The steps asked for and their bodies, in order.
@@ -129,7 +138,7 @@ fn authorized(state: &HostState, headers: &HeaderMap) -> bool {
 /// The fields the SDK's request models require, per step.
 fn required(step: &str) -> &'static [&'static str] {
     match step {
-        "prepare" => &[
+        "prepare" | "repository-spec" => &[
             "app_id",
             "run_id",
             "agent_id",
@@ -184,6 +193,10 @@ async fn step(
     state.calls.lock().push((step.clone(), body.clone()));
     match step.as_str() {
         "prepare" => (StatusCode::OK, Json(prepare(&state, &body))),
+        "repository-spec" => match state.repository_spec.lock().clone() {
+            Some(spec) => (StatusCode::OK, Json(spec)),
+            None => (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))),
+        },
         "finalize" => (StatusCode::OK, Json(finalize(&body))),
         "cleanup" => {
             if let Some(root) = body["lease"]["root_path"].as_str() {

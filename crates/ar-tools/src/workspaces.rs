@@ -27,7 +27,8 @@ pub const DEFAULT_PREPARE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default bound of `/finalize` and `/cleanup`.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Endpoint {
+/// A host's workspace endpoint: its base URL and bearer token.
+pub(crate) struct Endpoint {
     base_url: String,
     token: Option<Secret>,
 }
@@ -72,13 +73,8 @@ impl HttpWorkspaces {
         if provider.transport != WorkspaceTransport::Http {
             return;
         }
-        self.apps.insert(
-            app_id.to_string(),
-            Endpoint {
-                base_url: provider.base_url.as_str().to_string(),
-                token: provider.token.clone(),
-            },
-        );
+        self.apps
+            .insert(app_id.to_string(), Endpoint::new(provider));
     }
 
     /// Bounds of `/prepare` and of the other calls.
@@ -107,15 +103,31 @@ impl HttpWorkspaces {
         } else {
             self.call_timeout
         };
-        let mut request = self
-            .client
-            .post(format!(
-                "{}/{step}",
-                endpoint.base_url.trim_end_matches('/')
-            ))
+        endpoint.post(&self.client, step, timeout, body).await
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(provider: &ProviderConfig) -> Self {
+        Endpoint {
+            base_url: provider.base_url.as_str().to_string(),
+            token: provider.token.clone(),
+        }
+    }
+
+    /// `POST {base_url}/{step}` with the bearer token; the answer decoded as `T`.
+    pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        client: &reqwest::Client,
+        step: &'static str,
+        timeout: Duration,
+        body: &B,
+    ) -> Result<T, WorkspaceError> {
+        let mut request = client
+            .post(format!("{}/{step}", self.base_url.trim_end_matches('/')))
             .timeout(timeout)
             .json(body);
-        if let Some(token) = &endpoint.token {
+        if let Some(token) = &self.token {
             request = request.bearer_auth(token.expose());
         }
         let response = request.send().await.map_err(|err| {
@@ -156,7 +168,7 @@ impl HttpWorkspaces {
     }
 }
 
-fn wire_lease(lease: &WorkspaceLease) -> ar_wire::WorkspaceLease {
+pub(crate) fn wire_lease(lease: &WorkspaceLease) -> ar_wire::WorkspaceLease {
     ar_wire::WorkspaceLease {
         id: lease.id.clone(),
         provider: lease.provider.clone(),
@@ -197,15 +209,15 @@ fn checked_lease(lease: ar_wire::WorkspaceLease) -> Result<WorkspaceLease, Works
 }
 
 /// The common fields of the contract's bodies.
-struct Common {
-    app_id: String,
-    run_id: String,
-    agent_id: String,
-    runtime_kind: String,
-    target: ar_wire::target::TargetRef,
+pub(crate) struct Common {
+    pub(crate) app_id: String,
+    pub(crate) run_id: String,
+    pub(crate) agent_id: String,
+    pub(crate) runtime_kind: String,
+    pub(crate) target: ar_wire::target::TargetRef,
 }
 
-fn common(run: &WorkspaceRun) -> Common {
+pub(crate) fn common(run: &WorkspaceRun) -> Common {
     Common {
         app_id: run.app_id.clone(),
         run_id: run.run_id.clone(),
@@ -215,7 +227,7 @@ fn common(run: &WorkspaceRun) -> Common {
     }
 }
 
-fn prepare_body(request: &PrepareRequest) -> ar_wire::host::PrepareWorkspaceRequest {
+pub(crate) fn prepare_body(request: &PrepareRequest) -> ar_wire::host::PrepareWorkspaceRequest {
     let c = common(&request.run);
     ar_wire::host::PrepareWorkspaceRequest {
         app_id: c.app_id,
@@ -298,6 +310,58 @@ impl WorkspaceProvider for HttpWorkspaces {
         // The contract's answer is `{}`; whatever JSON the host sends is accepted.
         let _: Value = self.post(&request.run.app_id, "cleanup", &body).await?;
         Ok(())
+    }
+}
+
+/// The providers of every mode, each call handed to the one that supports its app and mode.
+#[derive(Default)]
+pub struct WorkspaceRouter {
+    providers: Vec<std::sync::Arc<dyn WorkspaceProvider>>,
+}
+
+impl WorkspaceRouter {
+    pub fn with(mut self, provider: std::sync::Arc<dyn WorkspaceProvider>) -> Self {
+        self.providers.push(provider);
+        self
+    }
+
+    fn route(
+        &self,
+        app_id: &str,
+        mode: WorkspaceMode,
+    ) -> Result<&std::sync::Arc<dyn WorkspaceProvider>, WorkspaceError> {
+        self.providers
+            .iter()
+            .find(|provider| provider.supports(app_id, mode))
+            .ok_or(WorkspaceError::NoProvider {
+                app_id: app_id.to_string(),
+                mode: mode.as_str(),
+            })
+    }
+}
+
+#[async_trait]
+impl WorkspaceProvider for WorkspaceRouter {
+    fn supports(&self, app_id: &str, mode: WorkspaceMode) -> bool {
+        self.route(app_id, mode).is_ok()
+    }
+
+    async fn prepare(&self, request: &PrepareRequest) -> Result<WorkspaceLease, WorkspaceError> {
+        self.route(&request.run.app_id, request.mode)?
+            .prepare(request)
+            .await
+    }
+
+    async fn finalize(&self, request: &FinalizeRequest) -> Result<FinalizeResult, WorkspaceError> {
+        self.route(&request.run.app_id, request.mode)?
+            .finalize(request)
+            .await
+    }
+
+    async fn cleanup(&self, request: &CleanupRequest) -> Result<(), WorkspaceError> {
+        self.route(&request.run.app_id, request.mode)?
+            .cleanup(request)
+            .await
     }
 }
 

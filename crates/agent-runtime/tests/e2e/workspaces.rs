@@ -224,3 +224,124 @@ async fn a_provider_answering_garbage_or_a_missing_root_fails_the_run_clearly() 
         "no model call without a workspace"
     );
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A bare "remote" with one commit on `main`, made with the real git.
+fn bare_remote(root: &std::path::Path) -> std::path::PathBuf {
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(src.join("README.md"), "# Login service\n").unwrap();
+    git(&src, &["add", "."]);
+    git(
+        &src,
+        &[
+            "-c",
+            "user.name=Dev",
+            "-c",
+            "user.email=dev@x",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    );
+    let bare = root.join("acme").join("login.git");
+    std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
+    git(
+        root,
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            src.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    bare
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let bare = bare_remote(roots.path());
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    const REPO_TOKEN: &str = "ghp-repo-secret-e2e";
+    host.set_repository_spec(json!({
+        "provider": "github", "clone_url": format!("file://{}", bare.display()),
+        "auth": {"type": "token", "token": REPO_TOKEN},
+        "base_branch": "main", "work_branch": "agent/fix-login",
+        "commit_identity": {"name": "Fix Bot", "email": "bot@example.com"},
+        "finalize_policy": "push_branch", "metadata": {"commit_message": "Fix the login"}
+    }));
+    let checkouts = roots.path().join("checkouts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = sqlite_env(dir.path(), &mock);
+    let extra = json!({"workspace_provider": {"transport": "repository", "base_url": host.url(),
+                       "token": WS_TOKEN, "root_dir": checkouts}});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(&mock, extra).to_string(),
+    );
+    let server = Server::start(BIN, &env).await;
+    let agent = server
+        .agent(
+            "committer",
+            json!({
+                "allowed_tools": ["read_file", "write_file"],
+                "execution_config": {"workspace": {"mode": "repository"}},
+            }),
+        )
+        .await;
+
+    mock.push(Reply::tool_call("read_file", r#"{"path": "README.md"}"#));
+    mock.push(Reply::tool_call(
+        "write_file",
+        r#"{"path": "FIX.md", "content": "Login fixed.\n"}"#,
+    ));
+    mock.push(Reply::text("Committed the fix"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let delivered = &done["output_summary"]["repository"];
+    assert_eq!(delivered["pushed"], true, "{done}");
+    let log = git(&bare, &["log", "-1", "--format=%an %s", "agent/fix-login"]);
+    assert_eq!(log, "Fix Bot Fix the login");
+    assert_eq!(
+        git(&bare, &["show", "agent/fix-login:FIX.md"]),
+        "Login fixed."
+    );
+
+    let lease = &done["workspace_lease"];
+    assert_eq!(lease["metadata"]["work_branch"], "agent/fix-login");
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    for text in [done.to_string(), Value::from(events.clone()).to_string()] {
+        assert!(
+            !text.contains(REPO_TOKEN),
+            "the repository token leaked: {text}"
+        );
+    }
+    let finalize = &host.calls_of("finalize")[0];
+    assert_eq!(finalize["repository"]["auth"]["type"], "token");
+    assert!(!finalize.to_string().contains(REPO_TOKEN));
+    let checkout = checkouts.join(APP).join(&run_id);
+    assert!(!checkout.exists(), "the checkout is cleaned up");
+}

@@ -147,7 +147,7 @@ pub const WORKSPACE_PROVIDER: Section = Section {
         key("base_url"),
         key("token"),
         key("token_env"),
-        not_yet("root_dir", Capability::RepositoryWorkspaces),
+        key("root_dir"),
     ],
 };
 

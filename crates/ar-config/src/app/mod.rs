@@ -868,21 +868,19 @@ fn parse_risk_level(ctx: &mut Ctx<'_>, cmd: &Obj<'_>, mutating: bool) -> Option<
 
 fn parse_workspace_provider(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<WorkspaceProvider> {
     let transport = match transport(ctx, obj, &["http", "repository"], "http") {
-        Some("repository") => {
-            // Cloning repositories for runs is not built yet: refuse rather than accept a
-            // provider no run could use.
-            ctx.diagnostics.push(
-                crate::support::Capability::RepositoryWorkspaces
-                    .value_refusal(obj.path_of("transport"), "repository"),
-            );
-            Some(WorkspaceTransport::Repository)
-        }
+        Some("repository") => Some(WorkspaceTransport::Repository),
         Some(_) => Some(WorkspaceTransport::Http),
         None => None,
     };
     let token = obj.secret(ctx, "token", "token_env");
     let base_url = required_base_url(ctx, obj, "base_url");
     let root_dir = obj.string(ctx, "root_dir").map(PathBuf::from);
+    if root_dir.is_none() && transport == Some(WorkspaceTransport::Repository) {
+        ctx.report(
+            obj.path_of("root_dir"),
+            "is required by the repository transport (where checkouts go)",
+        );
+    }
     if let Some(dir) = &root_dir {
         if transport == Some(WorkspaceTransport::Http) {
             ctx.report(

@@ -291,7 +291,6 @@ const BAD: &[BadCase] = &[
             ("apps[0].workspace_provider.transport", "unsupported transport \"git\""),
             ("apps[0].workspace_provider.base_url", "is required"),
             ("apps[0].workspace_provider.root_dir", "absolute path"),
-            ("apps[0].workspace_provider.root_dir", "repository workspaces"),
             ("apps[0].skill_provider.base_url", "is required"),
             ("apps[0].skill_provider.package_base_url", "required when a package token is set"),
             ("apps[0].browser.enabled", "expected true or false"),
@@ -306,7 +305,6 @@ const BAD: &[BadCase] = &[
         r#"apps: [{app_id: a, workspace_provider: {base_url: "https://h.example", root_dir: /x}}]"#,
         &[
             ("apps[0].workspace_provider.root_dir", "only used by the repository transport"),
-            ("apps[0].workspace_provider.root_dir", "repository workspaces"),
         ],
     ),
     (
@@ -433,23 +431,18 @@ fn valid_sections_of_unsupported_capabilities_are_refused_by_name() {
 }
 
 #[test]
-fn an_http_workspace_provider_is_kept_and_the_repository_transport_refused() {
-    let config =
-        parse(r#"apps: [{app_id: a, workspace_provider: {base_url: "http://127.0.0.1:9/ws"}}]"#)
-            .expect("an http workspace provider is accepted");
-    let provider = config.apps["a"].workspace_provider.as_ref().expect("kept");
-    assert_eq!(provider.base_url.as_str(), "http://127.0.0.1:9/ws");
-    let diagnostics = parse(
-        r#"apps: [{app_id: a, workspace_provider: {transport: repository, base_url: "https://h.example"}}]"#,
-    )
-    .expect_err("repository is refused");
+fn workspace_providers_of_both_transports_are_kept() {
+    let config = parse(r#"apps: [{app_id: a, workspace_provider: {base_url: "http://127.0.0.1:9/ws"}},
+        {app_id: b, workspace_provider: {transport: repository, base_url: "https://h.example", root_dir: /srv/checkouts}}]"#)
+        .expect("both transports are accepted");
+    let http = config.apps["a"].workspace_provider.as_ref().expect("kept");
+    assert_eq!(http.base_url.as_str(), "http://127.0.0.1:9/ws");
+    let repo = config.apps["b"].workspace_provider.as_ref().expect("kept");
+    assert_eq!(repo.transport, WorkspaceTransport::Repository);
+    let diagnostics = parse(r#"apps: [{app_id: a, workspace_provider: {transport: repository, base_url: "https://h.example"}}]"#)
+        .expect_err("a repository provider needs a root_dir");
     assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
-    assert_eq!(diagnostics[0].path, "apps[0].workspace_provider.transport");
-    assert!(
-        diagnostics[0].message.contains("repository workspaces"),
-        "{}",
-        diagnostics[0].message
-    );
+    assert_eq!(diagnostics[0].path, "apps[0].workspace_provider.root_dir");
 }
 
 #[test]
@@ -515,10 +508,14 @@ fn refused_sections_still_parse_what_their_capability_will_need() {
     assert_eq!(local.unknown_refresh_cooldown, Duration::from_secs(10));
 
     let workspace = parse_section(
-        "{base_url: https://host.example/ws, token: w}",
+        "{transport: repository, base_url: https://host.example/ws, root_dir: /var/lib/ar, token: w}",
         mapping(&keys::WORKSPACE_PROVIDER, parse_workspace_provider),
     );
-    assert_eq!(workspace.transport, WorkspaceTransport::Http);
+    assert_eq!(workspace.transport, WorkspaceTransport::Repository);
+    assert_eq!(
+        workspace.root_dir.as_deref(),
+        Some(std::path::Path::new("/var/lib/ar"))
+    );
     assert_eq!(workspace.token.unwrap().expose(), "w");
     let skills = parse_section(
         "{base_url: https://host.example/skills, package_base_url: https://cdn.example, package_token: p}",

@@ -97,6 +97,7 @@ async fn prepare_finalize_cleanup_send_the_contract_bodies() {
     let finalized = workspaces
         .finalize(&FinalizeRequest {
             run: run(),
+            mode: WorkspaceMode::HostPrepared,
             lease: lease.clone(),
             outcome: FinalizeOutcome::Completed,
             error_message: String::new(),
@@ -108,6 +109,7 @@ async fn prepare_finalize_cleanup_send_the_contract_bodies() {
     workspaces
         .cleanup(&CleanupRequest {
             run: run(),
+            mode: WorkspaceMode::HostPrepared,
             lease,
             reason: CleanupReason::Completed,
         })
