@@ -256,6 +256,16 @@ pub trait WorkspaceProvider: Send + Sync + 'static {
     async fn prepare(&self, request: &PrepareRequest) -> Result<WorkspaceLease, WorkspaceError>;
     async fn finalize(&self, request: &FinalizeRequest) -> Result<FinalizeResult, WorkspaceError>;
     async fn cleanup(&self, request: &CleanupRequest) -> Result<(), WorkspaceError>;
+    /// Tools of the provider's own for a run with this lease (a repository's git tools);
+    /// `None` when it has none.
+    fn tools(
+        &self,
+        _run: &WorkspaceRun,
+        _lease: &WorkspaceLease,
+        _access: WorkspaceAccess,
+    ) -> Option<Arc<dyn RunToolHost>> {
+        None
+    }
 }
 
 /// The tools of one run over one workspace root, built per run and dropped with its owner.

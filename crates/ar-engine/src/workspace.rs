@@ -113,7 +113,7 @@ impl Engine {
         if let Some(lease) = live_lease(run) {
             return match self.open_workspace(&lease, spec.access) {
                 Ok(tools) => {
-                    owner.set_workspace(tools);
+                    owner.set_workspace(self.with_provider_tools(run, &lease, spec, tools));
                     Ok(Flow::Continue)
                 }
                 Err(reason) => {
@@ -126,13 +126,32 @@ impl Engine {
         match self.prepare_workspace(run, agent, spec).await {
             Ok((lease, tools)) => {
                 self.record_lease(run, &lease, spec).await?;
-                owner.set_workspace(tools);
+                owner.set_workspace(self.with_provider_tools(run, &lease, spec, tools));
                 Ok(Flow::Continue)
             }
             Err(reason) => {
                 self.fail_step(run, state, &reason).await?;
                 Ok(Flow::Stop)
             }
+        }
+    }
+
+    /// The workspace tools and the provider's own for this lease (a repository's git tools).
+    fn with_provider_tools(
+        &self,
+        run: &Run,
+        lease: &WorkspaceLease,
+        spec: WorkspaceSpec,
+        tools: Arc<dyn RunToolHost>,
+    ) -> Arc<dyn RunToolHost> {
+        let extra = self
+            .deps()
+            .workspaces
+            .as_ref()
+            .and_then(|provider| provider.tools(&workspace_run(run), lease, spec.access));
+        match extra {
+            Some(extra) => Arc::new(Combined(vec![tools, extra])),
+            None => tools,
         }
     }
 
@@ -368,6 +387,25 @@ pub(crate) fn apply_finalized(
         .unwrap_or(change.events.len());
     change.events.insert(at, event);
     Ok(())
+}
+
+/// Several tool hosts as one: each call goes to the first that defines the tool.
+struct Combined(Vec<Arc<dyn RunToolHost>>);
+
+#[async_trait::async_trait]
+impl RunToolHost for Combined {
+    fn definitions(&self) -> Vec<ar_core::tool::ToolDefinition> {
+        self.0.iter().flat_map(|host| host.definitions()).collect()
+    }
+
+    async fn call(&self, name: &str, input: Value) -> ar_core::tool::ToolOutput {
+        for host in &self.0 {
+            if host.definitions().iter().any(|tool| tool.name == name) {
+                return host.call(name, input).await;
+            }
+        }
+        ar_core::tool::ToolOutput::error(format!("unknown workspace tool {name:?}"))
+    }
 }
 
 fn merge(into: &mut JsonMap, from: &JsonMap) {

@@ -28,6 +28,7 @@ pub const DEFAULT_PREPARE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A host's workspace endpoint: its base URL and bearer token.
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     base_url: String,
     token: Option<Secret>,
@@ -362,6 +363,18 @@ impl WorkspaceProvider for WorkspaceRouter {
         self.route(&request.run.app_id, request.mode)?
             .cleanup(request)
             .await
+    }
+
+    fn tools(
+        &self,
+        run: &WorkspaceRun,
+        lease: &WorkspaceLease,
+        access: ar_core::workspace::WorkspaceAccess,
+    ) -> Option<std::sync::Arc<dyn ar_core::workspace::RunToolHost>> {
+        // Only repository leases carry tools of their provider.
+        self.route(&run.app_id, WorkspaceMode::Repository)
+            .ok()?
+            .tools(run, lease, access)
     }
 }
 

@@ -305,12 +305,13 @@ async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it()
         .agent(
             "committer",
             json!({
-                "allowed_tools": ["read_file", "write_file"],
+                "allowed_tools": ["read_file", "write_file", "list_commits"],
                 "execution_config": {"workspace": {"mode": "repository"}},
             }),
         )
         .await;
 
+    mock.push(Reply::tool_call("list_commits", r#"{"limit": 5}"#));
     mock.push(Reply::tool_call("read_file", r#"{"path": "README.md"}"#));
     mock.push(Reply::tool_call(
         "write_file",
@@ -339,6 +340,17 @@ async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it()
             "the repository token leaked: {text}"
         );
     }
+    let listed = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_finished" && e["data"]["tool_name"] == "list_commits")
+        .expect("the git tool ran");
+    assert!(
+        listed["data"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{listed}"
+    );
     let finalize = &host.calls_of("finalize")[0];
     assert_eq!(finalize["repository"]["auth"]["type"], "token");
     assert!(!finalize.to_string().contains(REPO_TOKEN));

@@ -11,6 +11,7 @@
 
 mod git;
 mod github;
+mod tools;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,15 +35,17 @@ use crate::workspaces::{common, prepare_body, wire_lease, Endpoint};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+#[derive(Clone)]
 struct RepoApp {
     endpoint: Endpoint,
     root_dir: PathBuf,
 }
 
-/// Every app's `repository` workspace provider.
+/// Every app's `repository` workspace provider (cheap to clone: its git tools hold one).
+#[derive(Clone)]
 pub struct RepositoryWorkspaces {
     client: reqwest::Client,
-    apps: HashMap<String, RepoApp>,
+    apps: std::sync::Arc<HashMap<String, RepoApp>>,
     /// `AGENT_RUNTIME_GITHUB_API_BASE` (default `https://api.github.com`), for `open_pr`.
     github_api: String,
 }
@@ -105,7 +108,7 @@ impl RepositoryWorkspaces {
     ) -> Result<Self, ToolsError> {
         let mut workspaces = RepositoryWorkspaces {
             client: http::client()?,
-            apps: HashMap::new(),
+            apps: std::sync::Arc::default(),
             github_api: github_api
                 .unwrap_or(github::DEFAULT_API_BASE)
                 .trim_end_matches('/')
@@ -130,7 +133,7 @@ impl RepositoryWorkspaces {
             endpoint: Endpoint::new(provider),
             root_dir: root_dir.clone(),
         };
-        self.apps.insert(app_id.to_string(), app);
+        std::sync::Arc::make_mut(&mut self.apps).insert(app_id.to_string(), app);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -322,6 +325,16 @@ impl WorkspaceProvider for RepositoryWorkspaces {
         })
     }
 
+    fn tools(
+        &self,
+        run: &ar_core::workspace::WorkspaceRun,
+        lease: &WorkspaceLease,
+        access: ar_core::workspace::WorkspaceAccess,
+    ) -> Option<std::sync::Arc<dyn ar_core::workspace::RunToolHost>> {
+        let tools = tools::GitTools::new(self.clone(), run.clone(), lease, access);
+        Some(std::sync::Arc::new(tools))
+    }
+
     async fn cleanup(&self, request: &CleanupRequest) -> Result<(), WorkspaceError> {
         let app = self.app(&request.run.app_id)?;
         let dir = PathBuf::from(&request.lease.root_path);
@@ -402,7 +415,7 @@ impl RepositoryWorkspaces {
             // No remote branch when nothing changed.
             return Ok(done);
         }
-        let fresh = self.fresh_spec(request).await?;
+        let fresh = self.fresh_spec(&request.run).await?;
         let auth = GitAuth::from_spec(fresh.auth.as_ref());
         let refspec = format!("HEAD:refs/heads/{branch}");
         git::run(&dir, &auth, &["push", "--quiet", "origin", &refspec])
@@ -420,10 +433,10 @@ impl RepositoryWorkspaces {
     /// The spec asked for again, for the credentials of a push (never kept between calls).
     async fn fresh_spec(
         &self,
-        request: &FinalizeRequest,
+        run: &ar_core::workspace::WorkspaceRun,
     ) -> Result<RepositoryWorkspaceSpec, WorkspaceError> {
         let prepare = PrepareRequest {
-            run: request.run.clone(),
+            run: run.clone(),
             target_context: None,
             instructions: String::new(),
             trigger: JsonMap::new(),

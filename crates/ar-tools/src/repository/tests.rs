@@ -328,3 +328,136 @@ async fn a_clone_that_fails_or_a_url_with_credentials_leaves_nothing_behind() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn the_git_tools_list_branch_commit_push_and_open_a_pull_request() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    use ar_core::workspace::WorkspaceAccess;
+    let root = tempfile::tempdir().unwrap();
+    let bare = remote(root.path()).await;
+    let (workspaces, host) = start(spec(&bare, "none"), &root.path().join("co")).await;
+    let lease = workspaces.prepare(&prepare("run_6")).await.unwrap();
+    let tools = workspaces
+        .tools(&run("run_6"), &lease, WorkspaceAccess::ReadWrite)
+        .expect("git tools");
+    let names: Vec<_> = tools
+        .definitions()
+        .into_iter()
+        .map(|t| (t.name, t.mutating))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("list_commits".into(), false),
+            ("create_branch".into(), true),
+            ("commit_and_push".into(), true),
+            ("open_pr".into(), true)
+        ]
+    );
+    let listed = tools.call("list_commits", json!({"limit": 5})).await;
+    assert!(!listed.is_error, "{listed:?}");
+    assert_eq!(listed.structured.unwrap()["commits"][0]["subject"], "init");
+
+    let created = tools
+        .call("create_branch", json!({"name": "feature/x"}))
+        .await;
+    assert!(!created.is_error, "{created:?}");
+    let bad = tools
+        .call("create_branch", json!({"name": "bad..name"}))
+        .await;
+    assert!(
+        bad.is_error && bad.content.contains("not a valid branch name"),
+        "{bad:?}"
+    );
+    std::fs::write(Path::new(&lease.root_path).join("x.rs"), "// x\n").unwrap();
+    let pushed = tools
+        .call("commit_and_push", json!({"message": "Add x"}))
+        .await;
+    assert!(!pushed.is_error, "{pushed:?}");
+    assert_eq!(
+        sh(&bare, &["log", "-1", "--format=%s", "feature/x"]).await,
+        "Add x"
+    );
+    let pr = tools.call("open_pr", json!({"title": "Add x"})).await;
+    assert!(!pr.is_error, "{pr:?}");
+    assert_eq!(pr.structured.unwrap()["number"], 17);
+    let calls = host.calls.lock().unwrap().clone();
+    let (_, _, body) = calls
+        .iter()
+        .find(|(s, _, _)| s == "pulls acme/app")
+        .unwrap();
+    assert_eq!(
+        (body["head"].as_str(), body["base"].as_str()),
+        (Some("feature/x"), Some("main"))
+    );
+
+    let read_only = workspaces
+        .tools(&run("run_6"), &lease, WorkspaceAccess::ReadOnly)
+        .unwrap();
+    assert_eq!(
+        read_only.definitions().len(),
+        1,
+        "only list_commits when read-only"
+    );
+    let refused = read_only
+        .call("commit_and_push", json!({"message": "m"}))
+        .await;
+    assert!(refused.is_error, "{refused:?}");
+}
+
+#[tokio::test]
+async fn preview_delivery_blocks_pushes() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    use ar_core::workspace::WorkspaceAccess;
+    let root = tempfile::tempdir().unwrap();
+    let bare = remote(root.path()).await;
+    let mut preview = spec(&bare, "none");
+    preview["metadata"]["delivery_mode"] = json!("preview");
+    let (workspaces, _host) = start(preview, &root.path().join("co")).await;
+    let lease = workspaces.prepare(&prepare("run_7")).await.unwrap();
+    assert_eq!(
+        lease.cleanup_policy, "manual",
+        "a preview is left to the host"
+    );
+    let tools = workspaces
+        .tools(&run("run_7"), &lease, WorkspaceAccess::ReadWrite)
+        .unwrap();
+    for (tool, input) in [
+        ("commit_and_push", json!({"message": "m"})),
+        ("open_pr", json!({"title": "t"})),
+    ] {
+        let out = tools.call(tool, input).await;
+        assert!(
+            out.is_error && out.content.contains("preview"),
+            "{tool}: {out:?}"
+        );
+    }
+    std::fs::write(Path::new(&lease.root_path).join("y.txt"), "y").unwrap();
+    let done = workspaces
+        .finalize(&finalize("run_7", &lease, FinalizeOutcome::Completed))
+        .await
+        .unwrap();
+    assert_eq!(done.output_summary["repository"]["finalize_policy"], "none");
+    assert!(!sh(&bare, &["branch", "--list"])
+        .await
+        .contains("agent/fix-login"));
+}
+
+#[tokio::test]
+async fn the_router_offers_the_repository_tools() {
+    use ar_core::workspace::WorkspaceAccess;
+    let root = tempfile::tempdir().unwrap();
+    let (workspaces, _host) = start(json!({}), &root.path().join("co")).await;
+    let router = crate::WorkspaceRouter::default().with(std::sync::Arc::new(workspaces));
+    let lease = WorkspaceLease {
+        id: "l".into(),
+        root_path: root.path().display().to_string(),
+        ..WorkspaceLease::default()
+    };
+    let tools = router.tools(&run("run_8"), &lease, WorkspaceAccess::ReadWrite);
+    assert_eq!(tools.map(|t| t.definitions().len()), Some(4));
+}
