@@ -276,6 +276,29 @@ pub trait RunToolHost: Send + Sync + 'static {
     async fn call(&self, name: &str, input: Value) -> ToolOutput;
 }
 
+/// What the tools over a lease's root may do beyond its access.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Refuse `git push` in commands (a repository whose delivery is a preview).
+    pub deny_git_push: bool,
+}
+
+impl OpenOptions {
+    /// The options a lease asks for: a repository lease whose spec's `delivery_mode` is
+    /// `preview` denies pushes.
+    pub fn of(lease: &WorkspaceLease) -> Self {
+        let mode = lease
+            .metadata
+            .get("repository_spec")
+            .and_then(|spec| spec.get("metadata"))
+            .and_then(|meta| meta.get("delivery_mode"))
+            .and_then(Value::as_str);
+        OpenOptions {
+            deny_git_push: mode == Some("preview"),
+        }
+    }
+}
+
 /// Opens the workspace tools over a lease's root.
 pub trait WorkspaceOpener: Send + Sync + 'static {
     /// Fails when the root does not exist or is not a directory.
@@ -283,6 +306,7 @@ pub trait WorkspaceOpener: Send + Sync + 'static {
         &self,
         root: &str,
         access: WorkspaceAccess,
+        options: OpenOptions,
     ) -> Result<Arc<dyn RunToolHost>, WorkspaceError>;
 }
 
@@ -301,6 +325,17 @@ mod tests {
         assert_eq!(CleanupPolicy::parse(""), Some(CleanupPolicy::OnTerminal));
         assert_eq!(CleanupPolicy::parse("manual"), Some(CleanupPolicy::Manual));
         assert_eq!(CleanupPolicy::parse("weekly"), None);
+    }
+
+    #[test]
+    fn a_preview_repository_lease_denies_pushes() {
+        let mut lease = WorkspaceLease::default();
+        assert!(!OpenOptions::of(&lease).deny_git_push);
+        lease.metadata.insert(
+            "repository_spec".into(),
+            serde_json::json!({"clone_url": "x", "metadata": {"delivery_mode": "preview"}}),
+        );
+        assert!(OpenOptions::of(&lease).deny_git_push);
     }
 
     #[test]

@@ -7,8 +7,8 @@ use ar_core::event::{self as ev, RunEvent};
 use ar_core::store::RunChange;
 use ar_core::workspace::{
     CleanupPolicy, CleanupReason, CleanupRequest, FinalizeOutcome, FinalizeRequest, FinalizeResult,
-    PrepareRequest, RunToolHost, WorkspaceAccess, WorkspaceLease, WorkspaceMode, WorkspaceRun,
-    WorkspaceSpec,
+    OpenOptions, PrepareRequest, RunToolHost, WorkspaceAccess, WorkspaceLease, WorkspaceMode,
+    WorkspaceRun, WorkspaceSpec,
 };
 use ar_core::{Agent, JsonMap, Run, RunStatus, WorkspaceState};
 use serde_json::Value;
@@ -164,7 +164,7 @@ impl Engine {
             return Err("this runtime has no workspace tools".to_string());
         };
         opener
-            .open(&lease.root_path, access)
+            .open(&lease.root_path, access, OpenOptions::of(lease))
             .map_err(|error| error.to_string())
     }
 

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use ar_core::tool::{ToolDefinition, ToolOutput};
-use ar_core::workspace::{self as port, RunToolHost, WorkspaceAccess, WorkspaceOpener};
+use ar_core::workspace::{
+    self as port, OpenOptions, RunToolHost, WorkspaceAccess, WorkspaceOpener,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -27,18 +29,22 @@ impl WorkspaceOpener for Opener {
         &self,
         root: &str,
         access: WorkspaceAccess,
+        options: OpenOptions,
     ) -> Result<Arc<dyn RunToolHost>, port::WorkspaceError> {
         let access = match access {
             WorkspaceAccess::ReadOnly => Access::ReadOnly,
             WorkspaceAccess::ReadWrite => Access::ReadWrite,
         };
-        let tools =
-            WorkspaceTools::with_policy(root, access, self.policy.clone()).map_err(|error| {
-                port::WorkspaceError::Root {
-                    root: root.to_string(),
-                    reason: ar_core::error_chain(&error),
-                }
-            })?;
+        let policy = CommandPolicy {
+            deny_git_push: options.deny_git_push,
+            ..self.policy.clone()
+        };
+        let tools = WorkspaceTools::with_policy(root, access, policy).map_err(|error| {
+            port::WorkspaceError::Root {
+                root: root.to_string(),
+                reason: ar_core::error_chain(&error),
+            }
+        })?;
         Ok(Arc::new(tools))
     }
 }
@@ -64,7 +70,11 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
         let opener = Opener::default();
         let tools = opener
-            .open(dir.path().to_str().unwrap(), WorkspaceAccess::ReadOnly)
+            .open(
+                dir.path().to_str().unwrap(),
+                WorkspaceAccess::ReadOnly,
+                OpenOptions::default(),
+            )
             .expect("an existing root opens");
         assert!(tools.definitions().iter().all(|t| t.name != "write_file"));
         let out = tools
@@ -73,7 +83,11 @@ mod tests {
         assert!(!out.is_error && out.content.contains("hello"), "{out:?}");
         let missing = dir.path().join("gone");
         let error = opener
-            .open(missing.to_str().unwrap(), WorkspaceAccess::ReadWrite)
+            .open(
+                missing.to_str().unwrap(),
+                WorkspaceAccess::ReadWrite,
+                OpenOptions::default(),
+            )
             .err()
             .expect("a missing root is refused");
         assert!(error.to_string().contains("gone"), "{error}");
