@@ -85,6 +85,7 @@ const EVENTS: &str = "events";
 const DURABLE: &str = "durable";
 const MCP: &str = "mcp";
 const STUDIO: &str = "studio";
+const WORKSPACES: &str = "workspaces";
 const NODE: &str = "node";
 const MCP_BRIDGE: &str = "mcp-bridge";
 
@@ -405,6 +406,15 @@ pub const MCP_ALLOW_HTTP: EnvVar = EnvVar::new(
     "Allow plain-HTTP run MCP servers and fetch_url of plain-HTTP URLs.",
 );
 
+// --- workspaces ------------------------------------------------------------------------------
+
+pub const GITHUB_API_BASE: EnvVar = EnvVar::new(
+    WORKSPACES,
+    "AGENT_RUNTIME_GITHUB_API_BASE",
+    Some("https://api.github.com"),
+    "GitHub REST API base of repository workspaces' `open_pr` delivery.",
+);
+
 // --- studio and nodes -----------------------------------------------------------------------
 
 pub const STUDIO_URL: EnvVar = EnvVar::new(
@@ -552,6 +562,7 @@ pub const ALL: &[EnvVar] = &[
     MCP_ALLOWED_HOSTS,
     MCP_ALLOW_PRIVATE_NETWORKS,
     MCP_ALLOW_HTTP,
+    GITHUB_API_BASE,
     STUDIO_URL,
     STUDIO_ADDR,
     STUDIO_TOKEN,
@@ -1017,6 +1028,9 @@ pub struct ServiceSettings {
     pub studio: StudioSettings,
     pub http: HttpSettings,
     pub mcp: McpSettings,
+    /// `AGENT_RUNTIME_GITHUB_API_BASE`: where repository workspaces open pull requests.
+    /// `None`: GitHub's public API.
+    pub github_api_base: Option<Url>,
 }
 
 impl ServiceSettings {
@@ -1054,6 +1068,7 @@ impl ServiceSettings {
         };
         let http = read_http(&mut r);
         let mcp = read_mcp(&mut r);
+        let github_api_base = r.url(&GITHUB_API_BASE, None);
         if !r.diagnostics.is_empty() {
             return Err(r.diagnostics);
         }
@@ -1071,6 +1086,7 @@ impl ServiceSettings {
             studio,
             http,
             mcp,
+            github_api_base,
         })
     }
 

@@ -25,13 +25,14 @@ pub mod store;
 pub mod studio;
 pub mod tool;
 pub mod usage;
+pub mod workspace;
 
 pub use agent::Agent;
 pub use enums::*;
 pub use event::{EventKind, RunEvent, StoredEvent};
 pub use run::{
     EngineState, LastResume, Run, RunAction, RunInput, RunModel, RunState, TargetRef,
-    TransitionError, TurnPolicy,
+    TransitionError, TurnPolicy, WorkspaceState,
 };
 pub use usage::Usage;
 

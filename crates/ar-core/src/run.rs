@@ -244,6 +244,18 @@ pub struct EngineState {
     /// cleared when the run pauses or ends (no turn runs then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_gateway_token_sha256: Option<String>,
+    /// The run's workspace: what it asked for and where its lease is in its life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceState>,
+}
+
+/// What the engine keeps about a run's workspace beside the lease on the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceState {
+    pub spec: crate::workspace::WorkspaceSpec,
+    /// The provider cleaned the lease's workspace; a later turn needs a new one.
+    #[serde(default)]
+    pub cleaned: bool,
 }
 
 impl EngineState {

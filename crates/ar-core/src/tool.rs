@@ -54,6 +54,12 @@ pub fn canonical_tool_name(name: &str) -> String {
     }
 }
 
+/// Key of [`ToolContext::run_metadata`] where the engine places the run's workspace lease (its
+/// wire form, plus `"access": "read_only"` for a read-only workspace), so host commands get
+/// its metadata and `fetch_url` can write beneath its root. Not forwarded to hosts as part of
+/// the run's input metadata.
+pub const WORKSPACE_LEASE_KEY: &str = "workspace_lease";
+
 /// What a tool implementation knows about the call.
 #[derive(Debug, Clone, Default)]
 pub struct ToolContext {

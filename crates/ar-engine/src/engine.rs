@@ -40,6 +40,10 @@ pub struct EngineDeps {
     pub replicas: Option<Arc<dyn ar_core::replica::ReplicaLink>>,
     /// Present when some app has a skill provider: host skills are looked up through it.
     pub skills: Option<Arc<dyn ar_skills::SkillLookup>>,
+    /// Present when apps may have workspaces: the hosts' providers and the tools opened over
+    /// a lease's root.
+    pub workspaces: Option<Arc<dyn ar_core::workspace::WorkspaceProvider>>,
+    pub workspace_opener: Option<Arc<dyn ar_core::workspace::WorkspaceOpener>>,
 }
 
 pub(crate) struct Inner {

@@ -3,7 +3,9 @@
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
 use ar_core::records::{interaction_kind, message_type, ToolCallRecord};
-use ar_core::tool::{canonical_tool_name, ToolContext, ToolDefinition, ToolOutput};
+use ar_core::tool::{
+    canonical_tool_name, ToolContext, ToolDefinition, ToolOutput, WORKSPACE_LEASE_KEY,
+};
 use ar_core::{
     Agent, ApprovalMode, ApprovalState, JsonMap, MessageRole, PauseReason, RiskLevel, Run,
     RunStatus, RuntimeKind,
@@ -64,7 +66,13 @@ pub struct GatewayResult {
 impl Engine {
     /// Tools a run may use: agent allowlist ∩ run allowlist, filtered by target type.
     pub(crate) fn effective_tools(&self, run: &Run, agent: &Agent) -> Vec<ToolDefinition> {
-        let catalog = self.deps().tools.catalog(&run.app_id);
+        let mut catalog = self.deps().tools.catalog(&run.app_id);
+        if let Some(workspace) = self.workspace_tools_of(&run.id) {
+            // The run's workspace tools take the place of any host tool of the same name.
+            let tools = workspace.definitions();
+            catalog.retain(|tool| !tools.iter().any(|w| w.name == tool.name));
+            catalog.extend(tools);
+        }
         let explicit = run.input.turn_policy.is_explicit_completion();
         catalog
             .into_iter()
@@ -118,7 +126,7 @@ impl Engine {
             external_actor_id: run.external_actor_id.clone(),
             target: run.target.clone(),
             context_summary: run.input.context_summary.clone(),
-            run_metadata: run.input.metadata.clone().unwrap_or_default(),
+            run_metadata: tool_run_metadata(run),
         }
     }
 
@@ -404,4 +412,21 @@ impl Engine {
     pub fn catalog(&self, app_id: &str) -> Vec<ToolDefinition> {
         self.deps().tools.catalog(app_id)
     }
+}
+
+/// The run's input metadata, with its workspace lease under [`WORKSPACE_LEASE_KEY`] (marked
+/// `read_only` for a read-only workspace) for the tools that work in it.
+fn tool_run_metadata(run: &Run) -> ar_core::JsonMap {
+    let mut metadata = run.input.metadata.clone().unwrap_or_default();
+    if let Some(serde_json::Value::Object(lease)) = &run.workspace_lease {
+        let mut lease = lease.clone();
+        let read_only = run.engine.workspace.is_some_and(|workspace| {
+            workspace.spec.access == ar_core::workspace::WorkspaceAccess::ReadOnly
+        });
+        if read_only {
+            lease.insert("access".into(), "read_only".into());
+        }
+        metadata.insert(WORKSPACE_LEASE_KEY.into(), serde_json::Value::Object(lease));
+    }
+    metadata
 }

@@ -27,6 +27,7 @@ mod skills;
 pub mod studio;
 pub mod studio_replay;
 pub mod transcript;
+mod workspace;
 
 pub use admission::{StartRun, TurnPolicyRequest};
 pub use agents::AgentInput;

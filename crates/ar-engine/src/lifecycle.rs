@@ -491,6 +491,10 @@ impl Engine {
                 .ok_or_else(EngineError::run_not_found)?,
         };
         if run.is_terminal() {
+            // Cancelling again re-runs a cleanup that did not happen.
+            if run.status() == RunStatus::Cancelled {
+                self.clean_workspace_later(app_id, &run.id);
+            }
             return Ok(run);
         }
         let now = self.now();
@@ -505,6 +509,7 @@ impl Engine {
             })
             .await?;
         self.signal_owner(&run_id, OwnerSignal::Cancel);
+        self.clean_workspace_later(app_id, &run_id);
         Ok(run)
     }
 

@@ -424,6 +424,13 @@ fn v1_body() -> ar_events::RenderFn {
     Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default())
 }
 
+/// The apps' skill providers, when some app has one: host skills are looked up through them.
+fn skill_lookup(apps: &AppConfig) -> anyhow::Result<Option<Arc<dyn ar_skills::SkillLookup>>> {
+    Ok(ar_tools::HttpSkillProviders::from_app_config(apps)
+        .context("skill providers")?
+        .map(|providers| Arc::new(providers) as Arc<dyn ar_skills::SkillLookup>))
+}
+
 /// The NATS JetStream sink (`AGENT_RUNTIME_EVENT_SINK` with `nats`): connected in the
 /// background, its cursor in the store before the service takes a request.
 async fn nats_sink(
@@ -566,9 +573,9 @@ impl Service {
             mcp,
             agent_cli,
             replicas: replicas.as_ref().map(ar_events::Replicas::link),
-            skills: ar_tools::HttpSkillProviders::from_app_config(&apps)
-                .context("skill providers")?
-                .map(|providers| Arc::new(providers) as Arc<dyn ar_skills::SkillLookup>),
+            skills: skill_lookup(&apps)?,
+            workspaces: workspaces(&apps, &settings)?,
+            workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
@@ -709,6 +716,24 @@ fn tool_host(
         .context("fetch_url")?
         .with_mcp_providers(providers.clone());
     Ok((WithControlTools(host), providers))
+}
+
+/// The apps' workspace providers of both transports; `None` when no app has one.
+fn workspaces(
+    apps: &AppConfig,
+    settings: &ServiceSettings,
+) -> anyhow::Result<Option<Arc<dyn ar_core::workspace::WorkspaceProvider>>> {
+    let http = ar_tools::HttpWorkspaces::from_app_config(apps).context("workspace providers")?;
+    let github = settings.github_api_base.as_ref().map(|url| url.as_str());
+    let repository = ar_tools::RepositoryWorkspaces::from_app_config(apps, github)
+        .context("repository workspace providers")?;
+    if http.is_empty() && repository.is_empty() {
+        return Ok(None);
+    }
+    let router = ar_tools::WorkspaceRouter::default()
+        .with(Arc::new(http))
+        .with(Arc::new(repository));
+    Ok(Some(Arc::new(router)))
 }
 
 /// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with

@@ -1,6 +1,6 @@
 //! Test support: the mock model provider server, the MCP test servers (an authenticating rmcp
-//! server and the reference server-everything), a host's `http` MCP provider and the HTTP
-//! harness of the service suites.
+//! server and the reference server-everything), a host's `http` MCP provider, a host's
+//! workspace provider and the HTTP harness of the service suites.
 //! Dev and bench only.
 
 pub mod mcp_everything;
@@ -11,6 +11,7 @@ pub mod provider_host;
 #[cfg(feature = "service")]
 pub mod service;
 pub mod skill_host;
+pub mod workspace_host;
 
 /// True when the agent CLI `program` is on `PATH`. Missing: a loud skip message locally, a
 /// panic under `CI=true` (a missing peer fails the suite there).

@@ -59,6 +59,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-process",
                 "ar-sse",
                 "ar-studio",
+                "ar-workspace",
             ][..],
         ),
         (

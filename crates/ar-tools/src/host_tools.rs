@@ -25,12 +25,7 @@ use crate::mcp_providers::McpProviders;
 /// Default timeout of one host command.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Key of `ToolContext::run_metadata` where the engine places the run's workspace lease (its
-/// wire form: `{"id", "root_path", "metadata": {…}}`, plus `"access": "read_only"` for a
-/// read-only workspace) so host commands receive `workspace_metadata` and `fetch_url` can
-/// write an `output_path` beneath `root_path`. `ToolContext` has no lease field; this key is
-/// the bridge. It is not forwarded as part of `run_input_metadata`.
-pub const WORKSPACE_LEASE_KEY: &str = "workspace_lease";
+pub use ar_core::tool::WORKSPACE_LEASE_KEY;
 
 /// An app's command provider with its commands, by tool name.
 struct CommandClient {

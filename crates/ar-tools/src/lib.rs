@@ -14,6 +14,11 @@
 //!   behind `ar-skills`' lookup port.
 //! - [`mcp_providers`]: [`McpProviders`], each app's deployment-owned MCP providers: their
 //!   catalogues (loaded, refreshed, health, readiness) and calls.
+//! - [`workspaces`]: [`HttpWorkspaces`], each app's `host_prepared` workspace provider
+//!   (`/prepare`, `/finalize`, `/cleanup`) behind the domain `WorkspaceProvider` port, and
+//!   [`WorkspaceRouter`], which hands each call to the provider of its mode.
+//! - [`repository`]: [`RepositoryWorkspaces`], the `repository` transport: the host's
+//!   `/repository-spec`, a clone with the `git` CLI, delivery by finalize policy, `open_pr`.
 //!
 //! Host-callback JSON bodies come from `ar-wire`; this crate only moves them over HTTP.
 
@@ -24,7 +29,9 @@ pub mod fetch;
 pub mod host_tools;
 mod http;
 pub mod mcp_providers;
+pub mod repository;
 pub mod skills;
+pub mod workspaces;
 
 pub use context::{ContextRouter, HttpContextProvider};
 pub use control::{get_context_tool, runtime_control_tools};
@@ -32,4 +39,6 @@ pub use fetch::{FetchPolicy, FetchUrl};
 pub use host_tools::HostToolHost;
 pub use http::ToolsError;
 pub use mcp_providers::McpProviders;
+pub use repository::RepositoryWorkspaces;
 pub use skills::HttpSkillProviders;
+pub use workspaces::{HttpWorkspaces, WorkspaceRouter};

@@ -25,6 +25,7 @@ mod command;
 mod error;
 mod fs;
 mod host;
+mod opener;
 mod patch;
 mod read;
 mod schema;
@@ -36,6 +37,7 @@ mod write;
 pub use command::{kernel_process_limit_available, CommandPolicy, SandboxReport, SandboxState};
 pub use error::WorkspaceError;
 pub use host::WorkspaceTools;
+pub use opener::Opener;
 pub use schema::TOOL_NAMES;
 
 /// What a run may do to its workspace (`execution_config.workspace.access`).

@@ -153,11 +153,11 @@ const UNSUPPORTED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// An app that configures a host workspace provider, which this version does not support yet.
-const WITH_WORKSPACES: &str = r#"
+/// An app that configures browser tools, which this version does not support yet.
+const WITH_BROWSER: &str = r#"
 apps:
   - app_id: host_app
-    workspace_provider: {base_url: "https://host.example/ws"}
+    browser: {enabled: true}
 "#;
 
 fn assert_refused(output: &str, setting: &str, message: &str) {
@@ -192,19 +192,19 @@ async fn serve_and_config_validate_refuse_each_setting_this_version_does_not_sup
     // An app-config section of a capability not supported yet, in all three commands.
     let mut env = base_env(dir.path());
     env.insert("AGENT_RUNTIME_SERVICE_TOKEN".into(), TOKEN.into());
-    let refusal = "does not support host workspace providers yet";
+    let refusal = "does not support browser tools yet";
     for args in [
-        vec!["config", "validate", WITH_WORKSPACES],
-        vec!["config", "doctor", WITH_WORKSPACES, APP],
+        vec!["config", "validate", WITH_BROWSER],
+        vec!["config", "doctor", WITH_BROWSER, APP],
     ] {
         let (status, stdout, stderr) = run_command(BIN, &args, &env).await;
         assert_eq!(status.code(), Some(1), "{args:?}: {stdout}");
-        assert_refused(&stderr, "apps[0].workspace_provider", refusal);
+        assert_refused(&stderr, "apps[0].browser", refusal);
     }
-    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), WITH_WORKSPACES.into());
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), WITH_BROWSER.into());
     let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert_refused(&stderr, "apps[0].workspace_provider", refusal);
+    assert_refused(&stderr, "apps[0].browser", refusal);
     assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
@@ -238,13 +238,12 @@ async fn config_validate_lists_every_unsupported_setting_at_once() {
     for (name, value, _) in UNSUPPORTED {
         env.insert(name.to_string(), value.to_string());
     }
-    let (status, _, stderr) =
-        run_command(BIN, &["config", "validate", WITH_WORKSPACES], &env).await;
+    let (status, _, stderr) = run_command(BIN, &["config", "validate", WITH_BROWSER], &env).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
     for (name, _, message) in UNSUPPORTED {
         assert_refused(&stderr, name, message);
     }
-    assert_refused(&stderr, "apps[0].workspace_provider", "workspace");
+    assert_refused(&stderr, "apps[0].browser", "browser");
     assert!(stderr.contains("3 problem(s)"), "{stderr}");
 }
 

@@ -20,3 +20,4 @@ mod postgres;
 mod replicas;
 mod sdk_flow;
 mod studio;
+mod workspaces;

@@ -15,7 +15,9 @@ use crate::BIN;
 fn replica_env(base: &BTreeMap<String, String>, instance: &str) -> BTreeMap<String, String> {
     let mut env = base.clone();
     env.insert("AGENT_RUNTIME_INSTANCE_ID".into(), instance.into());
-    env.insert("AGENT_RUNTIME_LEASE_TTL_SECONDS".into(), "2".into());
+    // Long enough that a heartbeat delayed by a loaded machine (the suite runs in parallel)
+    // does not lose the lease; the delayed step below is longer still.
+    env.insert("AGENT_RUNTIME_LEASE_TTL_SECONDS".into(), "4".into());
     env.insert("AGENT_RUNTIME_SWEEP_INTERVAL_SECONDS".into(), "1".into());
     env
 }
@@ -23,10 +25,10 @@ fn replica_env(base: &BTreeMap<String, String>, instance: &str) -> BTreeMap<Stri
 /// Runs the scenario with `base` (a store shared by both replicas).
 pub async fn takeover_scenario(base: &BTreeMap<String, String>, mock: &MockProvider) {
     mock.push(Reply::tool_call("get_context", "{}"));
-    // Longer than the 2 s lease: only the heartbeat keeps the run with its owner.
+    // Longer than the 4 s lease: only the heartbeat keeps the run with its owner.
     mock.push(
         Reply::tool_call("get_context", json!({"part": 2}).to_string())
-            .delay(Duration::from_secs(4)),
+            .delay(Duration::from_secs(6)),
     );
     mock.push(Reply::hang());
 

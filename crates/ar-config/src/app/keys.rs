@@ -61,7 +61,7 @@ pub const APP: Section = Section {
         key("event_callbacks"),
         key("mcp_providers"),
         key("command_provider"),
-        not_yet("workspace_provider", Capability::Workspaces),
+        key("workspace_provider"),
         key("skill_provider"),
         not_yet("browser", Capability::Browser),
         key("model_endpoints"),

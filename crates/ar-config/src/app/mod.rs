@@ -6,7 +6,7 @@
 //! environment variables) listed in one pass.
 //!
 //! Every key is declared in [`keys`] with its support. Sections of capabilities this version
-//! does not have yet (workspace providers, skill packages, browser tools, the model
+//! does not have yet (skill packages, browser tools, the model
 //! credential callback) are validated and refused; [`AppSettings`] holds only what the runtime
 //! uses.
 
@@ -55,6 +55,8 @@ pub struct AppSettings {
     pub mcp_providers: Vec<McpProvider>,
     pub model_endpoints: Vec<ModelEndpointBinding>,
     pub require_run_model_credentials: bool,
+    /// Where the app's runs get their workspaces (`host_prepared`: the `http` transport).
+    pub workspace_provider: Option<WorkspaceProvider>,
 }
 
 /// A URL the runtime POSTs to, with an optional bearer token.
@@ -243,7 +245,7 @@ impl WorkspaceTransport {
     }
 }
 
-/// The app's workspace provider (validated, then refused: not supported yet).
+/// The app's workspace provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkspaceProvider {
     pub transport: WorkspaceTransport,
@@ -449,6 +451,9 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
     let require_run_model_credentials = obj
         .bool(ctx, "require_run_model_credentials")
         .unwrap_or(false);
+    let workspace_provider = obj
+        .object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER)
+        .and_then(|p| parse_workspace_provider(ctx, &p));
     validate_refused_sections(ctx, &obj);
     if ctx.diagnostics.len() != before {
         return None;
@@ -463,6 +468,7 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
         mcp_providers,
         model_endpoints,
         require_run_model_credentials,
+        workspace_provider,
     })
 }
 
@@ -533,9 +539,6 @@ fn parse_unique_list<T>(
 /// that is set; their contents are still validated so `config validate` lists every problem
 /// at once. The parsed values are dropped until the capability exists.
 fn validate_refused_sections(ctx: &mut Ctx<'_>, obj: &Obj<'_>) {
-    if let Some(p) = obj.object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER) {
-        let _ = parse_workspace_provider(ctx, &p);
-    }
     if let Some(b) = obj.object(ctx, "browser", &keys::BROWSER) {
         let _ = parse_browser(ctx, &b);
     }
@@ -880,6 +883,12 @@ fn parse_workspace_provider(ctx: &mut Ctx<'_>, obj: &Obj<'_>) -> Option<Workspac
     let token = obj.secret(ctx, "token", "token_env");
     let base_url = required_base_url(ctx, obj, "base_url");
     let root_dir = obj.string(ctx, "root_dir").map(PathBuf::from);
+    if root_dir.is_none() && transport == Some(WorkspaceTransport::Repository) {
+        ctx.report(
+            obj.path_of("root_dir"),
+            "is required by the repository transport (where checkouts go)",
+        );
+    }
     if let Some(dir) = &root_dir {
         if transport == Some(WorkspaceTransport::Http) {
             ctx.report(

@@ -287,7 +287,6 @@ const BAD: &[BadCase] = &[
             skill_provider: {package_token: x},
             browser: {enabled: 'yes', allowed_domains: ["*", "bad domain", ".x.com"], artifact_provider: {transport: s3}}}]"#,
         &[
-            ("apps[0].workspace_provider", "does not support host workspace providers yet"),
             ("apps[0].browser", "does not support browser tools yet"),
             ("apps[0].workspace_provider.transport", "unsupported transport \"git\""),
             ("apps[0].workspace_provider.base_url", "is required"),
@@ -306,7 +305,6 @@ const BAD: &[BadCase] = &[
         "http workspace with root_dir",
         r#"apps: [{app_id: a, workspace_provider: {base_url: "https://h.example", root_dir: /x}}]"#,
         &[
-            ("apps[0].workspace_provider", "does not support host workspace providers"),
             ("apps[0].workspace_provider.root_dir", "only used by the repository transport"),
         ],
     ),
@@ -403,11 +401,6 @@ fn diagnostics_never_echo_secrets() {
 /// Each section of a capability this version does not have: a valid value, and what the
 /// refusal names.
 const REFUSED: &[(&str, &str, &str)] = &[
-    (
-        "workspace_provider",
-        r#"{base_url: "https://host.example/ws"}"#,
-        "host workspace providers",
-    ),
     ("browser", "{enabled: true}", "browser tools"),
     (
         "model_credential_callback",
@@ -431,6 +424,21 @@ fn valid_sections_of_unsupported_capabilities_are_refused_by_name() {
             diagnostics[0].message
         );
     }
+}
+
+#[test]
+fn workspace_providers_of_both_transports_are_kept() {
+    let config = parse(r#"apps: [{app_id: a, workspace_provider: {base_url: "http://127.0.0.1:9/ws"}},
+        {app_id: b, workspace_provider: {transport: repository, base_url: "https://h.example", root_dir: /srv/checkouts}}]"#)
+        .expect("both transports are accepted");
+    let http = config.apps["a"].workspace_provider.as_ref().expect("kept");
+    assert_eq!(http.base_url.as_str(), "http://127.0.0.1:9/ws");
+    let repo = config.apps["b"].workspace_provider.as_ref().expect("kept");
+    assert_eq!(repo.transport, WorkspaceTransport::Repository);
+    let diagnostics = parse(r#"apps: [{app_id: a, workspace_provider: {transport: repository, base_url: "https://h.example"}}]"#)
+        .expect_err("a repository provider needs a root_dir");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0].path, "apps[0].workspace_provider.root_dir");
 }
 
 #[test]
@@ -496,7 +504,7 @@ fn refused_sections_still_parse_what_their_capability_will_need() {
     assert_eq!(local.unknown_refresh_cooldown, Duration::from_secs(10));
 
     let workspace = parse_section(
-        "{transport: repository, base_url: https://host.example/ws, root_dir: /var/lib/ar}",
+        "{transport: repository, base_url: https://host.example/ws, root_dir: /var/lib/ar, token: w}",
         mapping(&keys::WORKSPACE_PROVIDER, parse_workspace_provider),
     );
     assert_eq!(workspace.transport, WorkspaceTransport::Repository);
@@ -504,6 +512,7 @@ fn refused_sections_still_parse_what_their_capability_will_need() {
         workspace.root_dir.as_deref(),
         Some(std::path::Path::new("/var/lib/ar"))
     );
+    assert_eq!(workspace.token.unwrap().expose(), "w");
     let skills = parse_section(
         "{base_url: https://host.example/skills, token: p}",
         mapping(&keys::SKILL_PROVIDER, parse_skill_provider),

@@ -296,12 +296,18 @@ impl Engine {
         let app_id = run.app_id.clone();
         let run_id = run.id.clone();
         let before = run.version;
+        let finalized = self.finalize_if_ending(run, &mut build).await;
+        let now = self.now();
         let (fresh, committed, proceed) = self
             .transact(&app_id, &run_id, Some(run.clone()), |current, change| {
                 if current.status() != RunStatus::Running {
                     return Ok(Decide::Skip(false));
                 }
+                let unchanged = finalized.as_ref().map(|_| current.clone());
                 build(current, change)?;
+                if let (Some(finalized), Some(unchanged)) = (&finalized, &unchanged) {
+                    crate::workspace::apply_finalized(current, unchanged, change, finalized, now)?;
+                }
                 Ok(Decide::Commit(true))
             })
             .await?;
@@ -334,6 +340,12 @@ impl Engine {
         } else {
             self.load_state(&run).await?
         };
+        if let Flow::Stop = self
+            .ensure_workspace(&mut run, &agent, &state, owner)
+            .await?
+        {
+            return Ok(());
+        }
         let Some(tools) = self.turn_tools(&mut run, &agent, &state).await? else {
             return Ok(());
         };
@@ -595,6 +607,12 @@ impl Engine {
         input: Value,
     ) -> ToolRun {
         let started = std::time::Instant::now();
+        if let Some(workspace) = self.workspace_tools_of(&run.id) {
+            if workspace.definitions().iter().any(|t| t.name == tool.name) {
+                let output = workspace.call(&tool.name, input).await;
+                return ToolRun::Done(output, started.elapsed().as_millis() as u64);
+            }
+        }
         let output = match self.call_mcp_tool(run, &tool.name, input.clone()).await {
             Some(Ok(output)) => output,
             Some(Err(CallProblem::Authentication { server, reason })) => {

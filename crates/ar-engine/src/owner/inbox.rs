@@ -1,11 +1,13 @@
 //! What reaches a run's owner task from the rest of the process: one typed message stream per
 //! owner ([`OwnerMsg`]), the registry of owners that routes messages by run id ([`Owners`]), and
-//! the secrets an owner holds, which everything that records or streams for its run reads.
+//! the secrets an owner holds, which everything that records or streams for its run reads, and
+//! the run's workspace tools while it executes here.
 
 use std::sync::Arc;
 
 use ar_core::redact::Redactor;
 use ar_core::secret::Secret;
+use ar_core::workspace::RunToolHost;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use tokio::sync::mpsc;
@@ -156,16 +158,37 @@ impl HeldSecrets {
     }
 }
 
-/// What the task owning a run holds: its inbox and its secrets.
-#[derive(Debug)]
+/// The workspace tools of a run executing here, opened by its owner over the lease's root and
+/// dropped with the owner.
+pub(crate) type HeldWorkspace = parking_lot::Mutex<Option<Arc<dyn RunToolHost>>>;
+
+/// What the task owning a run holds: its inbox, its secrets and its workspace tools.
 pub(crate) struct Owner {
     pub(crate) inbox: Inbox,
     pub(crate) secrets: Arc<HeldSecrets>,
+    workspace: Arc<HeldWorkspace>,
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owner")
+            .field("inbox", &self.inbox)
+            .field("workspace", &self.workspace.lock().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Owner {
+    /// The run's workspace tools from now until the owner stops.
+    pub(crate) fn set_workspace(&self, tools: Arc<dyn RunToolHost>) {
+        *self.workspace.lock() = Some(tools);
+    }
 }
 
 struct Registered {
     sender: mpsc::UnboundedSender<OwnerMsg>,
     secrets: Arc<HeldSecrets>,
+    workspace: Arc<HeldWorkspace>,
 }
 
 /// The runs executing in this process, by run id: how the rest of the engine reaches an owner.
@@ -182,9 +205,11 @@ impl Owners {
         };
         let (sender, receiver) = mpsc::unbounded_channel();
         let secrets = Arc::new(HeldSecrets::default());
+        let workspace = Arc::new(HeldWorkspace::default());
         slot.insert(Registered {
             sender,
             secrets: secrets.clone(),
+            workspace: workspace.clone(),
         });
         Some(Owner {
             inbox: Inbox {
@@ -192,6 +217,7 @@ impl Owners {
                 seen: Seen::default(),
             },
             secrets,
+            workspace,
         })
     }
 
@@ -225,6 +251,11 @@ impl Owners {
     pub(crate) fn redactor(&self, run_id: &str) -> Option<Arc<Redactor>> {
         let redactor = self.entries.get(run_id)?.secrets.redactor();
         (!redactor.is_empty()).then_some(redactor)
+    }
+
+    /// The workspace tools of a run executing here.
+    pub(crate) fn workspace(&self, run_id: &str) -> Option<Arc<dyn RunToolHost>> {
+        self.entries.get(run_id)?.workspace.lock().clone()
     }
 
     pub(crate) fn contains(&self, run_id: &str) -> bool {

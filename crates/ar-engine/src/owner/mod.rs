@@ -101,6 +101,27 @@ impl Engine {
         self.inner.owners.hold_secret(run_id, secret);
     }
 
+    /// The workspace tools of a run executing here.
+    pub(crate) fn workspace_tools_of(
+        &self,
+        run_id: &str,
+    ) -> Option<std::sync::Arc<dyn ar_core::workspace::RunToolHost>> {
+        self.inner.owners.workspace(run_id)
+    }
+
+    /// Cleans a stopped run's workspace by its policy unless an owner here will (it does when
+    /// it stops), in the background.
+    pub(crate) fn clean_workspace_later(&self, app_id: &str, run_id: &str) {
+        if self.inner.owners.contains(run_id) || self.deps().workspaces.is_none() {
+            return;
+        }
+        let engine = self.clone();
+        let (app_id, run_id) = (app_id.to_string(), run_id.to_string());
+        self.inner
+            .tasks
+            .spawn(async move { engine.clean_workspace(&app_id, &run_id).await });
+    }
+
     /// Sends `message` to the run's owner in this process; false when it has none here.
     pub(crate) fn tell_owner(&self, run_id: &str, message: OwnerMsg) -> bool {
         self.inner.owners.tell(run_id, message)
@@ -147,6 +168,9 @@ impl Engine {
             if let Some(mcp) = &self.deps().mcp {
                 mcp.close_run(&run_id).await;
             }
+            // Its workspace tools went with the registration; the workspace itself is cleaned
+            // when its policy says so for the state the run stopped in.
+            self.clean_workspace(&app_id, &run_id).await;
             // A resume that landed while this owner was finishing saw an owner and did not
             // spawn one; look once more so the run is never left running without an owner.
             // A run seen committed terminal cannot be resumed: no need to look.

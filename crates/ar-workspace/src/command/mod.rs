@@ -61,6 +61,8 @@ pub struct CommandPolicy {
     pub extra_read_paths: Vec<PathBuf>,
     /// The command's `PATH`; `None` inherits this process's.
     pub path: Option<String>,
+    /// Refuse `git push` (a repository workspace whose delivery is a preview).
+    pub deny_git_push: bool,
 }
 
 /// The original's allow-list.
@@ -90,6 +92,7 @@ impl Default for CommandPolicy {
             file_size_bytes: 1024 * 1024 * 1024,
             max_processes: 1024,
             require_landlock: true,
+            deny_git_push: false,
             extra_read_paths: Vec::new(),
             path: None,
         }
@@ -201,6 +204,11 @@ fn check_program(
             allowed.join(", ")
         )));
     }
+    if program == "git" && policy.deny_git_push && pushes(args) {
+        return Err(ToolError::new(
+            "git push is blocked: this run's delivery is a preview",
+        ));
+    }
     if access == Access::ReadOnly {
         let permitted = policy.read_only_programs.iter().any(|p| p == program)
             && (program != "git" || read_only_git(args));
@@ -211,6 +219,12 @@ fn check_program(
         }
     }
     Ok(())
+}
+
+/// Whether git arguments may push (any `push` or `send-pack` word: options before the
+/// subcommand cannot hide it).
+fn pushes(args: &[String]) -> bool {
+    args.iter().any(|a| a == "push" || a == "send-pack")
 }
 
 /// Git subcommands that only read (`diff` without `--output`).
@@ -291,6 +305,26 @@ mod tests {
         for fine in ["a|b", "--format=%h <%ae>", "-n", "foo;bar", "x>y"] {
             assert!(!shell_syntax(fine), "{fine}");
         }
+    }
+
+    #[test]
+    fn a_preview_refuses_git_push_in_any_form() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let policy = CommandPolicy {
+            deny_git_push: true,
+            ..CommandPolicy::default()
+        };
+        for refused in [
+            &["push"][..],
+            &["-C", ".", "push", "origin"],
+            &["send-pack", "x"],
+        ] {
+            let error = check_program(&policy, Access::ReadWrite, "git", &args(refused));
+            assert!(error.is_err(), "{refused:?}");
+        }
+        assert!(check_program(&policy, Access::ReadWrite, "git", &args(&["status"])).is_ok());
+        let open = CommandPolicy::default();
+        assert!(check_program(&open, Access::ReadWrite, "git", &args(&["push"])).is_ok());
     }
 
     #[test]

@@ -1,0 +1,359 @@
+//! `host_prepared` workspaces end to end: the real binary against a host serving what the
+//! Python SDK's `create_fastapi_workspace_provider_router` serves (ar-test-support's
+//! `WorkspaceHost`), and the mock model scripting workspace tool calls. The run's edit lands in
+//! the host's directory, finalize's summary is merged into the run's, cleanup follows the
+//! lease's policy, and a provider that answers garbage or a root that is not there fails the run
+//! with a clear message.
+
+use std::collections::BTreeMap;
+
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use ar_test_support::service::*;
+use ar_test_support::workspace_host::{PrepareAnswer, WorkspaceHost};
+use serde_json::{json, Value};
+
+use crate::BIN;
+
+const WS_TOKEN: &str = "workspace-token-e2e";
+
+fn env_with(
+    dir: &std::path::Path,
+    mock: &MockProvider,
+    host: &WorkspaceHost,
+) -> BTreeMap<String, String> {
+    let mut env = sqlite_env(dir, mock);
+    let extra = json!({"workspace_provider": {"base_url": host.url(), "token": WS_TOKEN}});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(mock, extra).to_string(),
+    );
+    env
+}
+
+async fn workspace_agent(server: &Server, id: &str, access: &str, approval: &str) -> String {
+    server
+        .agent(
+            id,
+            json!({
+                "allowed_tools": ["read_file", "list_directory", "write_file"],
+                "approval_mode": approval,
+                "execution_config": {"workspace": {"mode": "host_prepared", "access": access}},
+            }),
+        )
+        .await
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+async fn wait_event(server: &Server, run_id: &str, kind: &str) -> Vec<Value> {
+    wait_for(kind, WAIT, || async {
+        let events = server.events(run_id).await;
+        types(&events).iter().any(|t| t == kind).then_some(events)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_edits_the_host_workspace_and_the_host_finalizes_and_cleans_it() {
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let agent = workspace_agent(&server, "editor", "read_write", "never").await;
+
+    mock.push(Reply::tool_call("list_directory", r#"{"path": "."}"#));
+    mock.push(Reply::tool_call(
+        "write_file",
+        r#"{"path": "notes.txt", "content": "fixed the login\n"}"#,
+    ));
+    mock.push(Reply::text("Wrote notes.txt"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+
+    // The host saw the edit at finalize and its summary is the run's.
+    let summary = &done["output_summary"];
+    assert_eq!(summary["files"]["notes.txt"], "fixed the login\n", "{done}");
+    assert_eq!(summary["finalized_outcome"], "completed");
+    let lease = &done["workspace_lease"];
+    assert_eq!(lease["id"], format!("lease-{run_id}"));
+    assert_eq!(
+        lease["root_path"],
+        host.workspace_of(&run_id).to_str().unwrap()
+    );
+    assert_eq!(
+        lease["metadata"]["finalized"], true,
+        "finalize's metadata on the lease"
+    );
+
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    let kinds = types(&events);
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or_else(|| panic!("{kind} in {kinds:?}"))
+    };
+    assert!(at("run.started") < at("workspace.prepared"));
+    assert!(at("workspace.prepared") < at("tool_call_started"));
+    assert!(at("workspace.finalized") < at("run.completed"));
+    assert!(at("run.completed") < at("workspace.cleaned"));
+    let prepared = &events[at("workspace.prepared")]["data"];
+    assert_eq!(prepared["lease_id"], format!("lease-{run_id}"));
+    assert_eq!(prepared["provider"], "host");
+    assert_eq!(
+        events[at("workspace.cleaned")]["data"]["reason"],
+        "completed"
+    );
+
+    let steps: Vec<String> = host.calls().into_iter().map(|(step, _)| step).collect();
+    assert_eq!(steps, ["prepare", "finalize", "cleanup"]);
+    let prepare = &host.calls_of("prepare")[0];
+    assert_eq!(prepare["workspace_mode"], "host_prepared");
+    assert_eq!(prepare["runtime_kind"], "native_sdk");
+    assert_eq!(
+        prepare["execution_config"]["workspace"]["access"],
+        "read_write"
+    );
+    assert_eq!(host.calls_of("finalize")[0]["outcome"], "completed");
+    assert!(
+        !host.workspace_of(&run_id).exists(),
+        "cleanup removed the directory"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutations_wait_for_approval_and_a_manual_lease_is_left_to_the_host() {
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    host.set_prepare(PrepareAnswer::Directory {
+        cleanup_policy: Some("manual".into()),
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let agent = workspace_agent(&server, "careful", "read_write", "mutating_tools").await;
+
+    mock.push(Reply::tool_call(
+        "write_file",
+        r#"{"path": "plan.md", "content": "step 1\n"}"#,
+    ));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let paused = server.wait_status(&run_id, &["paused", "failed"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval", "{paused}");
+    let workspace = host.workspace_of(&run_id);
+    assert!(
+        !workspace.join("plan.md").exists(),
+        "nothing written before the approval"
+    );
+    assert_eq!(host.calls_of("finalize")[0]["outcome"], "paused");
+
+    mock.push(Reply::text("Planned"));
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
+    assert!(status == 200 || status == 202, "approve: {status} {body}");
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("plan.md")).unwrap(),
+        "step 1\n"
+    );
+    let prepares = host.calls_of("prepare").len();
+    assert_eq!(prepares, 1, "the resumed run reused its lease");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        host.calls_of("cleanup").is_empty(),
+        "manual: the runtime never cleans"
+    );
+    assert!(workspace.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_answering_garbage_or_a_missing_root_fails_the_run_clearly() {
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let agent = workspace_agent(&server, "fragile", "read_only", "never").await;
+
+    let cases = [
+        (
+            PrepareAnswer::Raw(json!({"lease": "soon"})),
+            "workspace provider prepare returned an unusable answer",
+        ),
+        (
+            PrepareAnswer::Raw(json!({"id": "l", "root_path": "relative"})),
+            "not an absolute path",
+        ),
+        (PrepareAnswer::MissingRoot, "cannot be used"),
+    ];
+    for (answer, message) in cases {
+        host.set_prepare(answer);
+        let run = server.start_run(&mock, &agent, json!({})).await;
+        let run_id = run["id"].as_str().expect("run id").to_string();
+        let failed = server.wait_status(&run_id, &["failed", "completed"]).await;
+        assert_eq!(failed["status"], "failed", "{failed}");
+        let error = failed["error_message"].as_str().unwrap_or_default();
+        assert!(error.contains(message), "{message:?} in {error:?}");
+        assert!(!error.contains(WS_TOKEN), "{error}");
+        assert!(
+            failed.get("workspace_lease").is_none_or(Value::is_null),
+            "{failed}"
+        );
+    }
+    // The lease whose root was missing was handed back.
+    let cleanups = host.calls_of("cleanup");
+    assert_eq!(cleanups.len(), 1, "{cleanups:?}");
+    assert_eq!(cleanups[0]["reason"], "failed");
+    assert_eq!(
+        mock.model_requests().len(),
+        0,
+        "no model call without a workspace"
+    );
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A bare "remote" with one commit on `main`, made with the real git.
+fn bare_remote(root: &std::path::Path) -> std::path::PathBuf {
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(src.join("README.md"), "# Login service\n").unwrap();
+    git(&src, &["add", "."]);
+    git(
+        &src,
+        &[
+            "-c",
+            "user.name=Dev",
+            "-c",
+            "user.email=dev@x",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    );
+    let bare = root.join("acme").join("login.git");
+    std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
+    git(
+        root,
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            src.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    bare
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let bare = bare_remote(roots.path());
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    const REPO_TOKEN: &str = "ghp-repo-secret-e2e";
+    host.set_repository_spec(json!({
+        "provider": "github", "clone_url": format!("file://{}", bare.display()),
+        "auth": {"type": "token", "token": REPO_TOKEN},
+        "base_branch": "main", "work_branch": "agent/fix-login",
+        "commit_identity": {"name": "Fix Bot", "email": "bot@example.com"},
+        "finalize_policy": "push_branch", "metadata": {"commit_message": "Fix the login"}
+    }));
+    let checkouts = roots.path().join("checkouts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = sqlite_env(dir.path(), &mock);
+    let extra = json!({"workspace_provider": {"transport": "repository", "base_url": host.url(),
+                       "token": WS_TOKEN, "root_dir": checkouts}});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(&mock, extra).to_string(),
+    );
+    let server = Server::start(BIN, &env).await;
+    let agent = server
+        .agent(
+            "committer",
+            json!({
+                "allowed_tools": ["read_file", "write_file", "list_commits"],
+                "execution_config": {"workspace": {"mode": "repository"}},
+            }),
+        )
+        .await;
+
+    mock.push(Reply::tool_call("list_commits", r#"{"limit": 5}"#));
+    mock.push(Reply::tool_call("read_file", r#"{"path": "README.md"}"#));
+    mock.push(Reply::tool_call(
+        "write_file",
+        r#"{"path": "FIX.md", "content": "Login fixed.\n"}"#,
+    ));
+    mock.push(Reply::text("Committed the fix"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let delivered = &done["output_summary"]["repository"];
+    assert_eq!(delivered["pushed"], true, "{done}");
+    let log = git(&bare, &["log", "-1", "--format=%an %s", "agent/fix-login"]);
+    assert_eq!(log, "Fix Bot Fix the login");
+    assert_eq!(
+        git(&bare, &["show", "agent/fix-login:FIX.md"]),
+        "Login fixed."
+    );
+
+    let lease = &done["workspace_lease"];
+    assert_eq!(lease["metadata"]["work_branch"], "agent/fix-login");
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    for text in [done.to_string(), Value::from(events.clone()).to_string()] {
+        assert!(
+            !text.contains(REPO_TOKEN),
+            "the repository token leaked: {text}"
+        );
+    }
+    let listed = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_finished" && e["data"]["tool_name"] == "list_commits")
+        .expect("the git tool ran");
+    assert!(
+        listed["data"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{listed}"
+    );
+    let finalize = &host.calls_of("finalize")[0];
+    assert_eq!(finalize["repository"]["auth"]["type"], "token");
+    assert!(!finalize.to_string().contains(REPO_TOKEN));
+    let checkout = checkouts.join(APP).join(&run_id);
+    assert!(!checkout.exists(), "the checkout is cleaned up");
+}
