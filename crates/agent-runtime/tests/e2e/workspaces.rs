@@ -357,3 +357,53 @@ async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it()
     let checkout = checkouts.join(APP).join(&run_id);
     assert!(!checkout.exists(), "the checkout is cleaned up");
 }
+
+/// `fetch_url` with an `output_path` in a workspace run: the engine hands the tool the run's
+/// lease, the page lands beneath its root, and the host reads it at finalize.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_url_writes_its_output_path_into_the_runs_workspace() {
+    let page = axum::Router::new().route(
+        "/notes",
+        axum::routing::get(|| async { "release notes, version 2\n" }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/notes", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, page).await });
+
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = env_with(dir.path(), &mock, &host);
+    // The page is on loopback over plain HTTP: allowed for this deployment only.
+    env.insert("AGENT_RUNTIME_MCP_ALLOW_HTTP".into(), "true".into());
+    env.insert(
+        "AGENT_RUNTIME_MCP_ALLOW_PRIVATE_NETWORKS".into(),
+        "true".into(),
+    );
+    let server = Server::start(BIN, &env).await;
+    let agent = server
+        .agent(
+            "fetcher",
+            json!({
+                "allowed_tools": ["fetch_url"],
+                "execution_config": {"workspace": {"mode": "host_prepared"}},
+            }),
+        )
+        .await;
+    mock.push(Reply::tool_call(
+        "fetch_url",
+        json!({"url": url, "output_path": "page.txt"}).to_string(),
+    ));
+    mock.push(Reply::text("saved the page"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["output_summary"]["files"]["page.txt"], "release notes, version 2\n",
+        "{done}"
+    );
+}
