@@ -47,3 +47,22 @@ fn spawn_peer(
         }
     });
 }
+
+/// Whether a test host accepts the request's `Authorization`: any request when it expects no
+/// token, else `Bearer <token>` (scheme case-insensitive) or the bare token, as the SDKs'
+/// routers accept it.
+pub fn bearer_accepted(expected: Option<&str>, headers: &axum::http::HeaderMap) -> bool {
+    let Some(expected) = expected else {
+        return true;
+    };
+    let value = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .trim();
+    let presented = match value.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case("bearer ") => value[7..].trim(),
+        _ => value,
+    };
+    presented == expected
+}

@@ -120,19 +120,7 @@ impl WorkspaceHost {
 }
 
 fn authorized(state: &HostState, headers: &HeaderMap) -> bool {
-    let Some(expected) = &state.token else {
-        return true;
-    };
-    let value = headers
-        .get("authorization")
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .trim();
-    let presented = match value.get(..7) {
-        Some(scheme) if scheme.eq_ignore_ascii_case("bearer ") => value[7..].trim(),
-        _ => value,
-    };
-    presented == expected
+    crate::bearer_accepted(state.token.as_deref(), headers)
 }
 
 /// The fields the SDK's request models require, per step.
