@@ -183,7 +183,8 @@ impl Publisher {
                     seen,
                     stalled: stalled + 1,
                 },
-                Ok((_, false)) => self.role,
+                // Nothing waits: an idle publisher is not a stalled one.
+                Ok((_, false)) => Role::Standby { seen, stalled: 0 },
                 Err(error) => {
                     tracing::warn!(%error, "reading the NATS sink's cursor failed");
                     self.role
