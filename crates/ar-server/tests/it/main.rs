@@ -15,6 +15,7 @@ mod mcp_providers;
 mod native_loop;
 mod nats;
 mod nul;
+mod parity;
 mod recovery;
 mod skills;
 mod studio;
