@@ -93,6 +93,17 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
+/// The canonical name of a service tier, as the SDK's `NormalizeServiceTier` gives it:
+/// trimmed, lower-cased, OpenAI's own `default` and `priority` read as `standard` and `fast`.
+pub fn normalize_service_tier(value: &str) -> String {
+    let value = value.trim().to_ascii_lowercase();
+    match value.as_str() {
+        "default" => "standard".to_owned(),
+        "priority" => "fast".to_owned(),
+        _ => value,
+    }
+}
+
 /// Where and as whom a request goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRoute {

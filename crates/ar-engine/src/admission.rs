@@ -13,7 +13,9 @@ use ar_core::{
 
 use crate::engine::Engine;
 use crate::error::{EngineError, EngineResult};
-use crate::model_route::{default_model, validate_run_model, RunCredential};
+use crate::model_route::{
+    agent_controls, default_model, normalized_controls, validate_run_model, RunCredential,
+};
 
 /// Sealed-secret kind of the run model credential.
 pub(crate) const MODEL_CREDENTIAL_SECRET: &str = "model_credential";
@@ -152,8 +154,24 @@ fn trim_target(target: &TargetRef) -> TargetRef {
 
 impl Engine {
     /// The model route pinned into the run (secret-free): the request's, else the agent's
-    /// provider and model (native runs only).
+    /// provider and model (native runs only), with its controls normalised. An explicit
+    /// `controls` object (even `{}`) replaces the agent's legacy `execution_config` controls.
     fn pinned_model(&self, request: &StartRun, agent: &Agent) -> EngineResult<Option<RunModel>> {
+        let Some(mut model) = self.pinned_route(request, agent)? else {
+            return Ok(None);
+        };
+        model.controls = match &model.controls {
+            Some(controls) => Some(normalized_controls(
+                &model.provider,
+                controls,
+                "model.controls",
+            )?),
+            None => agent_controls(agent.execution_config.as_ref(), &model.provider)?,
+        };
+        Ok(Some(model))
+    }
+
+    fn pinned_route(&self, request: &StartRun, agent: &Agent) -> EngineResult<Option<RunModel>> {
         Ok(match (&request.model, agent.runtime_kind) {
             (Some(model), _) => {
                 let mut model = model.clone();

@@ -16,6 +16,7 @@ mod native_loop;
 mod nats;
 mod nul;
 mod parity;
+mod providers;
 mod recovery;
 mod skills;
 mod studio;
