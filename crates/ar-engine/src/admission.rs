@@ -390,11 +390,13 @@ impl Engine {
             });
         }
         if let Some(credential) = &request.model_credential {
-            let sealer =
-                self.deps().sealer.as_ref().ok_or_else(|| {
-                    EngineError::invalid("run model credentials are not configured")
-                })?;
-            let ciphertext = sealer.seal_credential(&run.app_id, &run.id, credential)?;
+            let provider = run.input.model.as_ref().map_or("", |m| m.provider.as_str());
+            let ciphertext = crate::model_credential::seal(
+                self.deps().sealer.as_deref(),
+                (&run.app_id, &run.id),
+                provider,
+                credential,
+            )?;
             change.secrets.push(SecretChange::Put {
                 kind: MODEL_CREDENTIAL_SECRET.to_string(),
                 ciphertext,

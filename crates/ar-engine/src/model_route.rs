@@ -272,7 +272,8 @@ fn validate_run_credential(
         ));
     }
     if let Some(credential) = credential {
-        if !config.credentials_enabled {
+        // A `none` credential has no secret to seal, so it needs no key.
+        if !config.credentials_enabled && credential.credential_type != "none" {
             return Err(EngineError::invalid(
                 "run model credentials are not configured (AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY is not set)",
             ));
@@ -328,14 +329,15 @@ fn validate_endpoint(
             }
             Ok(())
         }
-        (_, None) => {
-            if matches!(credential, Some(c) if c.credential_type == "none") {
-                return Err(EngineError::invalid(format!(
-                    "model_credential type none is only valid for an approved no-auth endpoint, not provider {provider}"
-                )));
-            }
-            Ok(())
-        }
+        (_, None) => match credential.map(|c| c.credential_type.as_str()) {
+            Some("none") => Err(EngineError::invalid(format!(
+                "model_credential type none is only valid for an approved no-auth endpoint, not provider {provider}"
+            ))),
+            Some("oauth") => Err(EngineError::invalid(format!(
+                "model_credential type oauth is only valid for provider openai_chatgpt; provider {provider} takes an api_key"
+            ))),
+            _ => Ok(()),
+        },
     }
 }
 
@@ -519,6 +521,8 @@ mod tests {
         assert!(!route(&approving, "openai", Some(&endpoint), Some(&none)));
         assert!(!route(&approving, "openai", None, Some(&none)));
         assert!(route(&approving, "openai", None, Some(&key)));
+        let oauth = credential("oauth");
+        assert!(!route(&approving, "anthropic", None, Some(&oauth)));
         assert!(!route(&approving, "openai_chatgpt", None, Some(&key)));
         assert!(route(
             &approving,
