@@ -168,6 +168,9 @@ pub enum ModelError {
     /// The request was refused (4xx other than auth and 429).
     #[error("model request rejected (status {status}): {message}")]
     Rejected { status: u16, message: String },
+    /// The account's quota or credit is spent: retrying cannot help until someone pays.
+    #[error("model provider quota exhausted (status {status}): {message}")]
+    QuotaExhausted { status: u16, message: String },
     /// The request could not be sent or built, or the stream broke or stalled.
     #[error("model transport error: {message}")]
     Transport {
@@ -204,6 +207,13 @@ impl PartialEq for ModelError {
             | (
                 Rejected { status, message },
                 Rejected {
+                    status: other_status,
+                    message: other_message,
+                },
+            )
+            | (
+                QuotaExhausted { status, message },
+                QuotaExhausted {
                     status: other_status,
                     message: other_message,
                 },
