@@ -19,8 +19,6 @@ pub enum Capability {
     Browser,
     /// The `openai_chatgpt` provider on ChatGPT subscriptions (issue 12).
     ChatGpt,
-    /// Refreshing run model credentials through the host's callback (issue 12).
-    ModelCredentialCallback,
     /// A deterministic stand-in model when no model is configured. Refused by design, not for
     /// lack of time: see [`Capability::reason`].
     DeterministicModel,
@@ -34,9 +32,6 @@ impl Capability {
             Capability::SkillPackages => "skill packages (skill_provider.package_base_url)",
             Capability::Browser => "browser tools",
             Capability::ChatGpt => "the openai_chatgpt provider (ChatGPT subscriptions)",
-            Capability::ModelCredentialCallback => {
-                "refreshing run model credentials through a host callback"
-            }
             Capability::DeterministicModel => "a deterministic stand-in model",
         }
     }

@@ -353,6 +353,8 @@ const MCP_PROVIDERS: &str = "for config in &app.mcp_providers";
 const SKILLS: &str = "ar-tools/src/skills.rs";
 const SKILL_PROVIDER: &str = "let provider = app.skill_provider.as_ref()?;";
 const WORKSPACE_PROVIDER: &str = "if let Some(provider) = &app.workspace_provider";
+const REFRESH: &str = "ar-tools/src/credential_refresh.rs";
+const REFRESH_CALLBACK: &str = "let callback = app.model_credential_callback.as_ref()?;";
 
 /// Readers of the supported app-configuration keys, by `section.path` + `.` + key. Keys of
 /// sections below a refused key are covered by that refusal.
@@ -455,6 +457,22 @@ const APP_KEY_READERS: &[Reader] = &[
         "apps[].workspace_provider.token_env",
         WORKSPACES,
         &["token: provider.token.clone()"],
+    ),
+    reader("apps[].model_credential_callback", REFRESH, &[REFRESH_CALLBACK]),
+    reader(
+        "apps[].model_credential_callback.url",
+        REFRESH,
+        &[REFRESH_CALLBACK, "let url = callback.url.as_str().to_string();"],
+    ),
+    reader(
+        "apps[].model_credential_callback.token",
+        REFRESH,
+        &[REFRESH_CALLBACK, "token: callback.token.clone()"],
+    ),
+    reader(
+        "apps[].model_credential_callback.token_env",
+        REFRESH,
+        &[REFRESH_CALLBACK, "token: callback.token.clone()"],
     ),
     reader("apps[].command_provider", HOST_TOOLS, &[COMMANDS]),
     // The parser accepts only `http`, the transport the command client speaks.

@@ -68,3 +68,57 @@ impl ContextProvider for StaticContext {
         })
     }
 }
+
+/// Why the runtime asks the host for a fresh run model credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshReason {
+    /// The credential expires within 30 s (or has expired).
+    Expired,
+    /// The provider rejected it (HTTP 401) before any answer reached the run.
+    Unauthorized,
+}
+
+/// What the runtime tells the host's `model_credential_callback` (the SDK's
+/// `ModelCredentialRefreshRequest`); the fingerprint is the SHA-256 of the current secret,
+/// never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialRefreshRequest {
+    pub credential_fingerprint: String,
+    pub app_id: String,
+    pub run_id: String,
+    pub host_run_id: String,
+    pub connection_id: String,
+    pub provider: String,
+    pub account_id: String,
+    pub reason: RefreshReason,
+}
+
+/// Failure to get a fresh credential from the host.
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// The app has no refresh callback.
+    #[error("the app has no model credential refresh callback")]
+    NoCallback,
+    /// The callback could not be reached, or timed out.
+    #[error("credential refresh callback unreachable: {0}")]
+    Unreachable(String),
+    /// The callback answered with a status other than 200.
+    #[error("credential refresh callback returned HTTP {0}")]
+    Status(u16),
+    /// The answer is not `{"credential": {...}}`.
+    #[error("credential refresh callback returned an unusable answer: {0}")]
+    BadAnswer(String),
+}
+
+/// The host's `model_credential_callback`: asked for a replacement of a run's model
+/// credential; answers the new credential as the JSON object of `UpdateRunModelCredentialRequest.credential`.
+#[async_trait]
+pub trait CredentialRefresher: Send + Sync + 'static {
+    /// Whether `app_id` has a callback at all.
+    fn has_callback(&self, app_id: &str) -> bool;
+
+    async fn refresh(
+        &self,
+        request: &CredentialRefreshRequest,
+    ) -> Result<serde_json::Value, RefreshError>;
+}

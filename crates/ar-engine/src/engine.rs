@@ -44,6 +44,8 @@ pub struct EngineDeps {
     /// a lease's root.
     pub workspaces: Option<Arc<dyn ar_core::workspace::WorkspaceProvider>>,
     pub workspace_opener: Option<Arc<dyn ar_core::workspace::WorkspaceOpener>>,
+    /// Present when some app has a `model_credential_callback`.
+    pub credential_refresher: Option<Arc<dyn ar_core::host::CredentialRefresher>>,
 }
 
 pub(crate) struct Inner {

@@ -13,6 +13,7 @@ mod agents;
 mod cli_loop;
 pub mod config;
 mod context;
+mod credential_refresh;
 mod engine;
 pub mod error;
 mod gate;

@@ -583,6 +583,11 @@ impl Service {
             skills: skill_lookup(&apps)?,
             workspaces: workspaces(&apps, &settings)?,
             workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
+            credential_refresher: ar_tools::HttpCredentialRefresher::from_app_config(&apps)
+                .context("model credential callbacks")?
+                .map(|refresher| {
+                    Arc::new(refresher) as Arc<dyn ar_core::host::CredentialRefresher>
+                }),
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {

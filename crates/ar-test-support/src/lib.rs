@@ -8,6 +8,7 @@ pub mod mcp_everything;
 pub mod mcp_server;
 pub mod mock_provider;
 pub mod provider_host;
+pub mod refresh_host;
 #[cfg(feature = "service")]
 pub mod service;
 pub mod skill_host;

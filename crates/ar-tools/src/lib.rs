@@ -25,6 +25,7 @@
 pub mod command_catalog;
 pub mod context;
 pub mod control;
+pub mod credential_refresh;
 pub mod fetch;
 pub mod host_tools;
 mod http;
@@ -35,6 +36,7 @@ pub mod workspaces;
 
 pub use context::{ContextRouter, HttpContextProvider};
 pub use control::{get_context_tool, runtime_control_tools};
+pub use credential_refresh::HttpCredentialRefresher;
 pub use fetch::{FetchPolicy, FetchUrl};
 pub use host_tools::HostToolHost;
 pub use http::ToolsError;

@@ -367,12 +367,10 @@ pub struct ModelCredentialRefreshRequest {
 }
 
 wire_values! {
-    /// `ModelCredentialRefreshRequest.reason` values this runtime sends. The service contract does
-    /// not fix the strings (only "near expiry" and "after a 401"); these are our choice, and hosts
-    /// must treat the field as informational.
+    /// `ModelCredentialRefreshRequest.reason` values, the original's (`internal/modelauth`).
     pub mod refresh_reason {
-        /// The credential is about to expire.
-        EXPIRING = "expiring",
+        /// The credential expires within 30 s.
+        EXPIRED = "expired",
         /// The provider answered HTTP 401.
         UNAUTHORIZED = "unauthorized",
     }

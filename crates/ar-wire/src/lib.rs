@@ -26,7 +26,7 @@
 //!   to `explicit_finish`, the SDK spelling, which is what we store and echo.
 //! * Values beyond the SDK constants come from the contract: `risk_based` approval, `manual`
 //!   pause, `continue` resume intent, `a2a`/`claude_code` runtime kinds.
-//! * `ModelCredentialRefreshRequest.reason` strings are ours; see [`host::refresh_reason`].
+//! * `ModelCredentialRefreshRequest.reason` strings are the original's; see [`host::refresh_reason`].
 //! * Lifecycle/workspace/A2A event payloads have no Go structs; [`event_data`] fixes their keys.
 //! * Go matches JSON keys case-insensitively; we match them exactly, as the SDKs send them.
 

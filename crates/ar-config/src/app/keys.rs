@@ -66,10 +66,7 @@ pub const APP: Section = Section {
         not_yet("browser", Capability::Browser),
         key("model_endpoints"),
         key("require_run_model_credentials"),
-        not_yet(
-            "model_credential_callback",
-            Capability::ModelCredentialCallback,
-        ),
+        key("model_credential_callback"),
     ],
 };
 

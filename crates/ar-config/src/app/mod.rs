@@ -57,6 +57,8 @@ pub struct AppSettings {
     pub require_run_model_credentials: bool,
     /// Where the app's runs get their workspaces (`host_prepared`: the `http` transport).
     pub workspace_provider: Option<WorkspaceProvider>,
+    /// Where the runtime asks for a fresh run model credential (near expiry, after a 401).
+    pub model_credential_callback: Option<HttpEndpoint>,
 }
 
 /// A URL the runtime POSTs to, with an optional bearer token.
@@ -454,6 +456,13 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
     let workspace_provider = obj
         .object(ctx, "workspace_provider", &keys::WORKSPACE_PROVIDER)
         .and_then(|p| parse_workspace_provider(ctx, &p));
+    let model_credential_callback = obj
+        .object(
+            ctx,
+            "model_credential_callback",
+            &keys::MODEL_CREDENTIAL_CALLBACK,
+        )
+        .and_then(|c| parse_model_credential_callback(ctx, &c));
     validate_refused_sections(ctx, &obj);
     if ctx.diagnostics.len() != before {
         return None;
@@ -468,6 +477,7 @@ fn parse_app(ctx: &mut Ctx<'_>, path: String, value: &Value) -> Option<AppSettin
         mcp_providers,
         model_endpoints,
         require_run_model_credentials,
+        model_credential_callback,
         workspace_provider,
     })
 }
@@ -541,13 +551,6 @@ fn parse_unique_list<T>(
 fn validate_refused_sections(ctx: &mut Ctx<'_>, obj: &Obj<'_>) {
     if let Some(b) = obj.object(ctx, "browser", &keys::BROWSER) {
         let _ = parse_browser(ctx, &b);
-    }
-    if let Some(c) = obj.object(
-        ctx,
-        "model_credential_callback",
-        &keys::MODEL_CREDENTIAL_CALLBACK,
-    ) {
-        let _ = parse_model_credential_callback(ctx, &c);
     }
 }
 

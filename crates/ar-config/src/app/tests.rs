@@ -345,7 +345,6 @@ const BAD: &[BadCase] = &[
         "credential callback",
         r#"apps: [{app_id: a, model_credential_callback: {url: "http://host.example/refresh?x=1", token_env: NOPE, extra: 1}}]"#,
         &[
-            ("apps[0].model_credential_callback", "does not support refreshing run model credentials"),
             ("apps[0].model_credential_callback.url", "must use https"),
             ("apps[0].model_credential_callback.url", "query string"),
             ("apps[0].model_credential_callback.token_env", "NOPE is not set"),
@@ -400,14 +399,7 @@ fn diagnostics_never_echo_secrets() {
 
 /// Each section of a capability this version does not have: a valid value, and what the
 /// refusal names.
-const REFUSED: &[(&str, &str, &str)] = &[
-    ("browser", "{enabled: true}", "browser tools"),
-    (
-        "model_credential_callback",
-        r#"{url: "https://host.example/refresh"}"#,
-        "refreshing run model credentials",
-    ),
-];
+const REFUSED: &[(&str, &str, &str)] = &[("browser", "{enabled: true}", "browser tools")];
 
 #[test]
 fn valid_sections_of_unsupported_capabilities_are_refused_by_name() {

@@ -15,14 +15,16 @@ use serde_json::Value;
 
 use crate::admission::MODEL_CREDENTIAL_SECRET;
 use crate::control_tools;
+use crate::credential_refresh::renewal_due;
 use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
 use crate::mcp::{CallProblem, Discovery};
-use crate::model_route::{has_expired, resolve_route};
+use crate::model_route::{has_expired, resolve_route, RunCredential};
 use crate::owner::Owner;
 use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
 use crate::skills::RunSkills;
 use crate::transcript::LoopState;
+use ar_core::host::RefreshReason;
 
 mod pending;
 mod round;
@@ -377,19 +379,12 @@ impl Engine {
             if let Flow::Stop = self.check_step_limit(&mut run, &state).await? {
                 return Ok(());
             }
-            let Some(model_route) = self
-                .current_route(&mut run, &state, owner, &mut route)
-                .await?
-            else {
-                return Ok(());
-            };
             let request = ModelRequest {
                 messages: state.transcript.clone(),
                 tools: specs.clone(),
             };
-            let mut marks = StreamMarks::new();
-            let Some(response) = self
-                .model_step(&mut run, &state, model_route, &request, owner, &mut marks)
+            let Some((response, marks)) = self
+                .model_step(&mut run, &state, (&request, &mut route), owner)
                 .await?
             else {
                 return Ok(());
@@ -545,7 +540,7 @@ impl Engine {
             cache.0 = None;
         }
         let cached = match cache.0.take() {
-            Some((resolved, expires_at)) if !has_expired(expires_at, self.now()) => {
+            Some((resolved, expires_at)) if !renewal_due(expires_at, self.now()) => {
                 Ok((resolved, expires_at))
             }
             _ => self.route_for(run).await,
@@ -567,35 +562,88 @@ impl Engine {
         }
     }
 
-    /// One model call; `None` when the run stopped meanwhile or because of its answer (paused
-    /// for authentication, failed).
+    /// One model call of the step, on the run's current route. A 401 before anything was
+    /// streamed renews an app credential through the app's callback and asks once more;
+    /// `None` when the run stopped meanwhile or because of the answer (paused for
+    /// authentication, failed).
     async fn model_step(
         &self,
         run: &mut Run,
         state: &LoopState,
-        route: &ModelRoute,
-        request: &ModelRequest,
+        (request, cache): (&ModelRequest, &mut CachedRoute),
         owner: &mut Owner,
-        marks: &mut StreamMarks,
-    ) -> EngineResult<Option<ModelResponse>> {
-        match self.call_model(run, route, request, owner, marks).await? {
-            ModelCall::Answered(Ok(response)) => Ok(Some(response)),
-            ModelCall::Answered(Err(ModelError::Authentication(reason))) => {
-                self.pause_for_authentication(run, state, &reason).await?;
-                Ok(None)
+    ) -> EngineResult<Option<(ModelResponse, StreamMarks)>> {
+        let mut renewed = false;
+        loop {
+            let Some(route) = self.current_route(run, state, owner, cache).await? else {
+                return Ok(None);
+            };
+            let mut marks = StreamMarks::new();
+            let reason = match self
+                .call_model(run, route, request, owner, &mut marks)
+                .await?
+            {
+                ModelCall::Answered(Ok(response)) => return Ok(Some((response, marks))),
+                ModelCall::Answered(Err(ModelError::Authentication(reason))) => reason,
+                ModelCall::Answered(Err(error)) => {
+                    self.fail_step(run, state, &error.to_string()).await?;
+                    return Ok(None);
+                }
+                // Stopped, or paused here as at the safe point before the call (the state is
+                // that point's: the answer was not applied).
+                ModelCall::Interrupted => {
+                    self.safe_point(run, state, owner).await?;
+                    return Ok(None);
+                }
+                ModelCall::Stopped => return Ok(None),
+            };
+            let untouched =
+                !marks.text_started && !marks.reasoning_started && marks.tools_started.is_empty();
+            if !renewed && untouched && self.renew_after_rejection(run).await {
+                renewed = true;
+                cache.0 = None;
+                continue;
             }
-            ModelCall::Answered(Err(error)) => {
-                self.fail_step(run, state, &error.to_string()).await?;
-                Ok(None)
-            }
-            // Stopped, or paused here as at the safe point before the call (the state is
-            // that point's: the answer was not applied).
-            ModelCall::Interrupted => {
-                self.safe_point(run, state, owner).await?;
-                Ok(None)
-            }
-            ModelCall::Stopped => Ok(None),
+            self.pause_for_authentication(run, state, &reason).await?;
+            return Ok(None);
         }
+    }
+
+    /// After a 401: the app's credential renewed through its callback, if it has one.
+    async fn renew_after_rejection(&self, run: &Run) -> bool {
+        if run.input.credential_source != Some(CredentialSource::App) {
+            return false;
+        }
+        let Ok(Some(current)) = self.open_run_credential(run).await else {
+            return false;
+        };
+        self.refresh_credential(run, &current, RefreshReason::Unauthorized)
+            .await
+            .is_some()
+    }
+
+    /// The credential itself when it is not due for renewal; else the renewed one, or the
+    /// current one while it is still valid, or an authentication problem.
+    async fn renewed_if_due(
+        &self,
+        run: &Run,
+        credential: RunCredential,
+    ) -> Result<RunCredential, RouteProblem> {
+        if !renewal_due(credential.expires_at, self.now()) {
+            return Ok(credential);
+        }
+        if let Some(renewed) = self
+            .refresh_credential(run, &credential, RefreshReason::Expired)
+            .await
+        {
+            return Ok(renewed);
+        }
+        if has_expired(credential.expires_at, self.now()) {
+            return Err(RouteProblem::Authentication(
+                "the run's model credential expired".to_string(),
+            ));
+        }
+        Ok(credential)
     }
 
     /// Runs one tool: through the run's MCP server that grants it, else the tool host.
@@ -623,6 +671,36 @@ impl Engine {
         ToolRun::Done(output, started.elapsed().as_millis() as u64)
     }
 
+    /// The run's own credential as stored (`None`: the run uses the runtime's key).
+    async fn open_run_credential(&self, run: &Run) -> Result<Option<RunCredential>, RouteProblem> {
+        if run.input.credential_source != Some(CredentialSource::App) {
+            return Ok(None);
+        }
+        let sealed = self
+            .deps()
+            .store
+            .get_secret(&run.id, MODEL_CREDENTIAL_SECRET)
+            .await
+            .map_err(|error| RouteProblem::Other(error.to_string()))?;
+        let Some(sealed) = sealed else {
+            return Err(RouteProblem::Authentication(
+                "the run's model credential was revoked".to_string(),
+            ));
+        };
+        let provider = run.input.model.as_ref().map_or("", |m| m.provider.as_str());
+        crate::model_credential::open(
+            self.deps().sealer.as_deref(),
+            (&run.app_id, &run.id),
+            provider,
+            &sealed,
+        )
+        .map(Some)
+        .map_err(|error| match error {
+            crate::model_credential::OpenError::NoKey => RouteProblem::Other(error.to_string()),
+            error => RouteProblem::Authentication(error.to_string()),
+        })
+    }
+
     /// The run's model route and when its credential expires (`None`: never).
     pub(crate) async fn route_for(
         &self,
@@ -634,36 +712,9 @@ impl Engine {
         let Some(model) = run.input.model.as_ref() else {
             return Err(RouteProblem::Other("run has no model route".to_string()));
         };
-        let credential = if run.input.credential_source == Some(CredentialSource::App) {
-            let sealed = self
-                .deps()
-                .store
-                .get_secret(&run.id, MODEL_CREDENTIAL_SECRET)
-                .await
-                .map_err(|error| RouteProblem::Other(error.to_string()))?;
-            let Some(sealed) = sealed else {
-                return Err(RouteProblem::Authentication(
-                    "the run's model credential was revoked".to_string(),
-                ));
-            };
-            let credential = crate::model_credential::open(
-                self.deps().sealer.as_deref(),
-                (&run.app_id, &run.id),
-                &model.provider,
-                &sealed,
-            )
-            .map_err(|error| match error {
-                crate::model_credential::OpenError::NoKey => RouteProblem::Other(error.to_string()),
-                error => RouteProblem::Authentication(error.to_string()),
-            })?;
-            if has_expired(credential.expires_at, self.now()) {
-                return Err(RouteProblem::Authentication(
-                    "the run's model credential expired".to_string(),
-                ));
-            }
-            Some(credential)
-        } else {
-            None
+        let credential = match self.open_run_credential(run).await? {
+            Some(credential) => Some(self.renewed_if_due(run, credential).await?),
+            None => None,
         };
         let expires_at = credential
             .as_ref()

@@ -6,6 +6,7 @@ mod admission;
 mod bad_input;
 mod cli_agents;
 mod connections;
+mod credential_refresh;
 mod events;
 mod gateway_token;
 mod host_tools;

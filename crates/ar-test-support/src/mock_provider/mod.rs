@@ -115,6 +115,8 @@ pub(crate) struct Shared {
     pub(crate) active_streams: AtomicUsize,
     pub(crate) shutdown: CancellationToken,
     models: Mutex<Vec<String>>,
+    /// Keys answered with 401 (as `Authorization: Bearer …` or `x-api-key`).
+    rejected_keys: Mutex<Vec<String>>,
 }
 
 /// A running mock provider. Dropping it stops the server and ends open streams.
@@ -143,6 +145,7 @@ impl MockProvider {
                 "gpt-5-mock".to_string(),
                 "claude-sonnet-4-5".to_string(),
             ]),
+            rejected_keys: Mutex::new(Vec::new()),
         });
         let router = Router::new()
             .route(
@@ -232,6 +235,12 @@ impl MockProvider {
         F: Fn(&Conversation<'_>) -> Option<Reply> + Send + Sync + 'static,
     {
         *self.shared.responder.lock() = Some(Arc::new(f));
+    }
+
+    /// Answers every request made with `key` with the vendor's 401, before any reply is
+    /// taken from the queue (a key the vendor revoked).
+    pub fn reject_key(&self, key: &str) {
+        self.shared.rejected_keys.lock().push(key.to_string());
     }
 
     /// Removes the responder.
@@ -346,6 +355,20 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether the request carries a key [`MockProvider::reject_key`] named.
+fn rejects(shared: &Shared, headers: &HeaderMap) -> bool {
+    let rejected = shared.rejected_keys.lock();
+    if rejected.is_empty() {
+        return false;
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer "));
+    [bearer, header("x-api-key")]
+        .into_iter()
+        .flatten()
+        .any(|key| rejected.iter().any(|r| r == key))
+}
+
 fn next_reply(shared: &Shared, conv: &Conversation<'_>) -> Option<Reply> {
     if let Some(r) = shared.queue.lock().pop_front() {
         return Some(r);
@@ -385,6 +408,15 @@ async fn model_request(
         let err = ErrorReply {
             status: 400,
             message: "mock provider: request body is not a JSON object".into(),
+            retry_after: None,
+        };
+        return error_response(wire, &err);
+    }
+    if rejects(&shared, &headers) {
+        record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
+        let err = ErrorReply {
+            status: 401,
+            message: "Incorrect API key provided (mock: rejected key)".into(),
             retry_after: None,
         };
         return error_response(wire, &err);
