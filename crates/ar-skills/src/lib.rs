@@ -15,6 +15,7 @@
 
 pub mod catalog;
 pub mod definition;
+pub mod package;
 pub mod policy;
 pub mod repository;
 pub mod resolve;
