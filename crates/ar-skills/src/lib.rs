@@ -19,6 +19,7 @@ pub mod package;
 pub mod policy;
 pub mod repository;
 pub mod resolve;
+pub mod stage;
 pub mod tools;
 
 pub use catalog::Catalog;
