@@ -13,6 +13,7 @@
 //!
 //! No I/O but the repository walk (the HTTP provider lives in `ar-tools`).
 
+pub mod activation;
 pub mod catalog;
 pub mod definition;
 pub mod package;
