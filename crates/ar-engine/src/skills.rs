@@ -68,7 +68,12 @@ impl RunSkills {
             staged: self.tools.staged(),
             repository_problems: &self.repository_problems,
         };
-        manifest(&self.resolution, &self.policy, &self.required_tools, &extras)
+        manifest(
+            &self.resolution,
+            &self.policy,
+            &self.required_tools,
+            &extras,
+        )
     }
 }
 
@@ -101,7 +106,9 @@ impl StagePlace {
     fn stage(&self, tools: &SkillTools) -> Result<stage::Staged, stage::StageError> {
         let skills: Vec<&ar_skills::SkillDefinition> = tools.skills().iter().collect();
         match (&self.root, self.writable) {
-            (Some(root), true) => stage::stage(&skills, root, &stage::WORKSPACE_STAGE, StageKind::Workspace),
+            (Some(root), true) => {
+                stage::stage(&skills, root, &stage::WORKSPACE_STAGE, StageKind::Workspace)
+            }
             _ => {
                 let name = stage::temp_name(&self.run_id);
                 let rel = [stage::TEMP_STAGE, name.as_str()];
@@ -153,7 +160,10 @@ impl Engine {
         let mut resolution = resolve(Catalog::built_in(), lookup, &context, &refs)
             .await
             .map_err(|error| EngineError::invalid(error.to_string()))?;
-        resolution.activate(&Phase::from_metadata(&context.metadata, &run.target.target_type));
+        resolution.activate(&Phase::from_metadata(
+            &context.metadata,
+            &run.target.target_type,
+        ));
         resolution
             .validate(agent.runtime_kind.as_str(), &allowed_tools(agent, run))
             .map_err(|error| EngineError::invalid(error.to_string()))?;
@@ -210,9 +220,10 @@ impl Engine {
             skills.tools = tools;
             return Ok(skills);
         }
-        let staged = tokio::task::spawn_blocking(move || place.stage(&tools).map(|s| tools.with_staging(s)))
-            .await
-            .map_err(|error| format!("skills could not be staged: {error}"))?;
+        let staged =
+            tokio::task::spawn_blocking(move || place.stage(&tools).map(|s| tools.with_staging(s)))
+                .await
+                .map_err(|error| format!("skills could not be staged: {error}"))?;
         skills.tools = staged.map_err(|error| error.to_string())?;
         check_runtime(runtime, &skills).map_err(|error| error.to_string())?;
         Ok(skills)

@@ -95,7 +95,8 @@ impl Resolution {
             let d = &skill.definition;
             let selectable =
                 d.source == SourceKind::BuiltIn && PHASE_SELECTABLE.contains(&d.key.as_str());
-            if selectable && skill.role != SkillRole::Available && !active.contains(&d.key.as_str()) {
+            if selectable && skill.role != SkillRole::Available && !active.contains(&d.key.as_str())
+            {
                 skill.role = SkillRole::Available;
                 demoted.push(d.key.clone());
             }
@@ -130,31 +131,55 @@ mod tests {
 
     #[test]
     fn the_task_planning_phase_keeps_its_skills_and_the_epic_phase_drops_context() {
-        let keys = ["approval_protocol", "task_planner_context", "general_agent_behavior"];
+        let keys = [
+            "approval_protocol",
+            "task_planner_context",
+            "general_agent_behavior",
+        ];
         let mut task = resolution(&keys);
         let phase = Phase::from_metadata(
-            &metadata(&[("preset_key", "task_planner"), ("planning_stage", "task_plan_doc")]),
+            &metadata(&[
+                ("preset_key", "task_planner"),
+                ("planning_stage", "task_plan_doc"),
+            ]),
             "task",
         );
         assert!(task.activate(&phase).is_empty());
 
         let mut epic = resolution(&keys);
-        let phase = Phase::from_metadata(&metadata(&[("preset", "epic_planner"), ("stage", "draft_spec")]), "epic");
+        let phase = Phase::from_metadata(
+            &metadata(&[("preset", "epic_planner"), ("stage", "draft_spec")]),
+            "epic",
+        );
         assert_eq!(epic.activate(&phase), ["task_planner_context"]);
         assert!(!epic.prompt_instructions().contains("Task Planner Context"));
-        assert!(epic.prompt_instructions().contains("## Skill: Approval Protocol"));
-        assert!(epic.available().any(|s| s.key == "task_planner_context"), "still readable");
+        assert!(epic
+            .prompt_instructions()
+            .contains("## Skill: Approval Protocol"));
+        assert!(
+            epic.available().any(|s| s.key == "task_planner_context"),
+            "still readable"
+        );
     }
 
     #[test]
     fn documentation_targets_choose_their_skills_and_no_phase_changes_nothing() {
-        let keys = ["docs_information_architecture", "api_doc_writing", "support_gap_to_docs"];
+        let keys = [
+            "docs_information_architecture",
+            "api_doc_writing",
+            "support_gap_to_docs",
+        ];
         let mut support = resolution(&keys);
-        let phase = Phase::from_metadata(&metadata(&[("preset_key", "documentation_agent")]), "support_conversation");
+        let phase = Phase::from_metadata(
+            &metadata(&[("preset_key", "documentation_agent")]),
+            "support_conversation",
+        );
         assert_eq!(support.activate(&phase), ["api_doc_writing"]);
 
         let mut plain = resolution(&keys);
-        assert!(plain.activate(&Phase::from_metadata(&JsonMap::new(), "task")).is_empty());
+        assert!(plain
+            .activate(&Phase::from_metadata(&JsonMap::new(), "task"))
+            .is_empty());
         let unknown_stage = Phase::from_metadata(
             &metadata(&[("preset_key", "epic_planner"), ("planning_stage", "later")]),
             "epic",

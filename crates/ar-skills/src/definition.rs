@@ -207,9 +207,8 @@ pub fn parse_skill_md(
         return Err(SkillError::NoInstructions { origin });
     }
     let metadata = front.metadata.unwrap_or_default();
-    let or_metadata = |own: Vec<String>, other: Vec<String>| {
-        clean_list(if own.is_empty() { other } else { own })
-    };
+    let or_metadata =
+        |own: Vec<String>, other: Vec<String>| clean_list(if own.is_empty() { other } else { own });
     Ok(SkillDefinition {
         title: front
             .title

@@ -17,7 +17,9 @@ use sha2::{Digest, Sha256};
 
 use serde::Deserialize;
 
-use crate::definition::{clean_list, parse_skill_md, SkillDefinition, SkillError, SkillFile, SkillPolicy, SourceKind};
+use crate::definition::{
+    clean_list, parse_skill_md, SkillDefinition, SkillError, SkillFile, SkillPolicy, SourceKind,
+};
 use crate::resolve::{foreign_transport, HostPolicy, HostSkill};
 
 /// Largest archive accepted (the download is capped at the same size).
@@ -39,7 +41,9 @@ const SHORT_CHECKSUM: usize = 12;
 pub enum PackageError {
     #[error("the archive is {actual} bytes but the provider declared package_size {declared}")]
     Size { declared: i64, actual: usize },
-    #[error("checksum mismatch: the provider declared {expected}, the archive's SHA-256 is {actual}")]
+    #[error(
+        "checksum mismatch: the provider declared {expected}, the archive's SHA-256 is {actual}"
+    )]
     Checksum { expected: String, actual: String },
     #[error("package_checksum {0:?} is not a SHA-256 (64 hex digits, optionally prefixed `sha256:`, or its first 12)")]
     ChecksumFormat(String),
@@ -171,7 +175,11 @@ fn read_entry(
         .map_err(|error| PackageError::NotZip(error.to_string()))?;
     let name = match entry.name() {
         Ok(name) => name.into_owned(),
-        Err(_) => return Err(PackageError::BadPath(String::from_utf8_lossy(entry.name_raw()).into_owned())),
+        Err(_) => {
+            return Err(PackageError::BadPath(
+                String::from_utf8_lossy(entry.name_raw()).into_owned(),
+            ))
+        }
     };
     let parts = entry_parts(&name).ok_or_else(|| PackageError::BadPath(name.clone()))?;
     if entry.encrypted() {
@@ -231,7 +239,12 @@ fn skill_root(entries: &BTreeMap<Vec<String>, Vec<u8>>) -> Result<Vec<String>, P
         .map(|parts| parts[..parts.len() - 1].to_vec());
     let root = roots.next().ok_or(PackageError::NoSkillMd)?;
     if let Some(other) = roots.next() {
-        let show = |parts: &[String]| format!("{}SKILL.md", parts.iter().map(|p| format!("{p}/")).collect::<String>());
+        let show = |parts: &[String]| {
+            format!(
+                "{}SKILL.md",
+                parts.iter().map(|p| format!("{p}/")).collect::<String>()
+            )
+        };
         return Err(PackageError::ManyRoots(show(&root), show(&other)));
     }
     Ok(root)
@@ -284,21 +297,39 @@ pub(crate) fn definition(skill: HostSkill, bytes: &[u8]) -> Result<SkillDefiniti
     verify(bytes, skill.package_size, skill.package_checksum.as_deref())?;
     let files = unpack(bytes)?;
     let key = skill.key.trim().to_string();
-    let own = parse_skill_md(skill_md(&files)?, &format!("package {key}/SKILL.md"), SourceKind::Workspace)?;
+    let own = parse_skill_md(
+        skill_md(&files)?,
+        &format!("package {key}/SKILL.md"),
+        SourceKind::Workspace,
+    )?;
     let config = package_config(&files)?;
-    let contracts = [skill.policy.interaction_contracts.clone(), config.policy.interaction_contracts.clone()].concat();
+    let contracts = [
+        skill.policy.interaction_contracts.clone(),
+        config.policy.interaction_contracts.clone(),
+    ]
+    .concat();
     if let Some(transport) = foreign_transport(&contracts) {
         return Err(PackageError::Transport(transport));
     }
     let mut policy = host_policy(&skill.policy);
     policy.merge(&own.policy);
     policy.merge(&host_policy(&config.policy));
-    let text = |value: Option<String>| value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let text = |value: Option<String>| {
+        value
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
     let title = text(config.interface.display_name)
         .or_else(|| (own.title != own.key).then(|| own.title.clone()))
         .or_else(|| text(Some(skill.title.clone())))
         .unwrap_or_else(|| key.clone());
-    let either = |own: Vec<String>, host: Vec<String>| if own.is_empty() { clean_list(host) } else { own };
+    let either = |own: Vec<String>, host: Vec<String>| {
+        if own.is_empty() {
+            clean_list(host)
+        } else {
+            own
+        }
+    };
     Ok(SkillDefinition {
         title,
         description: text(config.interface.short_description).unwrap_or(own.description),

@@ -74,10 +74,20 @@ fn failure(path: &Path, what: &str, errno: Errno) -> StageError {
 pub fn temp_name(run_id: &str) -> String {
     let name: String = run_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(128)
         .collect();
-    if name.is_empty() { "run".to_string() } else { name }
+    if name.is_empty() {
+        "run".to_string()
+    } else {
+        name
+    }
 }
 
 /// Stages `skills` beneath `base` at `rel` (each component created if missing, none
@@ -89,8 +99,12 @@ pub fn stage(
     kind: StageKind,
 ) -> Result<Staged, StageError> {
     let mut root = base.to_path_buf();
-    let mut dir = rustix::fs::open(base, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| failure(base, "open", e))?;
+    let mut dir = rustix::fs::open(
+        base,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| failure(base, "open", e))?;
     for part in rel {
         root.push(part);
         dir = ensure_dir(&dir, part).map_err(|e| failure(&root, "create", e))?;
@@ -100,10 +114,18 @@ pub fn stage(
     for skill in skills {
         let skill_dir = root.join(&skill.key);
         let fd = ensure_dir(&dir, &skill.key).map_err(|e| failure(&skill_dir, "create", e))?;
-        let files = write_skill(&fd, skill).map_err(|(file, e)| failure(&skill_dir.join(file), "write", e))?;
-        staged.push(StagedSkill { key: skill.key.clone(), files });
+        let files = write_skill(&fd, skill)
+            .map_err(|(file, e)| failure(&skill_dir.join(file), "write", e))?;
+        staged.push(StagedSkill {
+            key: skill.key.clone(),
+            files,
+        });
     }
-    Ok(Staged { root, kind, skills: staged })
+    Ok(Staged {
+        root,
+        kind,
+        skills: staged,
+    })
 }
 
 /// Writes a skill's files: the package's, or a `SKILL.md` rendered from the definition.
@@ -123,7 +145,11 @@ fn write_skill(dir: &OwnedFd, skill: &SkillDefinition) -> Result<Vec<String>, (S
 /// A `SKILL.md` for a skill that has no package (built-in, provider text, repository).
 fn render_skill_md(skill: &SkillDefinition) -> String {
     let mut front = serde_yaml::Mapping::new();
-    for (field, value) in [("name", &skill.key), ("title", &skill.title), ("description", &skill.description)] {
+    for (field, value) in [
+        ("name", &skill.key),
+        ("title", &skill.title),
+        ("description", &skill.description),
+    ] {
         front.insert(field.into(), value.as_str().into());
     }
     let yaml = serde_yaml::to_string(&front).unwrap_or_default();
@@ -141,7 +167,9 @@ fn write_file(dir: &OwnedFd, parts: &[&str], content: &[u8]) -> Result<(), Errno
     }
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(&current, *name, flags, Mode::from_raw_mode(0o644))?;
-    std::fs::File::from(fd).write_all(content).map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))
+    std::fs::File::from(fd)
+        .write_all(content)
+        .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))
 }
 
 /// Opens directory `name` beneath `dir`, creating it if missing; a link is refused.
@@ -186,12 +214,17 @@ fn remove_at(dir: &OwnedFd, name: &std::ffi::CStr) -> Result<(), Errno> {
 /// Removes a run's temporary staging directory (the run ended). Missing is fine.
 pub fn remove_temporary(run_id: &str) -> Result<(), StageError> {
     let base = std::env::temp_dir().join(TEMP_STAGE);
-    let dir = match rustix::fs::open(&base, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+    let dir = match rustix::fs::open(
+        &base,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
         Ok(dir) => dir,
         Err(Errno::NOENT) => return Ok(()),
         Err(e) => return Err(failure(&base, "open", e)),
     };
-    let name = std::ffi::CString::new(temp_name(run_id)).map_err(|_| failure(&base, "name", Errno::INVAL))?;
+    let name = std::ffi::CString::new(temp_name(run_id))
+        .map_err(|_| failure(&base, "name", Errno::INVAL))?;
     remove_at(&dir, &name).map_err(|e| failure(&base.join(temp_name(run_id)), "remove", e))
 }
 
@@ -202,15 +235,20 @@ pub fn read_staged(skill_dir: &Path, path: &str, limit: u64) -> Result<Vec<u8>, 
     if path.is_empty() || path.starts_with('/') || path.contains('\0') || path.len() > 1024 {
         return Err(format!("{path:?} is not a relative path inside the skill"));
     }
-    let dir = rustix::fs::open(skill_dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| format!("the skill's staged files are not there: {e}"))?;
+    let dir = rustix::fs::open(
+        skill_dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("the skill's staged files are not there: {e}"))?;
     let resolve = rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_MAGICLINKS;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let fd = rustix::fs::openat2(&dir, path, flags, Mode::empty(), resolve).map_err(|e| match e {
-        Errno::XDEV | Errno::LOOP => format!("{path:?} leads outside the skill"),
-        Errno::NOENT => format!("the skill has no file {path:?}"),
-        other => format!("{path:?} cannot be opened: {other}"),
-    })?;
+    let fd =
+        rustix::fs::openat2(&dir, path, flags, Mode::empty(), resolve).map_err(|e| match e {
+            Errno::XDEV | Errno::LOOP => format!("{path:?} leads outside the skill"),
+            Errno::NOENT => format!("the skill has no file {path:?}"),
+            other => format!("{path:?} cannot be opened: {other}"),
+        })?;
     let file = std::fs::File::from(fd);
     let meta = file.metadata().map_err(|e| format!("{path:?}: {e}"))?;
     use std::os::unix::fs::MetadataExt;
@@ -222,7 +260,9 @@ pub fn read_staged(skill_dir: &Path, path: &str, limit: u64) -> Result<Vec<u8>, 
     }
     let mut content = Vec::new();
     use std::io::Read;
-    file.take(limit).read_to_end(&mut content).map_err(|e| format!("{path:?}: {e}"))?;
+    file.take(limit)
+        .read_to_end(&mut content)
+        .map_err(|e| format!("{path:?}: {e}"))?;
     Ok(content)
 }
 

@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use axum::extract::Path;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::extract::Path;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use parking_lot::Mutex;

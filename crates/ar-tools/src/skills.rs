@@ -154,10 +154,12 @@ impl HttpSkillProviders {
         if let Some(token) = &provider.package_token {
             call = call.bearer_auth(token.expose());
         }
-        let response = call
-            .send()
-            .await
-            .map_err(|err| LookupError(format!("GET objects/{object_key}: {}", http::describe(&err))))?;
+        let response = call.send().await.map_err(|err| {
+            LookupError(format!(
+                "GET objects/{object_key}: {}",
+                http::describe(&err)
+            ))
+        })?;
         let status = response.status();
         let bytes = http::read_limited(response)
             .await

@@ -127,11 +127,23 @@ async fn a_packaged_skill_is_prompted_staged_and_read_and_repository_skills_join
     assert_eq!(done["status"], "completed", "{done}");
 
     // The package's SKILL.md, not the provider's text, is in the system prompt.
-    let system = messages(&mock, 0)[0]["content"].as_str().unwrap_or_default().to_string();
-    assert!(system.contains("Label the issue with one of the labels in scripts/labels.md."), "{system}");
+    let system = messages(&mock, 0)[0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        system.contains("Label the issue with one of the labels in scripts/labels.md."),
+        "{system}"
+    );
     assert!(!system.contains("The provider's own text."), "{system}");
-    assert!(all_text(&mock, 1).contains("bug, feature, question"), "read_skill read the staged file");
-    assert!(all_text(&mock, 2).contains("Run the linter before you finish."), "the repository skill");
+    assert!(
+        all_text(&mock, 1).contains("bug, feature, question"),
+        "read_skill read the staged file"
+    );
+    assert!(
+        all_text(&mock, 2).contains("Run the linter before you finish."),
+        "the repository skill"
+    );
     let refused = all_text(&mock, 3);
     assert!(refused.contains("leads outside the skill"), "{refused}");
 
@@ -153,11 +165,19 @@ async fn a_packaged_skill_is_prompted_staged_and_read_and_repository_skills_join
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["key"].as_str().unwrap(), s["source_kind"].as_str().unwrap()))
+        .map(|s| {
+            (
+                s["key"].as_str().unwrap(),
+                s["source_kind"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(keys, [("triage", "workspace"), ("lint", "repository")]);
     assert_eq!(manifest["skills"][0]["packaged"], true);
-    assert!(skills.package_requests().iter().all(|key| key == OBJECT_KEY));
+    assert!(skills
+        .package_requests()
+        .iter()
+        .all(|key| key == OBJECT_KEY));
     assert!(!skills.package_requests().is_empty());
 }
 
@@ -168,7 +188,9 @@ async fn without_a_workspace_skills_are_staged_in_a_temp_dir_removed_at_the_end(
     packaged_triage(&skills);
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(BIN, &env_with(dir.path(), &mock, &skills, None)).await;
-    let agent = server.agent("plain", json!({"skills": [{"key": "triage"}]})).await;
+    let agent = server
+        .agent("plain", json!({"skills": [{"key": "triage"}]}))
+        .await;
     mock.push(Reply::tool_call(
         "read_skill",
         r#"{"key": "triage", "path": "scripts/labels.md"}"#,
@@ -182,7 +204,10 @@ async fn without_a_workspace_skills_are_staged_in_a_temp_dir_removed_at_the_end(
     let manifest = manifest(&server, &run_id).await;
     assert_eq!(manifest["staging"]["kind"], "temporary", "{manifest}");
     let staged = std::path::PathBuf::from(manifest["staging"]["root"].as_str().unwrap());
-    assert!(staged.ends_with(format!("agent-runtime-skills/{run_id}")), "{staged:?}");
+    assert!(
+        staged.ends_with(format!("agent-runtime-skills/{run_id}")),
+        "{staged:?}"
+    );
     wait_for("temporary staging removed", WAIT, || async {
         (!staged.exists()).then_some(())
     })
@@ -198,10 +223,15 @@ async fn a_package_failing_its_checksum_is_refused_and_fails_a_resumed_run() {
     let server = Server::start(BIN, &env_with(dir.path(), &mock, &skills, None)).await;
     let extra = json!({"skills": [{"key": "triage"}], "allowed_tools": ["request_approval"]});
     let agent = server.agent("checked", extra).await;
-    mock.push(Reply::tool_call("request_approval", r#"{"title": "Labels ok?"}"#));
+    mock.push(Reply::tool_call(
+        "request_approval",
+        r#"{"title": "Labels ok?"}"#,
+    ));
     let run = server.start_run(&mock, &agent, json!({})).await;
     let run_id = run["id"].as_str().expect("run id").to_string();
-    let paused = server.wait_status(&run_id, &["paused", "failed", "completed"]).await;
+    let paused = server
+        .wait_status(&run_id, &["paused", "failed", "completed"])
+        .await;
     assert_eq!(paused["status"], "paused", "{paused}");
 
     // The host's store now serves other bytes than the skill declares.
@@ -210,7 +240,10 @@ async fn a_package_failing_its_checksum_is_refused_and_fails_a_resumed_run() {
     tampered[last] ^= 0xff;
     skills.add_package(OBJECT_KEY, tampered);
     let (status, _) = server
-        .post(&format!("/v1/runs/{run_id}/approve?app_id={APP}"), json!({}))
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
         .await;
     assert_eq!(status, 200);
     let failed = server.wait_status(&run_id, &["completed", "failed"]).await;
@@ -223,7 +256,11 @@ async fn a_package_failing_its_checksum_is_refused_and_fails_a_resumed_run() {
         )),
         "{message}"
     );
-    assert_eq!(mock.model_requests().len(), 1, "no model call without the skill");
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "no model call without the skill"
+    );
 
     // A new run is refused at admission with the same message.
     let body = json!({
@@ -235,5 +272,8 @@ async fn a_package_failing_its_checksum_is_refused_and_fails_a_resumed_run() {
     });
     let (status, refused) = server.post("/v1/runs", body).await;
     assert_eq!(status, 400, "{refused}");
-    assert!(refused.to_string().contains("checksum mismatch"), "{refused}");
+    assert!(
+        refused.to_string().contains("checksum mismatch"),
+        "{refused}"
+    );
 }

@@ -43,9 +43,13 @@ impl SkillLookup for OneSkill {
     }
     async fn package(&self, app_id: &str, object_key: &str) -> Result<Vec<u8>, LookupError> {
         match (self.package.is_empty(), object_key) {
-            (true, _) => Err(LookupError(format!("app {app_id:?} has no skill package store"))),
+            (true, _) => Err(LookupError(format!(
+                "app {app_id:?} has no skill package store"
+            ))),
             (false, "pkg/1.zip") => Ok(self.package.clone()),
-            (false, other) => Err(LookupError(format!("GET objects/{other} returned HTTP 404"))),
+            (false, other) => Err(LookupError(format!(
+                "GET objects/{other} returned HTTP 404"
+            ))),
         }
     }
 }
@@ -344,27 +348,52 @@ async fn a_packaged_host_skill_takes_its_text_and_policy_from_the_package() {
     let mut packaged = triage();
     packaged.skill.package_object_key = Some("pkg/1.zip".into());
     packaged.skill.package_size = Some(archive.len() as i64);
-    packaged.skill.package_checksum = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&archive)));
+    packaged.skill.package_checksum = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        &archive,
+    )));
     packaged.package = archive;
-    let resolution = resolve(Catalog::built_in(), Some(&packaged), &context(), &[key("github_triage")])
-        .await
-        .unwrap();
+    let resolution = resolve(
+        Catalog::built_in(),
+        Some(&packaged),
+        &context(),
+        &[key("github_triage")],
+    )
+    .await
+    .unwrap();
     let skill = &resolution.skills[0].definition;
     assert_eq!(skill.instructions, "Follow scripts/labels.md.");
     assert_eq!(skill.title, "Packaged triage");
     assert_eq!(skill.description, "Triage from the package.");
     assert_eq!(skill.runtimes, ["native_sdk"]);
-    assert_eq!(skill.required_tools, ["mcp__github__get_issue"], "the provider's, the package names none");
-    assert_eq!(skill.policy.completion_requires_interaction_kinds, ["approval_request"]);
-    assert_eq!((skill.skill_id.as_str(), skill.version_key.as_str()), ("sk_1", "v3"));
+    assert_eq!(
+        skill.required_tools,
+        ["mcp__github__get_issue"],
+        "the provider's, the package names none"
+    );
+    assert_eq!(
+        skill.policy.completion_requires_interaction_kinds,
+        ["approval_request"]
+    );
+    assert_eq!(
+        (skill.skill_id.as_str(), skill.version_key.as_str()),
+        ("sk_1", "v3")
+    );
     let paths: Vec<&str> = skill.files.iter().map(|f| f.path.as_str()).collect();
-    assert_eq!(paths, ["SKILL.md", "agents/openai.yaml", "scripts/labels.md"]);
+    assert_eq!(
+        paths,
+        ["SKILL.md", "agents/openai.yaml", "scripts/labels.md"]
+    );
 
     packaged.skill.package_checksum = Some("0".repeat(64));
-    let error = resolve(Catalog::built_in(), Some(&packaged), &context(), &[key("github_triage")])
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = resolve(
+        Catalog::built_in(),
+        Some(&packaged),
+        &context(),
+        &[key("github_triage")],
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(
         error.starts_with("workspace skill \"github_triage\" package \"pkg/1.zip\" cannot be used: checksum mismatch"),
         "{error}"
