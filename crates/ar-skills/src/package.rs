@@ -347,4 +347,4 @@ pub(crate) fn definition(skill: HostSkill, bytes: &[u8]) -> Result<SkillDefiniti
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

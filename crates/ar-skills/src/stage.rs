@@ -109,6 +109,10 @@ pub fn stage(
         root.push(part);
         dir = ensure_dir(&dir, part).map_err(|e| failure(&root, "create", e))?;
     }
+    if kind == StageKind::Workspace {
+        exclude_from_git(base)
+            .map_err(|e| failure(&base.join(".git/info/exclude"), "update", e))?;
+    }
     clear_dir(&dir).map_err(|e| failure(&root, "clear", e))?;
     let mut staged = Vec::with_capacity(skills.len());
     for skill in skills {
@@ -126,6 +130,39 @@ pub fn stage(
         kind,
         skills: staged,
     })
+}
+
+/// The line that keeps staging out of a repository's commits.
+const GIT_EXCLUDE: &str = "/.agent-runtime/";
+
+/// Adds [`GIT_EXCLUDE`] to `{root}/.git/info/exclude` when `root` is a git work tree, so a
+/// commit the run makes (or a push, a pull request) never carries the staged skills. A root
+/// without a `.git` directory is left alone.
+fn exclude_from_git(root: &Path) -> Result<(), Errno> {
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let root = rustix::fs::open(root, flags, Mode::empty())?;
+    let git = match rustix::fs::openat(&root, ".git", flags, Mode::empty()) {
+        Ok(git) => git,
+        Err(Errno::NOENT) | Err(Errno::NOTDIR) | Err(Errno::LOOP) => return Ok(()),
+        Err(other) => return Err(other),
+    };
+    let info = ensure_dir(&git, "info")?;
+    let file_flags =
+        OFlags::RDWR | OFlags::CREATE | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(&info, "exclude", file_flags, Mode::from_raw_mode(0o644))?;
+    let mut file = std::fs::File::from(fd);
+    let mut text = String::new();
+    let io = |e: std::io::Error| Errno::from_io_error(&e).unwrap_or(Errno::IO);
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(io)?;
+    if text.lines().any(|line| line.trim() == GIT_EXCLUDE) {
+        return Ok(());
+    }
+    let separator = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    write!(file, "{separator}{GIT_EXCLUDE}\n").map_err(io)
 }
 
 /// Writes a skill's files: the package's, or a `SKILL.md` rendered from the definition.

@@ -388,7 +388,7 @@ async fn host_skills_come_from_the_apps_skill_provider() {
         (json!([{"skill_id": "sk_404"}]), "workspace skill not found"),
         (
             json!([{"key": "packaged"}]),
-            "workspace skill \"packaged\" is delivered as a package",
+            "workspace skill \"packaged\" package \"skills/packaged.zip\" could not be fetched: app \"host_app\" has no skill package store (skill_provider.package_base_url)",
         ),
     ];
     for (index, (skills, expected)) in cases.into_iter().enumerate() {

@@ -8,8 +8,8 @@ use super::*;
 
 const SKILL: &str = "---\nname: triage\ndescription: Triage an issue.\n---\nRead the issue first.";
 
-/// A zip of `(name, content)` entries, deflated.
-fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+/// A zip of `(name, content)` entries, deflated (resolution tests use it too).
+pub(crate) fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
     let options = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
     for (name, content) in entries {

@@ -319,17 +319,10 @@ async fn repository_skills_join_as_available_and_host_keys_win() {
     );
 }
 
-/// A zip of `(name, content)` entries.
+/// A zip of text entries.
 fn zip_of(entries: &[(&str, &str)]) -> Vec<u8> {
-    use std::io::Write;
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, content) in entries {
-        writer
-            .start_file(*name, zip::write::SimpleFileOptions::default())
-            .unwrap();
-        writer.write_all(content.as_bytes()).unwrap();
-    }
-    writer.finish().unwrap().into_inner()
+    let bytes: Vec<(&str, &[u8])> = entries.iter().map(|(n, c)| (*n, c.as_bytes())).collect();
+    crate::package::tests::zip_of(&bytes)
 }
 
 #[tokio::test]

@@ -122,3 +122,37 @@ fn temporary_names_stay_one_component() {
     assert_eq!(temp_name("../x/y"), "___x_y");
     assert_eq!(temp_name(""), "run");
 }
+
+#[test]
+fn staging_in_a_git_work_tree_is_excluded_from_its_commits() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(".git/info")).unwrap();
+    std::fs::write(
+        root.path().join(".git/info/exclude"),
+        "# git ls-files --others\n*.log",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        stage(
+            &[&packaged()],
+            root.path(),
+            &WORKSPACE_STAGE,
+            StageKind::Workspace,
+        )
+        .unwrap();
+    }
+    let exclude = std::fs::read_to_string(root.path().join(".git/info/exclude")).unwrap();
+    assert_eq!(
+        exclude,
+        "# git ls-files --others\n*.log\n/.agent-runtime/\n"
+    );
+    let plain = tempfile::tempdir().unwrap();
+    stage(
+        &[&packaged()],
+        plain.path(),
+        &WORKSPACE_STAGE,
+        StageKind::Workspace,
+    )
+    .unwrap();
+    assert!(!plain.path().join(".git").exists());
+}
