@@ -165,11 +165,14 @@ pub fn unpack(bytes: &[u8]) -> Result<Vec<SkillFile>, PackageError> {
         .collect())
 }
 
+/// An entry's checked path components and its content.
+type Entry = (Vec<String>, Vec<u8>);
+
 /// One entry's checked path components and content; `None` for a directory.
 fn read_entry(
     archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
     index: usize,
-) -> Result<Option<(Vec<String>, Vec<u8>)>, PackageError> {
+) -> Result<Option<Entry>, PackageError> {
     let entry = archive
         .by_index(index)
         .map_err(|error| PackageError::NotZip(error.to_string()))?;

@@ -162,7 +162,7 @@ fn exclude_from_git(root: &Path) -> Result<(), Errno> {
     } else {
         "\n"
     };
-    write!(file, "{separator}{GIT_EXCLUDE}\n").map_err(io)
+    writeln!(file, "{separator}{GIT_EXCLUDE}").map_err(io)
 }
 
 /// Writes a skill's files: the package's, or a `SKILL.md` rendered from the definition.
