@@ -13,8 +13,6 @@ use crate::Diagnostic;
 pub enum Capability {
     /// Durable execution on Temporal (issue 13).
     Durable,
-    /// Skill packages (archives from `skill_provider.package_base_url`) unpacked for a run.
-    SkillPackages,
     /// Browser tools and their artifact uploads.
     Browser,
     /// The `openai_chatgpt` provider on ChatGPT subscriptions (issue 12).
@@ -29,7 +27,6 @@ impl Capability {
     pub fn describe(self) -> &'static str {
         match self {
             Capability::Durable => "durable execution (Temporal)",
-            Capability::SkillPackages => "skill packages (skill_provider.package_base_url)",
             Capability::Browser => "browser tools",
             Capability::ChatGpt => "the openai_chatgpt provider (ChatGPT subscriptions)",
             Capability::DeterministicModel => "a deterministic stand-in model",

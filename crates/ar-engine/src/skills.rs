@@ -4,9 +4,14 @@
 //! (`completion.required_tools`, `completion_requires_interaction_kinds` with one corrective
 //! turn).
 
+use std::path::PathBuf;
+
+use ar_core::workspace::WorkspaceAccess;
 use ar_core::{Agent, Run, RuntimeKind};
+use ar_skills::activation::Phase;
 use ar_skills::resolve::{resolve, LookupRequest};
-use ar_skills::tools::{manifest, SkillTools};
+use ar_skills::stage::{self, StageKind};
+use ar_skills::tools::{manifest, ManifestExtras, SkillTools};
 use ar_skills::{Catalog, ExecutionPolicy, Resolution, SkillPolicy};
 use serde_json::Value;
 
@@ -22,6 +27,8 @@ pub(crate) struct RunSkills {
     /// `execution_config.completion.required_tools`, canonical names.
     pub required_tools: Vec<String>,
     pub tools: SkillTools,
+    /// Repository `SKILL.md` files that could not be used, and why (for the manifest).
+    pub repository_problems: Vec<String>,
 }
 
 /// What the completion gate decided for a turn that would end the run's work.
@@ -57,7 +64,57 @@ impl RunSkills {
 
     /// The `runtime_skill_manifest` artifact's content.
     pub fn manifest(&self) -> Value {
-        manifest(&self.resolution, &self.policy, &self.required_tools)
+        let extras = ManifestExtras {
+            staged: self.tools.staged(),
+            repository_problems: &self.repository_problems,
+        };
+        manifest(
+            &self.resolution,
+            &self.policy,
+            &self.required_tools,
+            &extras,
+        )
+    }
+}
+
+/// Where a run's skills are staged: its workspace when it has a writable one, else a
+/// per-run temporary directory (removed when the run ends).
+struct StagePlace {
+    /// The workspace root, when the run has a live lease.
+    root: Option<PathBuf>,
+    writable: bool,
+    run_id: String,
+}
+
+impl StagePlace {
+    fn of(run: &Run) -> StagePlace {
+        let root = crate::workspace::live_lease(run)
+            .map(|lease| PathBuf::from(lease.root_path))
+            .filter(|root| !root.as_os_str().is_empty());
+        let writable = run
+            .engine
+            .workspace
+            .is_some_and(|ws| ws.spec.access == WorkspaceAccess::ReadWrite);
+        StagePlace {
+            root,
+            writable,
+            run_id: run.id.clone(),
+        }
+    }
+
+    /// Stages `tools`' skills (blocking file work).
+    fn stage(&self, tools: &SkillTools) -> Result<stage::Staged, stage::StageError> {
+        let skills: Vec<&ar_skills::SkillDefinition> = tools.skills().iter().collect();
+        match (&self.root, self.writable) {
+            (Some(root), true) => {
+                stage::stage(&skills, root, &stage::WORKSPACE_STAGE, StageKind::Workspace)
+            }
+            _ => {
+                let name = stage::temp_name(&self.run_id);
+                let rel = [stage::TEMP_STAGE, name.as_str()];
+                stage::stage(&skills, &std::env::temp_dir(), &rel, StageKind::Temporary)
+            }
+        }
     }
 }
 
@@ -100,9 +157,13 @@ impl Engine {
             ..LookupRequest::default()
         };
         let lookup = self.deps().skills.as_deref();
-        let resolution = resolve(Catalog::built_in(), lookup, &context, &refs)
+        let mut resolution = resolve(Catalog::built_in(), lookup, &context, &refs)
             .await
             .map_err(|error| EngineError::invalid(error.to_string()))?;
+        resolution.activate(&Phase::from_metadata(
+            &context.metadata,
+            &run.target.target_type,
+        ));
         resolution
             .validate(agent.runtime_kind.as_str(), &allowed_tools(agent, run))
             .map_err(|error| EngineError::invalid(error.to_string()))?;
@@ -113,9 +174,69 @@ impl Engine {
             resolution,
             policy: merged,
             required_tools: policy.required_tools,
+            repository_problems: Vec::new(),
         };
         check_runtime(agent.runtime_kind, &skills)?;
         Ok(skills)
+    }
+
+    /// Adds the workspace's repository skills (`.agents/skills`; a key already resolved wins,
+    /// a skill this run cannot honour is reported, not used) and stages what the skill tools
+    /// offer. Runs after the workspace is prepared; an error fails the run.
+    pub(crate) async fn place_skills(
+        &self,
+        agent: &Agent,
+        run: &Run,
+        mut skills: RunSkills,
+    ) -> Result<RunSkills, String> {
+        let place = StagePlace::of(run);
+        let runtime = agent.runtime_kind;
+        let allowed = allowed_tools(agent, run);
+        let root = place.root.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            root.map(|root| ar_skills::repository::discover(&root))
+                .unwrap_or_default()
+        })
+        .await
+        .map_err(|error| format!("repository skills could not be read: {error}"))?;
+        let mut problems: Vec<String> = found.problems.iter().map(ToString::to_string).collect();
+        let mut usable = Vec::new();
+        for skill in found.skills {
+            let single = Resolution {
+                skills: vec![ar_skills::ResolvedSkill {
+                    definition: skill.clone(),
+                    role: ar_skills::SkillRole::Available,
+                }],
+            };
+            match single.validate(runtime.as_str(), &allowed) {
+                Ok(()) => usable.push(skill),
+                Err(error) => problems.push(format!(".agents/skills/{}: {error}", skill.key)),
+            }
+        }
+        skills.resolution.add_repository(usable);
+        skills.repository_problems = problems;
+        let tools = SkillTools::new(&skills.resolution);
+        if tools.is_empty() {
+            skills.tools = tools;
+            return Ok(skills);
+        }
+        let staged =
+            tokio::task::spawn_blocking(move || place.stage(&tools).map(|s| tools.with_staging(s)))
+                .await
+                .map_err(|error| format!("skills could not be staged: {error}"))?;
+        skills.tools = staged.map_err(|error| error.to_string())?;
+        check_runtime(runtime, &skills).map_err(|error| error.to_string())?;
+        Ok(skills)
+    }
+
+    /// Removes the run's temporary skill staging (it ended); a workspace's staging goes with
+    /// the workspace.
+    pub(crate) async fn remove_skill_staging(&self, run_id: &str) {
+        let run_id = run_id.to_string();
+        let removed = tokio::task::spawn_blocking(move || stage::remove_temporary(&run_id)).await;
+        if let Ok(Err(error)) = removed {
+            tracing::warn!(%error, "temporary skill staging was not removed");
+        }
     }
 
     /// The completion gate of a turn about to end the run's work: the interactions the policy

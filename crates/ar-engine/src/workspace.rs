@@ -74,7 +74,7 @@ fn mode_of(run: &Run) -> WorkspaceMode {
 }
 
 /// The lease a run records, unless its workspace was cleaned.
-fn live_lease(run: &Run) -> Option<WorkspaceLease> {
+pub(crate) fn live_lease(run: &Run) -> Option<WorkspaceLease> {
     if run.engine.workspace.is_some_and(|ws| ws.cleaned) {
         return None;
     }
@@ -286,6 +286,9 @@ impl Engine {
         let Ok(Some(run)) = self.deps().store.get_run(app_id, run_id).await else {
             return;
         };
+        if run.is_terminal() {
+            self.remove_skill_staging(run_id).await;
+        }
         let (Some(lease), Some(provider)) = (live_lease(&run), self.deps().workspaces.clone())
         else {
             return;

@@ -77,6 +77,16 @@ pub struct SkillDefinition {
     /// The provider's id and version (host skills only).
     pub skill_id: String,
     pub version_key: String,
+    /// The files of the skill's package (`SKILL.md` and its resources), relative paths; empty
+    /// for a skill without a package. Shared: a run's resolution is cloned per turn.
+    pub files: std::sync::Arc<Vec<SkillFile>>,
+}
+
+/// One file of a skill package, its path relative to the skill's root (`/`-separated, checked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillFile {
+    pub path: String,
+    pub content: Vec<u8>,
 }
 
 /// A `SKILL.md` that cannot be used.
@@ -121,6 +131,18 @@ struct FrontMatter {
     policy: SkillPolicy,
     #[serde(default)]
     includes: Vec<String>,
+    /// The original's packages put these under `metadata` (`supported_runtimes` for `runtimes`).
+    #[serde(default)]
+    metadata: Option<FrontMatterMetadata>,
+}
+
+#[derive(Deserialize, Default)]
+struct FrontMatterMetadata {
+    title: Option<String>,
+    #[serde(default)]
+    required_tools: Vec<String>,
+    #[serde(default)]
+    supported_runtimes: Vec<String>,
 }
 
 /// Whether `key` is a usable skill key.
@@ -184,21 +206,27 @@ pub fn parse_skill_md(
     if instructions.is_empty() {
         return Err(SkillError::NoInstructions { origin });
     }
+    let metadata = front.metadata.unwrap_or_default();
+    let or_metadata =
+        |own: Vec<String>, other: Vec<String>| clean_list(if own.is_empty() { other } else { own });
     Ok(SkillDefinition {
         title: front
             .title
+            .or(metadata.title)
             .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
             .unwrap_or_else(|| key.clone()),
         key,
         description,
         instructions,
-        required_tools: clean_list(front.required_tools),
-        runtimes: clean_list(front.runtimes),
+        required_tools: or_metadata(front.required_tools, metadata.required_tools),
+        runtimes: or_metadata(front.runtimes, metadata.supported_runtimes),
         policy: front.policy,
         includes: clean_list(front.includes),
         source,
         skill_id: String::new(),
         version_key: String::new(),
+        files: Default::default(),
     })
 }
 

@@ -13,11 +13,14 @@
 //!
 //! No I/O but the repository walk (the HTTP provider lives in `ar-tools`).
 
+pub mod activation;
 pub mod catalog;
 pub mod definition;
+pub mod package;
 pub mod policy;
 pub mod repository;
 pub mod resolve;
+pub mod stage;
 pub mod tools;
 
 pub use catalog::Catalog;

@@ -216,6 +216,14 @@ pub trait SkillLookup: Send + Sync + 'static {
         &self,
         request: &LookupRequest,
     ) -> Result<Option<HostSkill>, LookupError>;
+    /// The archive stored at `object_key` in the app's package store
+    /// (`skill_provider.package_base_url`). A lookup without a package store refuses.
+    async fn package(&self, app_id: &str, object_key: &str) -> Result<Vec<u8>, LookupError> {
+        let _ = object_key;
+        Err(LookupError(format!(
+            "app {app_id:?} has no skill package store (skill_provider.package_base_url)"
+        )))
+    }
 }
 
 /// Why a run's skills cannot be used. Admission answers 400 with the message.
@@ -243,8 +251,20 @@ pub enum ResolveError {
     BadKey(String),
     #[error("workspace skill {0:?} has no instructions")]
     NoInstructions(String),
-    #[error("workspace skill {0:?} is delivered as a package; this version does not unpack skill packages yet")]
-    Package(String),
+    #[error("workspace skill {key:?} package {object_key:?} cannot be used: {source}")]
+    Package {
+        key: String,
+        object_key: String,
+        #[source]
+        source: crate::package::PackageError,
+    },
+    #[error("workspace skill {key:?} package {object_key:?} could not be fetched: {source}")]
+    PackageFetch {
+        key: String,
+        object_key: String,
+        #[source]
+        source: LookupError,
+    },
     #[error("workspace skill {key:?} asks for interaction transport {transport:?}; this runtime offers only tool_call")]
     Transport { key: String, transport: String },
     #[error("skill provider failed: {0}")]
@@ -293,7 +313,7 @@ async fn resolve_one(
         let skill = skill
             .filter(|s| !s.is_archived)
             .ok_or(ResolveError::NotFound)?;
-        let definition = host_definition(skill, pinned)?;
+        let definition = host_skill(lookup, &context.app_id, skill, pinned).await?;
         let identity = format!("workspace:{}", definition.skill_id);
         return Ok((definition, identity));
     }
@@ -313,7 +333,7 @@ async fn resolve_one(
     let skill = skill
         .filter(|s| !s.is_archived)
         .ok_or_else(|| ResolveError::Unknown(key.to_string()))?;
-    let definition = host_definition(skill, pinned)?;
+    let definition = host_skill(lookup, &context.app_id, skill, pinned).await?;
     let identity = format!("workspace:{}", definition.skill_id);
     Ok((definition, identity))
 }
@@ -328,7 +348,7 @@ fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
 
 /// The first transport type other than `tool_call` named by the contracts
 /// (`[{kind, schema, transports: {name: {type, …}}}]`).
-fn foreign_transport(contracts: &[serde_json::Value]) -> Option<String> {
+pub(crate) fn foreign_transport(contracts: &[serde_json::Value]) -> Option<String> {
     contracts
         .iter()
         .filter_map(|contract| contract.get("transports")?.as_object())
@@ -339,8 +359,14 @@ fn foreign_transport(contracts: &[serde_json::Value]) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A provider skill as a definition, checked.
-fn host_definition(skill: HostSkill, pinned: &str) -> Result<SkillDefinition, ResolveError> {
+/// A provider skill as a definition: its package fetched, verified and unpacked when it
+/// names one (the package's `SKILL.md` then gives the instructions).
+async fn host_skill(
+    lookup: &dyn SkillLookup,
+    app_id: &str,
+    skill: HostSkill,
+    pinned: &str,
+) -> Result<SkillDefinition, ResolveError> {
     let key = skill.key.trim().to_string();
     if !valid_key(&key) {
         return Err(ResolveError::BadKey(key));
@@ -348,13 +374,33 @@ fn host_definition(skill: HostSkill, pinned: &str) -> Result<SkillDefinition, Re
     if !pinned.is_empty() && pinned != skill.version_key.trim() {
         return Err(ResolveError::VersionMismatch(key));
     }
-    if skill
+    let object_key = skill
         .package_object_key
         .as_deref()
-        .is_some_and(|key| !key.trim().is_empty())
-    {
-        return Err(ResolveError::Package(key));
-    }
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
+    let Some(object_key) = object_key else {
+        return host_definition(skill);
+    };
+    let bytes = lookup
+        .package(app_id, &object_key)
+        .await
+        .map_err(|source| ResolveError::PackageFetch {
+            key: key.clone(),
+            object_key: object_key.clone(),
+            source,
+        })?;
+    crate::package::definition(skill, &bytes).map_err(|source| ResolveError::Package {
+        key,
+        object_key,
+        source,
+    })
+}
+
+/// A provider skill without a package as a definition, checked.
+pub(crate) fn host_definition(skill: HostSkill) -> Result<SkillDefinition, ResolveError> {
+    let key = skill.key.trim().to_string();
     if skill.instructions.trim().is_empty() {
         return Err(ResolveError::NoInstructions(key));
     }
@@ -382,6 +428,7 @@ fn host_definition(skill: HostSkill, pinned: &str) -> Result<SkillDefinition, Re
         source: SourceKind::Workspace,
         skill_id: skill.id.trim().to_string(),
         version_key: skill.version_key.trim().to_string(),
+        files: Default::default(),
         key,
     })
 }

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use crate::definition::{SkillDefinition, SkillPolicy};
 use crate::resolve::Resolution;
+use crate::stage::{read_staged, Staged};
 
 pub const LIST_AVAILABLE_SKILLS: &str = "list_available_skills";
 pub const SEARCH_AVAILABLE_SKILLS: &str = "search_available_skills";
@@ -16,6 +17,8 @@ pub const MANIFEST_ARTIFACT: &str = "runtime_skill_manifest";
 
 /// Most results of one search.
 const MAX_SEARCH_RESULTS: usize = 20;
+/// Largest staged file `read_skill` returns.
+pub const MAX_RESOURCE_BYTES: u64 = 256 * 1024;
 
 /// Whether `name` is one of the skill tools.
 pub fn is_skill_tool(name: &str) -> bool {
@@ -49,8 +52,8 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
         ),
         tool(
             READ_SKILL,
-            "Read the full instructions of one available skill, by key.",
-            json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"], "additionalProperties": false}),
+            "Read the full instructions of one available skill, by key; with `path`, one of the skill's staged files (relative to the skill's directory, as listed by reading the skill).",
+            json!({"type": "object", "properties": {"key": {"type": "string"}, "path": {"type": "string"}}, "required": ["key"], "additionalProperties": false}),
         ),
     ]
 }
@@ -59,13 +62,30 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
 #[derive(Debug, Clone, Default)]
 pub struct SkillTools {
     skills: Vec<SkillDefinition>,
+    staged: Option<Staged>,
 }
 
 impl SkillTools {
     pub fn new(resolution: &Resolution) -> Self {
         SkillTools {
             skills: resolution.available().cloned().collect(),
+            staged: None,
         }
+    }
+
+    /// The skills these tools offer (what staging writes).
+    pub fn skills(&self) -> &[SkillDefinition] {
+        &self.skills
+    }
+
+    /// Where the skills were staged: `read_skill` then reads their files from there.
+    pub fn with_staging(mut self, staged: Staged) -> Self {
+        self.staged = Some(staged);
+        self
+    }
+
+    pub fn staged(&self) -> Option<&Staged> {
+        self.staged.as_ref()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -89,7 +109,10 @@ impl SkillTools {
             },
             READ_SKILL => match text("key") {
                 "" => ToolOutput::error("read_skill needs the key of an available skill"),
-                key => self.read(key),
+                key => match text("path") {
+                    "" => self.read(key),
+                    path => self.read_file(key, path),
+                },
             },
             _ => return None,
         })
@@ -118,19 +141,71 @@ impl SkillTools {
         self.listing(matches.take(MAX_SEARCH_RESULTS))
     }
 
-    fn read(&self, key: &str) -> ToolOutput {
-        match self.skills.iter().find(|s| s.key == key) {
-            Some(s) => ToolOutput::text(format!("# {}\n\n{}", s.title, s.instructions)),
-            None => ToolOutput::error(format!(
+    fn find(&self, key: &str) -> Result<&SkillDefinition, ToolOutput> {
+        self.skills.iter().find(|s| s.key == key).ok_or_else(|| {
+            ToolOutput::error(format!(
                 "no available skill {key:?}; call list_available_skills for the keys"
-            )),
+            ))
+        })
+    }
+
+    /// The skill's instructions, and the files staged with it beyond its `SKILL.md`.
+    fn read(&self, key: &str) -> ToolOutput {
+        let skill = match self.find(key) {
+            Ok(skill) => skill,
+            Err(error) => return error,
+        };
+        let mut text = format!("# {}\n\n{}", skill.title, skill.instructions);
+        let files: Vec<&str> = self
+            .staged
+            .iter()
+            .flat_map(|staged| staged.skills.iter().filter(|s| s.key == key))
+            .flat_map(|s| s.files.iter().map(String::as_str))
+            .filter(|path| *path != "SKILL.md")
+            .collect();
+        if let (false, Some(staged)) = (files.is_empty(), &self.staged) {
+            let dir = staged.root.join(key);
+            text.push_str(&format!(
+                "\n\nFiles of this skill (read one with read_skill and its path; staged at {}):\n- {}",
+                dir.display(),
+                files.join("\n- ")
+            ));
+        }
+        ToolOutput::text(text)
+    }
+
+    /// One staged file of a skill, read beneath the skill's directory.
+    fn read_file(&self, key: &str, path: &str) -> ToolOutput {
+        if let Err(error) = self.find(key) {
+            return error;
+        }
+        let Some(staged) = &self.staged else {
+            return ToolOutput::error("this run's skills have no staged files");
+        };
+        match read_staged(&staged.root.join(key), path, MAX_RESOURCE_BYTES) {
+            Ok(bytes) => ToolOutput::text(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(reason) => ToolOutput::error(format!("read_skill {key:?}: {reason}")),
         }
     }
 }
 
+/// What a turn's manifest records beyond the resolution.
+#[derive(Debug, Default)]
+pub struct ManifestExtras<'a> {
+    pub staged: Option<&'a Staged>,
+    /// Repository `SKILL.md` files that could not be used, and why.
+    pub repository_problems: &'a [String],
+}
+
 /// The `runtime_skill_manifest` of a turn: every skill with its role and source, the merged
-/// policy, and the completion tools.
-pub fn manifest(resolution: &Resolution, policy: &SkillPolicy, required_tools: &[String]) -> Value {
+/// policy, the completion tools, where the skills were staged (each skill's files) and the
+/// repository skills that could not be used.
+pub fn manifest(
+    resolution: &Resolution,
+    policy: &SkillPolicy,
+    required_tools: &[String],
+    extras: &ManifestExtras<'_>,
+) -> Value {
     let skills: Vec<Value> = resolution
         .skills
         .iter()
@@ -144,14 +219,25 @@ pub fn manifest(resolution: &Resolution, policy: &SkillPolicy, required_tools: &
                 "skill_id": d.skill_id,
                 "version_key": d.version_key,
                 "required_tools": d.required_tools,
+                "packaged": !d.files.is_empty(),
             })
         })
         .collect();
+    let staging = extras.staged.map(|staged| {
+        let skills: Vec<Value> = staged
+            .skills
+            .iter()
+            .map(|s| json!({"key": s.key, "dir": staged.root.join(&s.key), "files": s.files}))
+            .collect();
+        json!({"root": staged.root, "kind": staged.kind.as_str(), "skills": skills})
+    });
     json!({
         "schema": "runtime_skill_manifest_v1",
         "skills": skills,
         "policy": policy,
         "completion_required_tools": required_tools,
+        "staging": staging,
+        "repository_problems": extras.repository_problems,
     })
 }
 

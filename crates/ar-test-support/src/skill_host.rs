@@ -2,15 +2,18 @@
 //! `create_fastapi_workspace_skill_lookup_router` serves: `POST /by-id` and `POST /active-by-key` with a `SkillLookupRequest` body → the
 //! `WorkspaceSkill` (every field, optional ones as `null`) or 204 when there is none, behind an
 //! optional bearer token (401 `{"detail":"unauthorized"}`). Written from that router's shape;
-//! tests add skills and read back what the host was asked. (The package router,
-//! `GET /objects/{key}`, is not served: this runtime does not fetch skill packages yet.)
+//! tests add skills and read back what the host was asked. It also serves what
+//! `create_fastapi_skill_package_router` serves: `GET /objects/{object_key:path}` → the
+//! archive as `application/zip`, 404 `{"detail":"skill package object not found"}` for an
+//! unknown key, behind its own optional bearer token. [`skill_package`] builds a zip.
 
 use std::sync::Arc;
 
+use axum::extract::Path;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -19,8 +22,32 @@ use tokio_util::sync::CancellationToken;
 #[derive(Default)]
 struct HostState {
     token: Option<String>,
+    package_token: Option<String>,
     skills: Mutex<Vec<Value>>,
     requests: Mutex<Vec<(String, Value)>>,
+    packages: Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    /// The object keys asked for, authorized ones, in order.
+    package_requests: Mutex<Vec<String>>,
+}
+
+/// A zip of `(path, content)` entries, deflated, as the original's `BuildSkillArchive` makes
+/// them (`<key>/SKILL.md` and the skill's other files).
+pub fn skill_package(entries: &[(&str, &str)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (path, content) in entries {
+        writer.start_file(*path, options).expect("zip entry");
+        writer.write_all(content.as_bytes()).expect("zip write");
+    }
+    writer.finish().expect("zip finish").into_inner()
+}
+
+/// The hex SHA-256 of `bytes` (a package's `package_checksum`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// The skill host; stops when dropped.
@@ -54,15 +81,23 @@ pub fn workspace_skill(id: &str, key: &str, version_key: &str, instructions: &st
 impl SkillHost {
     /// Serves on a loopback port under `/agent-runtime/skills`, requiring `token` when given.
     pub async fn start(token: Option<&str>) -> SkillHost {
+        Self::start_with(token, None).await
+    }
+
+    /// As [`SkillHost::start`], the package router requiring `package_token` when given.
+    pub async fn start_with(token: Option<&str>, package_token: Option<&str>) -> SkillHost {
         let state = Arc::new(HostState {
             token: token.map(str::to_string),
+            package_token: package_token.map(str::to_string),
             ..HostState::default()
         });
         let lookups = Router::new()
             .route("/by-id", post(by_id))
             .route("/active-by-key", post(active_by_key));
+        let packages = Router::new().route("/objects/{*object_key}", get(object));
         let router = Router::new()
             .nest("/agent-runtime/skills", lookups)
+            .nest("/agent-runtime/skill-packages", packages)
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -80,6 +115,24 @@ impl SkillHost {
     /// The lookup router's base URL (`skill_provider.base_url`).
     pub fn base_url(&self) -> String {
         format!("{}/agent-runtime/skills", self.root)
+    }
+
+    /// The package router's base URL (`skill_provider.package_base_url`).
+    pub fn package_base_url(&self) -> String {
+        format!("{}/agent-runtime/skill-packages", self.root)
+    }
+
+    /// Stores `archive` under `object_key`.
+    pub fn add_package(&self, object_key: &str, archive: Vec<u8>) {
+        self.state
+            .packages
+            .lock()
+            .insert(object_key.to_string(), archive);
+    }
+
+    /// The object keys fetched (authorized requests), in order.
+    pub fn package_requests(&self) -> Vec<String> {
+        self.state.package_requests.lock().clone()
     }
 
     /// Adds a skill (see [`workspace_skill`]).
@@ -150,4 +203,23 @@ async fn active_by_key(
     Json(body): Json<Value>,
 ) -> Response {
     lookup(&state, &headers, "active-by-key", body, ("key", "key"))
+}
+
+async fn object(
+    State(state): State<Arc<HostState>>,
+    headers: HeaderMap,
+    Path(object_key): Path<String>,
+) -> Response {
+    if !crate::bearer_accepted(state.package_token.as_deref(), &headers) {
+        return detail(StatusCode::UNAUTHORIZED, "unauthorized");
+    }
+    state.package_requests.lock().push(object_key.clone());
+    match state.packages.lock().get(&object_key) {
+        Some(archive) => (
+            [(http::header::CONTENT_TYPE, "application/zip")],
+            archive.clone(),
+        )
+            .into_response(),
+        None => detail(StatusCode::NOT_FOUND, "skill package object not found"),
+    }
 }

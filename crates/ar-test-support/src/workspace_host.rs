@@ -37,6 +37,8 @@ struct HostState {
     /// `/repository-spec`'s answer; `None`: not served (the SDK registers it only when given).
     repository_spec: Mutex<Option<Value>>,
     calls: Mutex<Vec<(String, Value)>>,
+    /// Files (relative path, content) every prepared directory starts with, beyond README.md.
+    seed: Mutex<Vec<(String, String)>>,
 }
 
 /// The workspace provider host; stops when dropped.
@@ -63,6 +65,7 @@ impl WorkspaceHost {
             }),
             repository_spec: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
+            seed: Mutex::new(Vec::new()),
         });
         let router = Router::new()
             .route("/{step}", post(step))
@@ -87,6 +90,14 @@ impl WorkspaceHost {
     /// The provider's `base_url`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Adds a file every prepared workspace starts with (`path` relative to its root).
+    pub fn seed(&self, path: &str, content: &str) {
+        self.state
+            .seed
+            .lock()
+            .push((path.to_string(), content.to_string()));
     }
 
     /// How `/prepare` answers from now on.
@@ -209,6 +220,11 @@ fn prepare(state: &HostState, body: &Value) -> Value {
             let dir = state.root.join(run_id);
             std::fs::create_dir_all(&dir).expect("workspace directory");
             std::fs::write(dir.join("README.md"), "# Ticket workspace\n").expect("seed file");
+            for (path, content) in state.seed.lock().iter() {
+                let file = dir.join(path);
+                std::fs::create_dir_all(file.parent().expect("parent")).expect("seed directory");
+                std::fs::write(file, content).expect("seed file");
+            }
             json!({
                 "id": format!("lease-{run_id}"), "provider": "host", "root_path": dir,
                 "cleanup_policy": cleanup_policy, "metadata": {"ticket": body["target"]["id"]}

@@ -1,6 +1,9 @@
 //! The apps' skill providers over HTTP: `POST {base_url}/by-id` and `/active-by-key` with the
 //! SDKs' lookup body and the app's bearer token; 204 or 404 means the provider has no such
-//! skill; the answer is the skill object, bare or as `{"skill": {...}}`.
+//! skill; the answer is the skill object, bare or as `{"skill": {...}}`. Packages come from
+//! `GET {package_base_url}/objects/{escaped key}` with the app's `package_token` (the original's
+//! `HTTPPackageStore`): the key is one escaped path segment, so it cannot leave the configured
+//! base, and the body is capped at the package limit.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,12 +18,16 @@ use crate::http::{self, ToolsError};
 
 /// Timeout of one lookup.
 pub const DEFAULT_SKILL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Timeout of one package download (the original's store client waits 30 s).
+pub const PACKAGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One app's provider.
 #[derive(Clone)]
 struct Provider {
     base_url: String,
     token: Option<Secret>,
+    package_base_url: Option<url::Url>,
+    package_token: Option<Secret>,
 }
 
 /// Every app's skill provider, sharing one client that follows no redirects.
@@ -51,7 +58,17 @@ impl HttpSkillProviders {
                 let provider = app.skill_provider.as_ref()?;
                 let base_url = provider.base_url.as_str().trim_end_matches('/').to_string();
                 let token = provider.token.clone();
-                Some((app_id.clone(), Provider { base_url, token }))
+                let package_base_url = provider.package_base_url.clone();
+                let package_token = provider.package_token.clone();
+                Some((
+                    app_id.clone(),
+                    Provider {
+                        base_url,
+                        token,
+                        package_base_url,
+                        package_token,
+                    },
+                ))
             })
             .collect();
         if providers.is_empty() {
@@ -109,6 +126,55 @@ impl HttpSkillProviders {
     }
 }
 
+/// `{base}/objects/{key}`, the key escaped as one path segment (`/` becomes `%2F`).
+fn object_url(base: &url::Url, object_key: &str) -> Result<url::Url, LookupError> {
+    let mut url = base.clone();
+    url.path_segments_mut()
+        .map_err(|()| LookupError("package_base_url cannot take a path".to_string()))?
+        .pop_if_empty()
+        .push("objects")
+        .push(object_key);
+    Ok(url)
+}
+
+impl HttpSkillProviders {
+    async fn fetch_package(&self, app_id: &str, object_key: &str) -> Result<Vec<u8>, LookupError> {
+        let provider = self.providers.get(app_id);
+        let Some((provider, base)) =
+            provider.and_then(|p| p.package_base_url.as_ref().map(|base| (p, base)))
+        else {
+            return Err(LookupError(format!(
+                "app {app_id:?} has no skill package store (skill_provider.package_base_url)"
+            )));
+        };
+        let mut call = self
+            .client
+            .get(object_url(base, object_key)?)
+            .timeout(PACKAGE_TIMEOUT.max(self.timeout));
+        if let Some(token) = &provider.package_token {
+            call = call.bearer_auth(token.expose());
+        }
+        let response = call.send().await.map_err(|err| {
+            LookupError(format!(
+                "GET objects/{object_key}: {}",
+                http::describe(&err)
+            ))
+        })?;
+        let status = response.status();
+        let bytes = http::read_limited(response)
+            .await
+            .map_err(|err| LookupError(format!("GET objects/{object_key}: {err}")))?;
+        if !status.is_success() {
+            return Err(LookupError(format!(
+                "GET objects/{object_key} returned HTTP {}: {}",
+                status.as_u16(),
+                http::snippet(&bytes)
+            )));
+        }
+        Ok(bytes)
+    }
+}
+
 /// The skill of an answer, bare or wrapped in `{"skill": …}`.
 fn decode(bytes: &[u8]) -> Result<HostSkill, String> {
     let value: Value =
@@ -139,6 +205,10 @@ impl SkillLookup for HttpSkillProviders {
     ) -> Result<Option<HostSkill>, LookupError> {
         self.lookup("active-by-key", request).await
     }
+
+    async fn package(&self, app_id: &str, object_key: &str) -> Result<Vec<u8>, LookupError> {
+        self.fetch_package(app_id, object_key).await
+    }
 }
 
 #[cfg(test)]
@@ -156,5 +226,20 @@ mod tests {
         assert!(decode(br#"{"key": 5}"#)
             .unwrap_err()
             .contains("not a skill"));
+    }
+
+    #[test]
+    fn object_keys_are_one_escaped_segment_under_the_base() {
+        let base = url::Url::parse("https://host.example/skills/packages/").unwrap();
+        let url = object_url(&base, "ws 1/../pkg.zip").unwrap();
+        assert_eq!(
+            url.as_str(),
+            "https://host.example/skills/packages/objects/ws%201%2F..%2Fpkg.zip"
+        );
+        let bare = url::Url::parse("https://host.example").unwrap();
+        assert_eq!(
+            object_url(&bare, "a").unwrap().as_str(),
+            "https://host.example/objects/a"
+        );
     }
 }

@@ -19,5 +19,6 @@ mod nats;
 mod postgres;
 mod replicas;
 mod sdk_flow;
+mod skills;
 mod studio;
 mod workspaces;

@@ -155,9 +155,9 @@ pub const SKILL_PROVIDER: Section = Section {
         key("base_url"),
         key("token"),
         key("token_env"),
-        not_yet("package_base_url", Capability::SkillPackages),
-        not_yet("package_token", Capability::SkillPackages),
-        not_yet("package_token_env", Capability::SkillPackages),
+        key("package_base_url"),
+        key("package_token"),
+        key("package_token_env"),
     ],
 };
 

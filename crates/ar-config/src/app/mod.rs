@@ -6,7 +6,7 @@
 //! environment variables) listed in one pass.
 //!
 //! Every key is declared in [`keys`] with its support. Sections of capabilities this version
-//! does not have yet (skill packages, browser tools, the model
+//! does not have yet (browser tools, the model
 //! credential callback) are validated and refused; [`AppSettings`] holds only what the runtime
 //! uses.
 

@@ -291,7 +291,6 @@ const BAD: &[BadCase] = &[
             ("apps[0].workspace_provider.transport", "unsupported transport \"git\""),
             ("apps[0].workspace_provider.base_url", "is required"),
             ("apps[0].workspace_provider.root_dir", "absolute path"),
-            ("apps[0].skill_provider.package_token", "does not support skill packages"),
             ("apps[0].skill_provider.base_url", "is required"),
             ("apps[0].skill_provider.package_base_url", "required when a package token is set"),
             ("apps[0].browser.enabled", "expected true or false"),

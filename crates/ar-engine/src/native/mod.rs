@@ -456,6 +456,13 @@ impl Engine {
             }
             Err(other) => return Err(other),
         };
+        let skills = match self.place_skills(agent, run, skills).await {
+            Ok(skills) => skills,
+            Err(reason) => {
+                self.fail_step(run, state, &reason).await?;
+                return Ok(None);
+            }
+        };
         if skills.resolution.skills.is_empty() {
             return Ok(Some(skills));
         }

@@ -388,7 +388,7 @@ async fn host_skills_come_from_the_apps_skill_provider() {
         (json!([{"skill_id": "sk_404"}]), "workspace skill not found"),
         (
             json!([{"key": "packaged"}]),
-            "workspace skill \"packaged\" is delivered as a package",
+            "workspace skill \"packaged\" package \"skills/packaged.zip\" could not be fetched: app \"host_app\" has no skill package store (skill_provider.package_base_url)",
         ),
     ];
     for (index, (skills, expected)) in cases.into_iter().enumerate() {
@@ -567,5 +567,56 @@ async fn skills_are_resolved_again_when_a_paused_run_resumes() {
         mock.model_requests().len(),
         1,
         "no model call without the skill"
+    );
+}
+
+#[tokio::test]
+async fn the_runs_preset_and_target_choose_the_active_documentation_skills() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::text("drafted"));
+    let server = TestServer::start(&mock).await;
+    let skills = json!([
+        {"key": "docs_information_architecture"},
+        {"key": "api_doc_writing"},
+        {"key": "support_gap_to_docs"}
+    ]);
+    let agent = server.agent("docs", json!({"skills": skills})).await;
+    let extra = json!({
+        "target": {"type": "support_conversation", "id": "C-7"},
+        "metadata": {"preset_key": "documentation_agent"}
+    });
+    let run = server.start_run(&mock, &agent, extra).await;
+    let done = finished(&server, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let prompt = system_prompt(&mock, 0);
+    assert!(
+        prompt.contains("## Skill: Docs Information Architecture"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("## Skill: Support Gap to Docs"), "{prompt}");
+    assert!(
+        !prompt.contains("## Skill: API Documentation Writing"),
+        "not this target's: {prompt}"
+    );
+    let artifacts = server.list(run["id"].as_str().unwrap(), "artifacts").await;
+    let manifest = artifacts
+        .iter()
+        .find(|a| a["artifact_type"] == "runtime_skill_manifest")
+        .expect("manifest artifact");
+    let content: Value =
+        serde_json::from_str(manifest["inline_content"].as_str().unwrap()).unwrap();
+    let roles: Vec<(&str, &str)> = content["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["key"].as_str().unwrap(), s["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("docs_information_architecture", "default"),
+            ("api_doc_writing", "available"),
+            ("support_gap_to_docs", "default")
+        ]
     );
 }

@@ -21,6 +21,8 @@ fn with_role(mut reference: SkillRef, role: &str) -> SkillRef {
 struct OneSkill {
     asked: Mutex<Vec<LookupRequest>>,
     skill: HostSkill,
+    /// The package store's one object (`pkg/1.zip`); empty: no package store.
+    package: Vec<u8>,
 }
 
 #[async_trait]
@@ -38,6 +40,17 @@ impl SkillLookup for OneSkill {
     ) -> Result<Option<HostSkill>, LookupError> {
         self.asked.lock().unwrap().push(request.clone());
         Ok((request.key == self.skill.key).then(|| self.skill.clone()))
+    }
+    async fn package(&self, app_id: &str, object_key: &str) -> Result<Vec<u8>, LookupError> {
+        match (self.package.is_empty(), object_key) {
+            (true, _) => Err(LookupError(format!(
+                "app {app_id:?} has no skill package store"
+            ))),
+            (false, "pkg/1.zip") => Ok(self.package.clone()),
+            (false, other) => Err(LookupError(format!(
+                "GET objects/{other} returned HTTP 404"
+            ))),
+        }
     }
 }
 
@@ -213,7 +226,9 @@ async fn host_skill_problems_are_refused() {
     .await
     .unwrap_err();
     assert!(
-        error.to_string().contains("does not unpack skill packages"),
+        error
+            .to_string()
+            .starts_with("workspace skill \"github_triage\" package \"pkg/1.zip\" could not be fetched: app \"app\" has no skill package store"),
         "{error}"
     );
     let mut fenced = triage();
@@ -301,5 +316,79 @@ async fn repository_skills_join_as_available_and_host_keys_win() {
     assert_ne!(
         resolution.skills[0].definition.instructions,
         "repository version"
+    );
+}
+
+/// A zip of text entries.
+fn zip_of(entries: &[(&str, &str)]) -> Vec<u8> {
+    let bytes: Vec<(&str, &[u8])> = entries.iter().map(|(n, c)| (*n, c.as_bytes())).collect();
+    crate::package::tests::zip_of(&bytes)
+}
+
+#[tokio::test]
+async fn a_packaged_host_skill_takes_its_text_and_policy_from_the_package() {
+    let archive = zip_of(&[
+        (
+            "github_triage/SKILL.md",
+            "---\nname: github_triage\ndescription: Triage from the package.\nmetadata:\n  title: Packaged triage\n  supported_runtimes: [native_sdk]\n---\nFollow scripts/labels.md.",
+        ),
+        ("github_triage/scripts/labels.md", "bug, feature"),
+        (
+            "github_triage/agents/openai.yaml",
+            "policy:\n  completion_requires_interaction_kinds: [approval_request]\n",
+        ),
+    ]);
+    let mut packaged = triage();
+    packaged.skill.package_object_key = Some("pkg/1.zip".into());
+    packaged.skill.package_size = Some(archive.len() as i64);
+    packaged.skill.package_checksum = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        &archive,
+    )));
+    packaged.package = archive;
+    let resolution = resolve(
+        Catalog::built_in(),
+        Some(&packaged),
+        &context(),
+        &[key("github_triage")],
+    )
+    .await
+    .unwrap();
+    let skill = &resolution.skills[0].definition;
+    assert_eq!(skill.instructions, "Follow scripts/labels.md.");
+    assert_eq!(skill.title, "Packaged triage");
+    assert_eq!(skill.description, "Triage from the package.");
+    assert_eq!(skill.runtimes, ["native_sdk"]);
+    assert_eq!(
+        skill.required_tools,
+        ["mcp__github__get_issue"],
+        "the provider's, the package names none"
+    );
+    assert_eq!(
+        skill.policy.completion_requires_interaction_kinds,
+        ["approval_request"]
+    );
+    assert_eq!(
+        (skill.skill_id.as_str(), skill.version_key.as_str()),
+        ("sk_1", "v3")
+    );
+    let paths: Vec<&str> = skill.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["SKILL.md", "agents/openai.yaml", "scripts/labels.md"]
+    );
+
+    packaged.skill.package_checksum = Some("0".repeat(64));
+    let error = resolve(
+        Catalog::built_in(),
+        Some(&packaged),
+        &context(),
+        &[key("github_triage")],
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.starts_with("workspace skill \"github_triage\" package \"pkg/1.zip\" cannot be used: checksum mismatch"),
+        "{error}"
     );
 }
