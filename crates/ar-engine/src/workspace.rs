@@ -4,6 +4,7 @@
 //! ends or pauses a turn (its `output_summary` merged into the run's), and cleanup by policy.
 
 use ar_core::event::{self as ev, RunEvent};
+use ar_core::host::{ContextRequest, TargetContext};
 use ar_core::store::RunChange;
 use ar_core::workspace::{
     CleanupPolicy, CleanupReason, CleanupRequest, FinalizeOutcome, FinalizeRequest, FinalizeResult,
@@ -86,6 +87,42 @@ pub(crate) struct Finalized {
     lease_id: String,
     outcome: FinalizeOutcome,
     result: Result<FinalizeResult, String>,
+    /// What the workspace said about itself before finalize (see [`apply_observed`]).
+    observed: JsonMap,
+}
+
+/// The keys of an observation that differ from what the lease records (a lease that says
+/// nothing of `detached_head` is on its branch).
+fn observed_changes(lease: &WorkspaceLease, observed: JsonMap) -> JsonMap {
+    observed
+        .into_iter()
+        .filter(|(key, value)| match lease.metadata.get(key) {
+            None => !(key == "detached_head" && value == &Value::Bool(false)),
+            Some(recorded) => recorded != value,
+        })
+        .collect()
+}
+
+/// Records what the workspace said about itself (a branch the run created or switched to:
+/// `work_branch`; a detached HEAD: `detached_head`, `head_commit`) on the lease and in the
+/// run's metadata, so a resume checks for the branch the run is really on.
+pub(crate) fn apply_observed(run: &mut Run, observed: &JsonMap) {
+    if observed.is_empty() {
+        return;
+    }
+    if let Some(mut lease) = WorkspaceLease::from_value(run.workspace_lease.as_ref()) {
+        merge(&mut lease.metadata, observed);
+        run.workspace_lease = Some(lease.to_value());
+    }
+    merge(
+        run.input.metadata.get_or_insert_with(JsonMap::new),
+        observed,
+    );
+}
+
+/// Workspace tools after which HEAD may be elsewhere.
+pub(crate) fn moves_head(tool: &str) -> bool {
+    matches!(tool, "create_branch" | "run_command")
 }
 
 impl Engine {
@@ -111,7 +148,15 @@ impl Engine {
             }
         };
         if let Some(lease) = live_lease(run) {
-            return match self.open_workspace(&lease, spec.access) {
+            let valid = match &self.deps().workspaces {
+                Some(provider) => provider
+                    .validate(&workspace_run(run), spec.mode, &lease)
+                    .await
+                    .map_err(|error| error.to_string()),
+                None => Err("this runtime has no workspace provider".to_string()),
+            };
+            let opened = valid.and_then(|()| self.open_workspace(&lease, spec.access));
+            return match opened {
                 Ok(tools) => {
                     owner.set_workspace(self.with_provider_tools(run, &lease, spec, tools));
                     Ok(Flow::Continue)
@@ -133,6 +178,19 @@ impl Engine {
                 self.fail_step(run, state, &reason).await?;
                 Ok(Flow::Stop)
             }
+        }
+    }
+
+    /// What changed in the run's workspace that its lease does not record yet (a branch
+    /// switched to, HEAD detached); empty when nothing did or the provider cannot tell.
+    pub(crate) async fn observe_workspace(&self, run: &Run) -> JsonMap {
+        let (Some(lease), Some(provider)) = (live_lease(run), self.deps().workspaces.as_ref())
+        else {
+            return JsonMap::new();
+        };
+        match provider.observe(&workspace_run(run), &lease).await {
+            Some(observed) => observed_changes(&lease, observed),
+            None => JsonMap::new(),
         }
     }
 
@@ -190,7 +248,7 @@ impl Engine {
             })?;
         let request = PrepareRequest {
             run: workspace_run(run),
-            target_context: None,
+            target_context: Some(self.target_context(run).await),
             instructions: run.input.instructions.clone(),
             trigger: run.input.trigger.clone().unwrap_or_default(),
             metadata: run.input.metadata.clone().unwrap_or_default(),
@@ -214,6 +272,31 @@ impl Engine {
                     tracing::warn!(run_id = %run.id, %error, "cleanup of an unusable workspace failed");
                 }
                 Err(format!("workspace {} cannot be used: {reason}", lease.id))
+            }
+        }
+    }
+
+    /// The run's target context for the provider: the host's context endpoint asked once
+    /// more (the owner refreshed it when it started: this is the same answer, with its data),
+    /// else what the run recorded of it.
+    async fn target_context(&self, run: &Run) -> TargetContext {
+        let request = ContextRequest {
+            app_id: run.app_id.clone(),
+            run_id: run.id.clone(),
+            agent_id: run.agent_id.clone(),
+            target: run.target.clone(),
+            trigger: run.input.trigger.clone(),
+            metadata: run.input.metadata.clone(),
+        };
+        match self.deps().context.resolve(&request).await {
+            Ok(context) => context,
+            Err(error) => {
+                tracing::warn!(run_id = %run.id, %error, "target context for the workspace");
+                TargetContext {
+                    target: run.target.clone(),
+                    summary: run.input.context_summary.clone(),
+                    data: JsonMap::new(),
+                }
             }
         }
     }
@@ -262,6 +345,9 @@ impl Engine {
             RunStatus::Paused => FinalizeOutcome::Paused,
             _ => return None,
         };
+        let observed = self.observe_workspace(run).await;
+        let mut lease = lease;
+        merge(&mut lease.metadata, &observed);
         let request = FinalizeRequest {
             run: workspace_run(run),
             mode: mode_of(run),
@@ -278,6 +364,7 @@ impl Engine {
             lease_id: lease.id,
             outcome,
             result,
+            observed,
         })
     }
 
@@ -350,6 +437,7 @@ pub(crate) fn apply_finalized(
     finalized: &Finalized,
     now: chrono::DateTime<chrono::Utc>,
 ) -> EngineResult<()> {
+    apply_observed(run, &finalized.observed);
     let result = match &finalized.result {
         Ok(result) => result,
         Err(reason) if run.status() == RunStatus::Completed => {

@@ -55,8 +55,9 @@ use ar_core::model::ModelRoute;
 use ar_core::{RuntimeKind, Usage};
 use ar_dispatch::providers::toml_string;
 use ar_dispatch::{
-    AgentEvent, AgentOutput, ClaudeProvider, CodexProvider, LocalConfig, LocalRuntime,
-    OpenCodeProvider, Provider, ProviderUsage, Run, RunError, RunEvents, RunSpec, State,
+    AgentEvent, AgentOutput, ClaudeProvider, CodexProvider, CodexSandbox, LocalConfig,
+    LocalRuntime, OpenCodeProvider, Provider, ProviderUsage, Run, RunError, RunEvents, RunSpec,
+    State,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -167,11 +168,11 @@ impl DispatchAgentCli {
         bridge: Option<&BridgeServer>,
     ) -> Result<Launch, AgentCliError> {
         let route = request.route.as_ref();
-        let bypass = self.config.bypass_permissions;
+        let permissions = Permissions::of(request, self.config.bypass_permissions);
         match request.kind {
-            RuntimeKind::Codex => Ok(codex_launch(program, route, bypass, bridge)),
-            RuntimeKind::ClaudeCode => claude_launch(program, route, bypass, bridge),
-            RuntimeKind::OpenCode => opencode_launch(program, route, workdir, bridge),
+            RuntimeKind::Codex => Ok(codex_launch(program, route, permissions, bridge)),
+            RuntimeKind::ClaudeCode => claude_launch(program, route, permissions, bridge),
+            RuntimeKind::OpenCode => opencode_launch(program, route, workdir, permissions, bridge),
             other => Err(AgentCliError::Unavailable(other)),
         }
     }
@@ -316,6 +317,28 @@ fn create_dir(dir: &Path) -> Result<(), AgentCliError> {
         .map_err(|error| AgentCliError::Start(format!("creating {}: {error}", dir.display())))
 }
 
+/// What a turn's CLI may do without asking (nobody is there to answer a prompt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Permissions {
+    /// The CLI's own defaults ([`AgentCliConfig::bypass_permissions`] off).
+    Default,
+    /// Its checks bypassed: the operator isolates the service.
+    Bypass,
+    /// The run's workspace is read-only: the CLI's read-only mode (codex `--sandbox
+    /// read-only`, Claude Code `--permission-mode plan`, opencode's `plan` agent).
+    ReadOnly,
+}
+
+impl Permissions {
+    fn of(request: &CliTurnRequest, bypass: bool) -> Self {
+        match (request.read_only, bypass) {
+            (true, _) => Permissions::ReadOnly,
+            (false, true) => Permissions::Bypass,
+            (false, false) => Permissions::Default,
+        }
+    }
+}
+
 /// How one turn's CLI starts: its provider (arguments), environment and model name.
 struct Launch {
     provider: Arc<dyn Provider>,
@@ -337,14 +360,18 @@ fn route_key(route: &ModelRoute) -> Option<&str> {
 fn codex_launch(
     program: String,
     route: Option<&ModelRoute>,
-    bypass: bool,
+    permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Launch {
     let mut extra_args = Vec::new();
     let mut env = Vec::new();
-    if bypass {
+    if permissions == Permissions::Bypass {
         extra_args.push("--dangerously-bypass-approvals-and-sandbox".to_string());
     }
+    let sandbox = match permissions {
+        Permissions::ReadOnly => CodexSandbox::ReadOnly,
+        Permissions::Default | Permissions::Bypass => CodexSandbox::WorkspaceWrite,
+    };
     for item in bridge.map(codex_bridge_overrides).unwrap_or_default() {
         extra_args.extend(["-c".to_string(), item]);
     }
@@ -373,6 +400,7 @@ fn codex_launch(
         provider: Arc::new(CodexProvider {
             program,
             extra_args,
+            sandbox,
         }),
         env,
         model: route.map(|route| route.model.clone()).unwrap_or_default(),
@@ -385,15 +413,22 @@ fn codex_launch(
 fn claude_launch(
     program: String,
     route: Option<&ModelRoute>,
-    bypass: bool,
+    permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Result<Launch, AgentCliError> {
     // Text deltas arrive as `stream_event` lines before each complete message.
     let mut extra_args = vec!["--include-partial-messages".to_string()];
     let mut env = Vec::new();
-    if bypass {
-        extra_args.push("--dangerously-skip-permissions".into());
-        env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+    match permissions {
+        Permissions::Bypass => {
+            extra_args.push("--dangerously-skip-permissions".into());
+            env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+        }
+        // Plan mode: Claude Code reads and answers, and edits or runs nothing.
+        Permissions::ReadOnly => {
+            extra_args.extend(["--permission-mode".to_string(), "plan".to_string()]);
+        }
+        Permissions::Default => {}
     }
     if let Some(bridge) = bridge {
         let config = json!({"mcpServers": {BRIDGE_SERVER: {
@@ -445,6 +480,7 @@ fn opencode_launch(
     program: String,
     route: Option<&ModelRoute>,
     workdir: &Path,
+    permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Result<Launch, AgentCliError> {
     let mut env = vec![("PWD".to_string(), workdir.display().to_string())];
@@ -495,7 +531,13 @@ fn opencode_launch(
     Ok(Launch {
         provider: Arc::new(OpenCodeProvider {
             program,
-            extra_args: Vec::new(),
+            // opencode has no sandbox flag; its built-in `plan` agent denies edits and asks
+            // before commands (refused: nobody answers).
+            extra_args: if permissions == Permissions::ReadOnly {
+                vec!["--agent".to_string(), "plan".to_string()]
+            } else {
+                Vec::new()
+            },
         }),
         env,
         model,
@@ -811,10 +853,59 @@ mod tests {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
     }
 
+    /// A read-only workspace puts each CLI in its own read-only mode and never bypasses its
+    /// permission checks, even where the operator bypasses them for other runs.
+    #[test]
+    fn a_read_only_workspace_selects_each_clis_read_only_mode() {
+        let workdir = tempfile::tempdir().unwrap();
+        let mut request = CliTurnRequest {
+            run_id: "run_1".into(),
+            kind: RuntimeKind::Codex,
+            prompt: String::new(),
+            workdir: None,
+            read_only: true,
+            route: None,
+            env: Vec::new(),
+            tool_gateway: None,
+        };
+        let read_only = Permissions::of(&request, true);
+        assert_eq!(read_only, Permissions::ReadOnly);
+        let codex = args_of(&codex_launch("codex".into(), None, read_only, None));
+        assert!(codex.contains("--sandbox read-only"), "{codex}");
+        assert!(!codex.contains("dangerously"), "{codex}");
+        let claude = claude_launch("claude".into(), None, read_only, None).unwrap();
+        let args = args_of(&claude);
+        assert!(args.contains("--permission-mode plan"), "{args}");
+        assert!(!args.contains("dangerously") && claude.env.iter().all(|(k, _)| k != "IS_SANDBOX"));
+        let opencode =
+            opencode_launch("opencode".into(), None, workdir.path(), read_only, None).unwrap();
+        assert!(args_of(&opencode).contains("--agent plan"));
+
+        request.read_only = false;
+        let bypass = Permissions::of(&request, true);
+        let codex = args_of(&codex_launch("codex".into(), None, bypass, None));
+        assert!(
+            codex.contains("--sandbox workspace-write --skip-git-repo-check"),
+            "{codex}"
+        );
+        assert!(
+            codex.contains("--dangerously-bypass-approvals-and-sandbox"),
+            "{codex}"
+        );
+        let opencode =
+            opencode_launch("opencode".into(), None, workdir.path(), bypass, None).unwrap();
+        assert!(!args_of(&opencode).contains("--agent"));
+    }
+
     #[test]
     fn codex_declares_the_bridge_in_overrides() {
         let dir = tempfile::tempdir().unwrap();
-        let launch = codex_launch("codex".into(), None, false, Some(&bridge(dir.path())));
+        let launch = codex_launch(
+            "codex".into(),
+            None,
+            Permissions::Default,
+            Some(&bridge(dir.path())),
+        );
         let args = args_of(&launch);
         for expected in [
             r#"mcp_servers.agent_runtime.command="/opt/agent-runtime""#,
@@ -832,15 +923,20 @@ mod tests {
             !holds_token(&launch),
             "the token is the bridge's, not codex's"
         );
-        let without = codex_launch("codex".into(), None, false, None);
+        let without = codex_launch("codex".into(), None, Permissions::Default, None);
         assert!(!args_of(&without).contains("mcp_servers"));
     }
 
     #[test]
     fn claude_code_reads_the_bridge_from_a_private_file() {
         let dir = tempfile::tempdir().unwrap();
-        let launch =
-            claude_launch("claude".into(), None, false, Some(&bridge(dir.path()))).unwrap();
+        let launch = claude_launch(
+            "claude".into(),
+            None,
+            Permissions::Default,
+            Some(&bridge(dir.path())),
+        )
+        .unwrap();
         let args = args_of(&launch);
         assert!(!args.contains(TOKEN) && !holds_token(&launch), "{args}");
         assert!(args.contains("--allowedTools mcp__agent_runtime"), "{args}");
@@ -855,7 +951,7 @@ mod tests {
         assert_eq!(server["env"]["AGENT_RUNTIME_RUN_ID"], "run_1");
         #[cfg(unix)]
         assert_eq!(mode_of(path), 0o600);
-        let without = claude_launch("claude".into(), None, false, None).unwrap();
+        let without = claude_launch("claude".into(), None, Permissions::Default, None).unwrap();
         assert!(!args_of(&without).contains("--mcp-config"));
     }
 
@@ -867,6 +963,7 @@ mod tests {
             "opencode".into(),
             None,
             workdir.path(),
+            Permissions::Default,
             Some(&bridge(dir.path())),
         )
         .unwrap();
@@ -888,7 +985,14 @@ mod tests {
         assert_eq!(mode_of(&path), 0o600);
         assert!(!holds_token(&launch));
         assert_eq!(std::fs::read_dir(workdir.path()).unwrap().count(), 0);
-        let without = opencode_launch("opencode".into(), None, workdir.path(), None).unwrap();
+        let without = opencode_launch(
+            "opencode".into(),
+            None,
+            workdir.path(),
+            Permissions::Default,
+            None,
+        )
+        .unwrap();
         assert!(without
             .env
             .iter()

@@ -407,3 +407,161 @@ async fn fetch_url_writes_its_output_path_into_the_runs_workspace() {
         "{done}"
     );
 }
+
+/// A run that breaks inside the engine (here: the store refuses the tool call's row, a
+/// trigger the test installs) fails with an internal error, and its workspace is still
+/// finalized `failed` and cleaned by policy: nothing is left half-done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_error_still_finalizes_and_cleans_the_workspace() {
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let agent = workspace_agent(&server, "doomed", "read_write", "never").await;
+    sqlite_execute(
+        dir.path(),
+        "CREATE TRIGGER refuse_tool_calls BEFORE INSERT ON tool_calls \
+         BEGIN SELECT RAISE(ABORT, 'injected store failure'); END;",
+    )
+    .await;
+
+    mock.push(Reply::tool_call("list_directory", r#"{"path": "."}"#));
+    mock.push(Reply::text("not reached"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let failed = server.wait_status(&run_id, &["failed", "completed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let error = failed["error_message"].as_str().unwrap_or_default();
+    assert!(error.starts_with("internal error:"), "{error}");
+    assert_eq!(
+        failed["output_summary"]["finalized_outcome"], "failed",
+        "finalize's summary merged: {failed}"
+    );
+
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    let kinds = types(&events);
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap();
+    assert!(at("workspace.finalized") < at("run.failed"), "{kinds:?}");
+    assert!(at("run.failed") < at("workspace.cleaned"), "{kinds:?}");
+    let steps: Vec<String> = host.calls().into_iter().map(|(step, _)| step).collect();
+    assert_eq!(steps, ["prepare", "finalize", "cleanup"]);
+    assert_eq!(host.calls_of("finalize")[0]["outcome"], "failed");
+    assert_eq!(host.calls_of("cleanup")[0]["reason"], "failed");
+    assert!(!host.workspace_of(&run_id).exists());
+}
+
+/// A repository app whose host answers `spec`; the server, the host and the checkouts' root.
+async fn repository_service(
+    dir: &std::path::Path,
+    roots: &std::path::Path,
+    mock: &MockProvider,
+    spec: Value,
+) -> (Server, WorkspaceHost, std::path::PathBuf) {
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots).await;
+    host.set_repository_spec(spec);
+    let checkouts = roots.join("checkouts");
+    let mut env = sqlite_env(dir, mock);
+    let extra = json!({"workspace_provider": {"transport": "repository", "base_url": host.url(),
+                       "token": WS_TOKEN, "root_dir": checkouts}});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(mock, extra).to_string(),
+    );
+    (Server::start(BIN, &env).await, host, checkouts)
+}
+
+async fn approve(server: &Server, run_id: &str) {
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
+    assert!(status == 200 || status == 202, "approve: {status} {body}");
+}
+
+/// `create_branch` moves the run to a branch of its own: the lease and the run's metadata
+/// record it, the resume checks the checkout against it (and passes), and a checkout that was
+/// switched to another branch behind the run's back fails the resume with the contract's
+/// message — the workspace is finalized `failed` and cleaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_branch_is_recorded_and_a_resume_revalidates_the_checkout() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let bare = bare_remote(roots.path());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = json!({
+        "provider": "github", "clone_url": format!("file://{}", bare.display()),
+        "base_branch": "main", "work_branch": "agent/fix-login", "finalize_policy": "none"
+    });
+    let (server, host, checkouts) = repository_service(dir.path(), roots.path(), &mock, spec).await;
+    let agent = server
+        .agent(
+            "brancher",
+            json!({
+                "allowed_tools": ["create_branch", "write_file"],
+                "approval_mode": "mutating_tools",
+                "execution_config": {"workspace": {"mode": "repository"}},
+            }),
+        )
+        .await;
+    mock.push(Reply::tool_call(
+        "create_branch",
+        r#"{"name": "agent/second-try"}"#,
+    ));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let paused = server.wait_status(&run_id, &["paused", "failed"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval", "{paused}");
+
+    // Approved: the resume finds the checkout on agent/fix-login, as recorded; the branch is
+    // created and recorded before the next mutation waits.
+    mock.push(Reply::tool_call(
+        "write_file",
+        r#"{"path": "NOTES.md", "content": "try two\n"}"#,
+    ));
+    approve(&server, &run_id).await;
+    let paused = wait_for("the second approval", WAIT, || async {
+        let run = server.run(&run_id).await;
+        let waiting = run["status"] == "paused"
+            && run["workspace_lease"]["metadata"]["work_branch"] == "agent/second-try";
+        (waiting || run["status"] == "failed").then_some(run)
+    })
+    .await;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    assert_eq!(
+        paused["input"]["metadata"]["work_branch"],
+        "agent/second-try"
+    );
+    let checkout = checkouts.join(APP).join(&run_id);
+    assert_eq!(
+        git(&checkout, &["branch", "--show-current"]),
+        "agent/second-try"
+    );
+
+    // Someone switches the checkout back: the next resume refuses it.
+    git(&checkout, &["checkout", "--quiet", "agent/fix-login"]);
+    mock.push(Reply::text("not reached"));
+    approve(&server, &run_id).await;
+    let failed = server.wait_status(&run_id, &["failed", "completed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let error = failed["error_message"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("workspace for this run is unavailable"),
+        "{error}"
+    );
+    assert!(error.contains("not the run's agent/second-try"), "{error}");
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    assert!(types(&events).contains(&"workspace.finalized".to_string()));
+    let outcomes: Vec<Value> = host
+        .calls_of("finalize")
+        .iter()
+        .map(|call| call["outcome"].clone())
+        .collect();
+    assert_eq!(outcomes.last(), Some(&json!("failed")), "{outcomes:?}");
+    assert!(!checkout.exists(), "the checkout is cleaned up");
+}
