@@ -58,13 +58,38 @@ async fn wait_event(server: &Server, run_id: &str, kind: &str) -> Vec<Value> {
     .await
 }
 
+/// A context endpoint answering every target with a summary and data of its own.
+async fn context_endpoint() -> String {
+    let answer = axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
+        axum::Json(
+            json!({"target": body["target"], "summary": "Login broken since Tuesday",
+                          "data": {"priority": "high"}}),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/context", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().route("/context", answer)).await
+    });
+    url
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_edits_the_host_workspace_and_the_host_finalizes_and_cleans_it() {
     let mock = MockProvider::start().await;
     let roots = tempfile::tempdir().expect("tempdir");
     let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let mut env = env_with(dir.path(), &mock, &host);
+    let extra = json!({"workspace_provider": {"base_url": host.url(), "token": WS_TOKEN},
+                       "context_endpoint": context_endpoint().await});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(&mock, extra).to_string(),
+    );
+    let server = Server::start(BIN, &env).await;
     let agent = workspace_agent(&server, "editor", "read_write", "never").await;
 
     mock.push(Reply::tool_call("list_directory", r#"{"path": "."}"#));
@@ -118,6 +143,14 @@ async fn a_run_edits_the_host_workspace_and_the_host_finalizes_and_cleans_it() {
     let prepare = &host.calls_of("prepare")[0];
     assert_eq!(prepare["workspace_mode"], "host_prepared");
     assert_eq!(prepare["runtime_kind"], "native_sdk");
+    // The run's target context, as the host's context endpoint gave it.
+    let context = &prepare["target_context"];
+    assert_eq!(
+        context["summary"], "Login broken since Tuesday",
+        "{prepare}"
+    );
+    assert_eq!(context["data"]["priority"], "high");
+    assert_eq!(context["target"]["id"], "T-42");
     assert_eq!(
         prepare["execution_config"]["workspace"]["access"],
         "read_write"
