@@ -4,7 +4,7 @@
 //! ends or pauses a turn (its `output_summary` merged into the run's), and cleanup by policy.
 
 use ar_core::event::{self as ev, RunEvent};
-use ar_core::host::{ContextRequest, TargetContext};
+use ar_core::host::TargetContext;
 use ar_core::store::RunChange;
 use ar_core::workspace::{
     CleanupPolicy, CleanupReason, CleanupRequest, FinalizeOutcome, FinalizeRequest, FinalizeResult,
@@ -280,14 +280,7 @@ impl Engine {
     /// more (the owner refreshed it when it started: this is the same answer, with its data),
     /// else what the run recorded of it.
     async fn target_context(&self, run: &Run) -> TargetContext {
-        let request = ContextRequest {
-            app_id: run.app_id.clone(),
-            run_id: run.id.clone(),
-            agent_id: run.agent_id.clone(),
-            target: run.target.clone(),
-            trigger: run.input.trigger.clone(),
-            metadata: run.input.metadata.clone(),
-        };
+        let request = crate::context::context_request(run);
         match self.deps().context.resolve(&request).await {
             Ok(context) => context,
             Err(error) => {

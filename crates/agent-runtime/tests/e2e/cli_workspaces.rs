@@ -6,7 +6,6 @@
 //!
 //! A missing CLI skips its test loudly; under `CI=true` it fails instead.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ar_test_support::mock_provider::{MockProvider, Reply};
@@ -15,23 +14,8 @@ use ar_test_support::service::*;
 use ar_test_support::workspace_host::WorkspaceHost;
 use serde_json::{json, Value};
 
+use crate::workspaces::{env_with, WS_TOKEN};
 use crate::BIN;
-
-const WS_TOKEN: &str = "workspace-token-cli";
-
-fn env_with(
-    dir: &std::path::Path,
-    mock: &MockProvider,
-    host: &WorkspaceHost,
-) -> BTreeMap<String, String> {
-    let mut env = sqlite_env(dir, mock);
-    let extra = json!({"workspace_provider": {"base_url": host.url(), "token": WS_TOKEN}});
-    env.insert(
-        "AGENT_RUNTIME_APP_CONFIG".into(),
-        app_config(mock, extra).to_string(),
-    );
-    env
-}
 
 /// The model's script: one shell command writing `made.txt`, then an answer that takes a
 /// moment (the test reads the CLI's command line meanwhile).

@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 
 use crate::BIN;
 
-const WS_TOKEN: &str = "workspace-token-e2e";
+pub(crate) const WS_TOKEN: &str = "workspace-token-e2e";
 
-fn env_with(
+pub(crate) fn env_with(
     dir: &std::path::Path,
     mock: &MockProvider,
     host: &WorkspaceHost,
@@ -315,25 +315,16 @@ async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it()
     let mock = MockProvider::start().await;
     let roots = tempfile::tempdir().expect("tempdir");
     let bare = bare_remote(roots.path());
-    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
     const REPO_TOKEN: &str = "ghp-repo-secret-e2e";
-    host.set_repository_spec(json!({
+    let spec = json!({
         "provider": "github", "clone_url": format!("file://{}", bare.display()),
         "auth": {"type": "token", "token": REPO_TOKEN},
         "base_branch": "main", "work_branch": "agent/fix-login",
         "commit_identity": {"name": "Fix Bot", "email": "bot@example.com"},
         "finalize_policy": "push_branch", "metadata": {"commit_message": "Fix the login"}
-    }));
-    let checkouts = roots.path().join("checkouts");
+    });
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut env = sqlite_env(dir.path(), &mock);
-    let extra = json!({"workspace_provider": {"transport": "repository", "base_url": host.url(),
-                       "token": WS_TOKEN, "root_dir": checkouts}});
-    env.insert(
-        "AGENT_RUNTIME_APP_CONFIG".into(),
-        app_config(&mock, extra).to_string(),
-    );
-    let server = Server::start(BIN, &env).await;
+    let (server, host, checkouts) = repository_service(dir.path(), roots.path(), &mock, spec).await;
     let agent = server
         .agent(
             "committer",
