@@ -9,7 +9,7 @@
 //!   `wire_api="responses"`, `env_key="AR_MODEL_API_KEY"`) with the key in that variable;
 //! - Claude Code: `ANTHROPIC_BASE_URL` (the route's base URL without a trailing `/v1`) and
 //!   `ANTHROPIC_API_KEY`;
-//! - opencode: an `opencode.json` in the workdir declaring provider `ar`
+//! - opencode: an `opencode.json` in the private home's `$XDG_CONFIG_HOME/opencode` declaring provider `ar`
 //!   (`@ai-sdk/openai-compatible`, `baseURL`, `apiKey` read from `AR_MODEL_API_KEY`), model `ar/<model>`.
 //!
 //! When the runtime hands a route, the CLI also gets a private home (`HOME`, `CODEX_HOME`,
@@ -164,7 +164,7 @@ impl DispatchAgentCli {
         &self,
         request: &CliTurnRequest,
         program: String,
-        workdir: &Path,
+        dirs: (&Path, Option<&Path>),
         bridge: Option<&BridgeServer>,
     ) -> Result<Launch, AgentCliError> {
         let route = request.route.as_ref();
@@ -172,7 +172,7 @@ impl DispatchAgentCli {
         match request.kind {
             RuntimeKind::Codex => Ok(codex_launch(program, route, permissions, bridge)),
             RuntimeKind::ClaudeCode => claude_launch(program, route, permissions, bridge),
-            RuntimeKind::OpenCode => opencode_launch(program, route, workdir, permissions, bridge),
+            RuntimeKind::OpenCode => opencode_launch(program, route, dirs, permissions, bridge),
             other => Err(AgentCliError::Unavailable(other)),
         }
     }
@@ -472,14 +472,14 @@ fn claude_launch(
     })
 }
 
-/// opencode: its project directory in `PWD`, the route as provider `ar` in the workdir's
-/// `opencode.json` (the key read from [`MODEL_KEY_ENV`]), model `ar/<model>`; the bridge in a
-/// config file of its own (`OPENCODE_CONFIG`, merged with the project's), so the token is
-/// never written into the workdir.
+/// opencode: its project directory in `PWD`, the route as provider `ar` in the private home's
+/// global `opencode.json` (`$XDG_CONFIG_HOME/opencode`; the key read from [`MODEL_KEY_ENV`]),
+/// model `ar/<model>`; the bridge in a config file of its own (`OPENCODE_CONFIG`, merged with
+/// the others). Nothing is written into the workdir, which may be a repository the run commits.
 fn opencode_launch(
     program: String,
     route: Option<&ModelRoute>,
-    workdir: &Path,
+    (workdir, home): (&Path, Option<&Path>),
     permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Result<Launch, AgentCliError> {
@@ -520,10 +520,13 @@ fn opencode_launch(
                 }
             }
         });
-        let path = workdir.join("opencode.json");
-        std::fs::write(&path, config.to_string()).map_err(|error| {
-            AgentCliError::Start(format!("writing {}: {error}", path.display()))
-        })?;
+        // The global configuration of the turn's private home, not the workdir: the workdir
+        // may be a repository the run commits.
+        let dir = home
+            .ok_or_else(|| AgentCliError::Invalid("a model route needs a private home".into()))?
+            .join(".config/opencode");
+        create_dir(&dir)?;
+        write_private(&dir.join("opencode.json"), config.to_string().as_bytes())?;
         if !route.model.is_empty() {
             model = format!("ar/{}", route.model);
         }
@@ -605,9 +608,10 @@ impl AgentCli for DispatchAgentCli {
             None => Vec::new(),
         };
         let bridge = self.bridge_server(&request)?;
-        let mut scratch: Vec<PathBuf> = home.into_iter().collect();
+        let mut scratch: Vec<PathBuf> = home.iter().cloned().collect();
         scratch.extend(bridge.as_ref().map(|bridge| bridge.dir.clone()));
-        let launch = match self.launch(&request, program, &workdir, bridge.as_ref()) {
+        let dirs = (workdir.as_path(), home.as_deref());
+        let launch = match self.launch(&request, program, dirs, bridge.as_ref()) {
             Ok(launch) => launch,
             Err(error) => {
                 remove_scratch(&scratch).await;
@@ -877,8 +881,14 @@ mod tests {
         let args = args_of(&claude);
         assert!(args.contains("--permission-mode plan"), "{args}");
         assert!(!args.contains("dangerously") && claude.env.iter().all(|(k, _)| k != "IS_SANDBOX"));
-        let opencode =
-            opencode_launch("opencode".into(), None, workdir.path(), read_only, None).unwrap();
+        let opencode = opencode_launch(
+            "opencode".into(),
+            None,
+            (workdir.path(), None),
+            read_only,
+            None,
+        )
+        .unwrap();
         assert!(args_of(&opencode).contains("--agent plan"));
 
         request.read_only = false;
@@ -892,8 +902,14 @@ mod tests {
             codex.contains("--dangerously-bypass-approvals-and-sandbox"),
             "{codex}"
         );
-        let opencode =
-            opencode_launch("opencode".into(), None, workdir.path(), bypass, None).unwrap();
+        let opencode = opencode_launch(
+            "opencode".into(),
+            None,
+            (workdir.path(), None),
+            bypass,
+            None,
+        )
+        .unwrap();
         assert!(!args_of(&opencode).contains("--agent"));
     }
 
@@ -956,17 +972,34 @@ mod tests {
     }
 
     #[test]
-    fn opencode_reads_the_bridge_from_a_config_of_its_own() {
+    fn opencode_reads_the_bridge_and_the_route_from_configs_outside_the_workdir() {
         let dir = tempfile::tempdir().unwrap();
         let workdir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let route = ModelRoute {
+            provider: "openai_compatible".into(),
+            model: "mock-model".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: Some(Secret::new("sk-route")),
+            controls: None,
+        };
         let launch = opencode_launch(
             "opencode".into(),
-            None,
-            workdir.path(),
+            Some(&route),
+            (workdir.path(), Some(home.path())),
             Permissions::Default,
             Some(&bridge(dir.path())),
         )
         .unwrap();
+        assert_eq!(launch.model, "ar/mock-model");
+        // The route is the private home's global configuration, its key only named there.
+        let global = home.path().join(".config/opencode/opencode.json");
+        let global = read_json(global.to_str().unwrap());
+        assert_eq!(
+            global["provider"]["ar"]["options"]["baseURL"],
+            "http://127.0.0.1:9/v1"
+        );
+        assert!(!global.to_string().contains("sk-route"));
         let (_, path) = launch
             .env
             .iter()
@@ -988,7 +1021,7 @@ mod tests {
         let without = opencode_launch(
             "opencode".into(),
             None,
-            workdir.path(),
+            (workdir.path(), None),
             Permissions::Default,
             None,
         )
