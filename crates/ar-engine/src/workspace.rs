@@ -126,8 +126,9 @@ pub(crate) fn moves_head(tool: &str) -> bool {
 }
 
 impl Engine {
-    /// Gives the run its workspace before its turn: the recorded lease reused (its root must
-    /// still be there), or a new one prepared. `Stop` when the run failed for want of one.
+    /// Gives the run its workspace before its turn: the recorded lease reused once its
+    /// provider validates it (a read-only checkout that fails is cloned again; any other
+    /// fails the run), or a new one prepared. `Stop` when the run failed for want of one.
     pub(crate) async fn ensure_workspace(
         &self,
         run: &mut Run,
@@ -148,25 +149,24 @@ impl Engine {
             }
         };
         if let Some(lease) = live_lease(run) {
-            let valid = match &self.deps().workspaces {
-                Some(provider) => provider
-                    .validate(&workspace_run(run), spec.mode, &lease)
-                    .await
-                    .map_err(|error| error.to_string()),
-                None => Err("this runtime has no workspace provider".to_string()),
-            };
-            let opened = valid.and_then(|()| self.open_workspace(&lease, spec.access));
-            return match opened {
+            match self.reopen_workspace(run, &lease, spec).await {
                 Ok(tools) => {
                     owner.set_workspace(self.with_provider_tools(run, &lease, spec, tools));
-                    Ok(Flow::Continue)
+                    return Ok(Flow::Continue);
+                }
+                // A read-only checkout holds nothing of the run's: clone it again.
+                Err(reason)
+                    if spec.mode == WorkspaceMode::Repository
+                        && spec.access == WorkspaceAccess::ReadOnly =>
+                {
+                    tracing::info!(run_id = %run.id, %reason, "cloning the read-only checkout again");
                 }
                 Err(reason) => {
                     self.fail_step(run, state, &format!("{UNAVAILABLE}: {reason}"))
                         .await?;
-                    Ok(Flow::Stop)
+                    return Ok(Flow::Stop);
                 }
-            };
+            }
         }
         match self.prepare_workspace(run, agent, spec).await {
             Ok((lease, tools)) => {
@@ -179,6 +179,23 @@ impl Engine {
                 Ok(Flow::Stop)
             }
         }
+    }
+
+    /// The tools over a recorded lease, once its provider says it can still be used.
+    async fn reopen_workspace(
+        &self,
+        run: &Run,
+        lease: &WorkspaceLease,
+        spec: WorkspaceSpec,
+    ) -> Result<Arc<dyn RunToolHost>, String> {
+        let Some(provider) = &self.deps().workspaces else {
+            return Err("this runtime has no workspace provider".to_string());
+        };
+        provider
+            .validate(&workspace_run(run), spec.mode, lease)
+            .await
+            .map_err(|error| error.to_string())?;
+        self.open_workspace(lease, spec.access)
     }
 
     /// What changed in the run's workspace that its lease does not record yet (a branch

@@ -589,3 +589,67 @@ async fn a_created_branch_is_recorded_and_a_resume_revalidates_the_checkout() {
     assert_eq!(outcomes.last(), Some(&json!("failed")), "{outcomes:?}");
     assert!(!checkout.exists(), "the checkout is cleaned up");
 }
+
+/// A read-only repository run whose checkout is gone when it resumes (another worker, a
+/// cleaned disk) clones it again instead of failing: it holds nothing of the run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_run_whose_checkout_is_gone_clones_it_again_on_resume() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let bare = bare_remote(roots.path());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = json!({"clone_url": format!("file://{}", bare.display()), "base_branch": "main"});
+    let (server, host, checkouts) = repository_service(dir.path(), roots.path(), &mock, spec).await;
+    let agent = server
+        .agent(
+            "reader",
+            json!({
+                "allowed_tools": ["read_file", "request_user_input"],
+                "execution_config": {"workspace": {"mode": "repository", "access": "read_only"}},
+            }),
+        )
+        .await;
+    mock.push(Reply::tool_call(
+        "request_user_input",
+        json!({"questions": [{"id": "q", "question": "Which file?"}]}).to_string(),
+    ));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let paused = server.wait_status(&run_id, &["paused", "failed"]).await;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let checkout = checkouts.join(APP).join(&run_id);
+    std::fs::remove_dir_all(&checkout).expect("the checkout was there");
+
+    mock.push(Reply::tool_call("read_file", r#"{"path": "README.md"}"#));
+    mock.push(Reply::text("It is the login service"));
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "README.md"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = server.events(&run_id).await;
+    let prepared = types(&events)
+        .iter()
+        .filter(|kind| *kind == "workspace.prepared")
+        .count();
+    assert_eq!(prepared, 2, "cloned again: {:?}", types(&events));
+    assert_eq!(host.calls_of("repository-spec").len(), 2);
+    let read = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_finished" && e["data"]["tool_name"] == "read_file")
+        .expect("read_file ran");
+    assert!(
+        read["data"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{read}"
+    );
+}
