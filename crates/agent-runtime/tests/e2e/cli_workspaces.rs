@@ -2,7 +2,8 @@
 //! model in a `host_prepared` workspace of ar-test-support's `WorkspaceHost`. A `read_write`
 //! run's shell command writes into the lease root, the host finalizes (its summary merged) and
 //! cleans it, with the same events as a native run; a `read_only` run starts codex with its
-//! own read-only sandbox and nothing lands in the root.
+//! own read-only sandbox, a `read_only` Claude Code run its plan mode, and nothing lands in the
+//! root.
 //!
 //! A missing CLI skips its test loudly; under `CI=true` it fails instead.
 
@@ -27,17 +28,22 @@ fn write_a_file(conv: &ar_test_support::mock_provider::Conversation<'_>) -> Opti
         return Some(Reply::text("made the file").delay(Duration::from_secs(3)));
     }
     let script = "echo made-by-codex > made.txt";
-    Some(if conv.tool_names().iter().any(|n| n == "exec_command") {
+    let names = conv.tool_names();
+    Some(if names.iter().any(|n| n == "exec_command") {
         Reply::tool_call("exec_command", json!({ "cmd": script }).to_string())
+    } else if names.iter().any(|n| n == "Bash") {
+        // Claude Code's shell tool.
+        Reply::tool_call("Bash", json!({ "command": script }).to_string())
     } else {
         Reply::codex_shell(script)
     })
 }
 
-/// The command lines of the run's codex processes, read while they run.
-async fn codex_command_line(server: &Server, run_id: &str) -> String {
+/// The command line of the run's CLI process (the one whose arguments hold `marker`), read
+/// while it runs.
+async fn cli_command_line(server: &Server, run_id: &str, marker: &str) -> String {
     wait_for(
-        "the run's codex process",
+        "the run's CLI process",
         Duration::from_secs(120),
         || async {
             let status = server.run(run_id).await["status"].clone();
@@ -45,14 +51,19 @@ async fn codex_command_line(server: &Server, run_id: &str) -> String {
             crate::cli_bridge::run_processes(run_id)
                 .into_values()
                 .map(|(cmdline, _)| cmdline)
-                .find(|cmdline| cmdline.contains(" exec --json "))
+                .find(|cmdline| cmdline.contains(marker))
         },
     )
     .await
 }
 
-async fn codex_workspace_run(access: &str) -> Option<(Value, Vec<Value>, WorkspaceHost, String)> {
-    if !require_cli("codex") {
+/// A CLI run (`kind`, its program `program`) in a `host_prepared` workspace of `access`: the
+/// finished run, its events, the host and the CLI's command line.
+async fn cli_workspace_run(
+    (program, kind, marker): (&str, &str, &str),
+    access: &str,
+) -> Option<(Value, Vec<Value>, WorkspaceHost, String)> {
+    if !require_cli(program) {
         return None;
     }
     let mock = MockProvider::start().await;
@@ -63,14 +74,21 @@ async fn codex_workspace_run(access: &str) -> Option<(Value, Vec<Value>, Workspa
     let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
     let agent = server
         .agent(
-            &format!("codex-{access}"),
-            json!({"runtime_kind": "codex",
+            &format!("{program}-{access}"),
+            json!({"runtime_kind": kind,
                    "execution_config": {"workspace": {"mode": "host_prepared", "access": access}}}),
         )
         .await;
-    let run = server.start_run(&mock, &agent, json!({})).await;
+    let model = if kind == "claude_code" {
+        "claude-sonnet-4-5"
+    } else {
+        "mock-model"
+    };
+    let extra = json!({"model": {"provider": "openai_compatible", "model": model,
+        "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "api_key"}}});
+    let run = server.start_run(&mock, &agent, extra).await;
     let run_id = run["id"].as_str().expect("run id").to_string();
-    let cmdline = codex_command_line(&server, &run_id).await;
+    let cmdline = cli_command_line(&server, &run_id, marker).await;
     let done = server.wait_status(&run_id, &["completed", "failed"]).await;
     let events = wait_for("workspace.cleaned", Duration::from_secs(30), || async {
         let events = server.events(&run_id).await;
@@ -80,16 +98,20 @@ async fn codex_workspace_run(access: &str) -> Option<(Value, Vec<Value>, Workspa
             .then_some(events)
     })
     .await;
-    // The CLI worked in the lease root: codex tells its model its working directory.
+    // The CLI worked in the lease root: each CLI tells its model its working directory.
     let root = host.workspace_of(&run_id).display().to_string();
     assert!(
         mock.model_requests()
             .iter()
             .any(|r| r.body.to_string().contains(&root)),
-        "codex did not run in the lease root {root}"
+        "{program} did not run in the lease root {root}"
     );
     Some((done, events, host, cmdline))
 }
+
+/// codex: its program, runtime kind and a piece of its command line.
+const CODEX: (&str, &str, &str) = ("codex", "codex", " exec --json ");
+const CLAUDE: (&str, &str, &str) = ("claude", "claude_code", "--output-format stream-json");
 
 fn position(events: &[Value], kind: &str) -> usize {
     events
@@ -100,7 +122,7 @@ fn position(events: &[Value], kind: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_codex_run_works_in_its_prepared_workspace_which_is_finalized_and_cleaned() {
-    let Some((done, events, host, cmdline)) = codex_workspace_run("read_write").await else {
+    let Some((done, events, host, cmdline)) = cli_workspace_run(CODEX, "read_write").await else {
         return;
     };
     assert_eq!(done["status"], "completed", "{done} {events:?}");
@@ -125,7 +147,7 @@ async fn a_codex_run_works_in_its_prepared_workspace_which_is_finalized_and_clea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_read_only_codex_run_gets_codexs_read_only_sandbox_and_writes_nothing() {
-    let Some((done, events, host, cmdline)) = codex_workspace_run("read_only").await else {
+    let Some((done, events, host, cmdline)) = cli_workspace_run(CODEX, "read_only").await else {
         return;
     };
     assert!(cmdline.contains("--sandbox read-only"), "{cmdline}");
@@ -137,4 +159,20 @@ async fn a_read_only_codex_run_gets_codexs_read_only_sandbox_and_writes_nothing(
         "a read-only run wrote: {done}"
     );
     assert_eq!(host.calls_of("finalize")[0]["outcome"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_read_only_claude_code_run_plans_and_writes_nothing() {
+    let Some((done, events, host, cmdline)) = cli_workspace_run(CLAUDE, "read_only").await else {
+        return;
+    };
+    assert!(cmdline.contains("--permission-mode plan"), "{cmdline}");
+    assert!(!cmdline.contains("dangerously"), "{cmdline}");
+    assert_eq!(done["status"], "completed", "{done} {events:?}");
+    let files = &done["output_summary"]["files"];
+    assert!(
+        files.get("made.txt").is_none(),
+        "a read-only run wrote: {done}"
+    );
+    assert_eq!(host.calls_of("cleanup")[0]["reason"], "completed");
 }
