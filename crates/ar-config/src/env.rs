@@ -269,12 +269,12 @@ pub const NATIVE_MODEL: EnvVar = EnvVar::new(
     None,
     "Default model of the default provider (AGENT_RUNTIME_NATIVE_PROVIDER) for agents that name no model; unset, the provider's own default.",
 );
-/// Not supported yet: a run without a model fails instead.
+/// Refused by design: a run without a model fails instead of getting a made-up reply.
 pub const ALLOW_DETERMINISTIC_FALLBACK: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK",
     Some("false"),
-    "Allow a deterministic stand-in model when no model is configured. Not supported yet: refused unless off.",
+    "The original's stand-in reply when no model is configured. Refused by design unless off: a run without a model fails with a clear message instead.",
 )
 .not_yet(Capability::DeterministicModel);
 /// Not supported yet (issue 12).
@@ -1877,6 +1877,23 @@ mod tests {
             ("AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK", "0"),
         ]));
         assert!(settings.is_ok(), "{settings:?}");
+    }
+
+    #[test]
+    fn the_deterministic_fallback_is_refused_saying_why() {
+        let err = ServiceSettings::from_env(lookup(&[(
+            "AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK",
+            "true",
+        )]))
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec!["AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK"]
+        );
+        assert!(
+            format!("{err:?}").contains("never answers with a stand-in model"),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub enum Capability {
     ChatGpt,
     /// Refreshing run model credentials through the host's callback (issue 12).
     ModelCredentialCallback,
-    /// A deterministic stand-in model when no model is configured.
+    /// A deterministic stand-in model when no model is configured. Refused by design, not for
+    /// lack of time: see [`Capability::reason`].
     DeterministicModel,
 }
 
@@ -40,26 +41,27 @@ impl Capability {
         }
     }
 
+    /// Why a setting asking for the capability is refused.
+    pub fn reason(self) -> String {
+        match self {
+            // The original answers with a made-up reply when no provider is configured; a
+            // host would take it for the agent's work and never see the missing provider.
+            Capability::DeterministicModel => "this runtime never answers with a stand-in model \
+                 (a made-up reply would hide a missing provider); configure a provider, or point \
+                 one at a stand-in server for tests"
+                .to_string(),
+            other => format!("this version does not support {} yet", other.describe()),
+        }
+    }
+
     /// The refusal of a setting at `path` (a variable name or an app-config location).
     pub fn refusal(self, path: impl Into<String>) -> Diagnostic {
-        Diagnostic::new(
-            path,
-            format!(
-                "this version does not support {} yet; remove this setting",
-                self.describe()
-            ),
-        )
+        Diagnostic::new(path, format!("{}; remove this setting", self.reason()))
     }
 
     /// The refusal of one value of a setting whose other values work.
     pub fn value_refusal(self, path: impl Into<String>, value: &str) -> Diagnostic {
-        Diagnostic::new(
-            path,
-            format!(
-                "{value:?}: this version does not support {} yet",
-                self.describe()
-            ),
-        )
+        Diagnostic::new(path, format!("{value:?}: {}", self.reason()))
     }
 }
 

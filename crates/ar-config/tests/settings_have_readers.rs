@@ -730,10 +730,7 @@ fn refusal_problem(
 ) -> Option<String> {
     let refused = diagnostics.iter().any(|d| {
         d.path == path
-            && d.message.contains(&format!(
-                "this version does not support {}",
-                capability.describe()
-            ))
+            && d.message.contains(&capability.reason())
             && value.is_none_or(|v| d.message.contains(v))
     });
     (!refused).then(|| {

@@ -93,6 +93,17 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
+/// The canonical name of a service tier, as the SDK's `NormalizeServiceTier` gives it:
+/// trimmed, lower-cased, OpenAI's own `default` and `priority` read as `standard` and `fast`.
+pub fn normalize_service_tier(value: &str) -> String {
+    let value = value.trim().to_ascii_lowercase();
+    match value.as_str() {
+        "default" => "standard".to_owned(),
+        "priority" => "fast".to_owned(),
+        _ => value,
+    }
+}
+
 /// Where and as whom a request goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRoute {
@@ -157,6 +168,9 @@ pub enum ModelError {
     /// The request was refused (4xx other than auth and 429).
     #[error("model request rejected (status {status}): {message}")]
     Rejected { status: u16, message: String },
+    /// The account's quota or credit is spent: retrying cannot help until someone pays.
+    #[error("model provider quota exhausted (status {status}): {message}")]
+    QuotaExhausted { status: u16, message: String },
     /// The request could not be sent or built, or the stream broke or stalled.
     #[error("model transport error: {message}")]
     Transport {
@@ -193,6 +207,13 @@ impl PartialEq for ModelError {
             | (
                 Rejected { status, message },
                 Rejected {
+                    status: other_status,
+                    message: other_message,
+                },
+            )
+            | (
+                QuotaExhausted { status, message },
+                QuotaExhausted {
                     status: other_status,
                     message: other_message,
                 },

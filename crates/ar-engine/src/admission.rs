@@ -13,7 +13,9 @@ use ar_core::{
 
 use crate::engine::Engine;
 use crate::error::{EngineError, EngineResult};
-use crate::model_route::{default_model, validate_run_model, RunCredential};
+use crate::model_route::{
+    agent_controls, default_model, normalized_controls, validate_run_model, RunCredential,
+};
 
 /// Sealed-secret kind of the run model credential.
 pub(crate) const MODEL_CREDENTIAL_SECRET: &str = "model_credential";
@@ -152,8 +154,24 @@ fn trim_target(target: &TargetRef) -> TargetRef {
 
 impl Engine {
     /// The model route pinned into the run (secret-free): the request's, else the agent's
-    /// provider and model (native runs only).
+    /// provider and model (native runs only), with its controls normalised. An explicit
+    /// `controls` object (even `{}`) replaces the agent's legacy `execution_config` controls.
     fn pinned_model(&self, request: &StartRun, agent: &Agent) -> EngineResult<Option<RunModel>> {
+        let Some(mut model) = self.pinned_route(request, agent)? else {
+            return Ok(None);
+        };
+        model.controls = match &model.controls {
+            Some(controls) => Some(normalized_controls(
+                &model.provider,
+                controls,
+                "model.controls",
+            )?),
+            None => agent_controls(agent.execution_config.as_ref(), &model.provider)?,
+        };
+        Ok(Some(model))
+    }
+
+    fn pinned_route(&self, request: &StartRun, agent: &Agent) -> EngineResult<Option<RunModel>> {
         Ok(match (&request.model, agent.runtime_kind) {
             (Some(model), _) => {
                 let mut model = model.clone();
@@ -372,11 +390,13 @@ impl Engine {
             });
         }
         if let Some(credential) = &request.model_credential {
-            let sealer =
-                self.deps().sealer.as_ref().ok_or_else(|| {
-                    EngineError::invalid("run model credentials are not configured")
-                })?;
-            let ciphertext = sealer.seal_credential(&run.app_id, &run.id, credential)?;
+            let provider = run.input.model.as_ref().map_or("", |m| m.provider.as_str());
+            let ciphertext = crate::model_credential::seal(
+                self.deps().sealer.as_deref(),
+                (&run.app_id, &run.id),
+                provider,
+                credential,
+            )?;
             change.secrets.push(SecretChange::Put {
                 kind: MODEL_CREDENTIAL_SECRET.to_string(),
                 ciphertext,

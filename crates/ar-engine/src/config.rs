@@ -29,6 +29,13 @@ pub struct ProviderDefaults {
     pub default_model: String,
 }
 
+impl ProviderDefaults {
+    /// Whether runs without a credential of their own can use the provider.
+    pub fn has_global_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+}
+
 /// How the engine behaves.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

@@ -18,6 +18,7 @@ pub mod error;
 mod gate;
 mod lifecycle;
 pub mod mcp;
+mod model_credential;
 pub mod model_route;
 mod native;
 mod owner;

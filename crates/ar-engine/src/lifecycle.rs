@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::admission::{normalize_turn_policy, MODEL_CREDENTIAL_SECRET};
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
+use crate::model_credential::CredentialBinding;
 use crate::model_route::RunCredential;
 use crate::records::{mark_cancelled, mark_completed, mark_paused, message};
 use crate::transcript::{Decision, LoopState};
@@ -640,44 +641,31 @@ impl Engine {
         run_id: &str,
         credential: RunCredential,
     ) -> EngineResult<(Run, Option<DateTime<Utc>>)> {
-        let Some(sealer) = self.deps().sealer.clone() else {
-            return Err(EngineError::invalid(
-                "run model credentials are not configured",
-            ));
-        };
         let run = self.load_run(app_id, run_id).await?;
         if run.is_terminal() {
             return Err(EngineError::invalid("run is terminal"));
         }
-        credential.validate(self.now())?;
-        if let Some(sealed) = self
-            .deps()
-            .store
-            .get_secret(run_id, MODEL_CREDENTIAL_SECRET)
-            .await?
-        {
-            if let Ok(plain) = sealer.open(app_id, run_id, MODEL_CREDENTIAL_SECRET, &sealed) {
-                if let Ok(current) = serde_json::from_slice::<RunCredential>(&plain) {
-                    if current.connection_id != credential.connection_id
-                        || current.account_id != credential.account_id
-                    {
-                        return Err(EngineError::invalid(
-                            "replacement credential cannot change connection_id or account_id",
-                        ));
-                    }
-                    if current.credential_type != credential.credential_type {
-                        return Err(EngineError::invalid(
-                            "replacement credential cannot change its type",
-                        ));
-                    }
-                }
-            }
-        } else if run.input.credential_source != Some(CredentialSource::App) {
+        if run.input.credential_source != Some(CredentialSource::App) {
             return Err(EngineError::invalid(
                 "run was not started with a model credential",
             ));
         }
-        let ciphertext = sealer.seal_credential(app_id, run_id, &credential)?;
+        credential.validate(self.now())?;
+        let provider = run.input.model.as_ref().map_or("", |m| m.provider.as_str());
+        let current = self
+            .deps()
+            .store
+            .get_secret(run_id, MODEL_CREDENTIAL_SECRET)
+            .await?;
+        if let Some(bound) = current.as_deref().and_then(CredentialBinding::read) {
+            check_replacement(&bound, &CredentialBinding::of(provider, &credential))?;
+        }
+        let ciphertext = crate::model_credential::seal(
+            self.deps().sealer.as_deref(),
+            (app_id, run_id),
+            provider,
+            &credential,
+        )?;
         let expires_at = credential.expires_at;
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
@@ -711,6 +699,26 @@ impl Engine {
         self.mark_route_stale(run_id);
         Ok(())
     }
+}
+
+/// A replacement credential keeps the connection, account and type of the one it replaces.
+fn check_replacement(
+    current: &CredentialBinding,
+    replacement: &CredentialBinding,
+) -> EngineResult<()> {
+    if current.connection_id != replacement.connection_id
+        || current.account_id != replacement.account_id
+    {
+        return Err(EngineError::invalid(
+            "replacement credential cannot change connection_id or account_id",
+        ));
+    }
+    if current.credential_type != replacement.credential_type {
+        return Err(EngineError::invalid(
+            "replacement credential cannot change its type",
+        ));
+    }
+    Ok(())
 }
 
 fn response_payload(request: &ResumeRun, intent: ResumeIntent) -> Value {

@@ -29,6 +29,9 @@ use ar_core::mcp::{
     MAX_TOOLS_PER_SERVER as MAX_TOOLS,
 };
 
+/// The original's answer to a credential rotation on an ended run.
+const MCP_RUN_TERMINAL: &str = "agent run is terminal";
+
 /// One `mcp_servers` entry of a start-run request (after wire decoding).
 #[derive(Debug, Clone, Default)]
 pub struct McpServerRequest {
@@ -567,7 +570,8 @@ impl Engine {
         self.deps().mcp.is_some() && self.deps().mcp_sealer.is_some()
     }
 
-    /// `PUT /v1/runs/{id}/mcp-servers/{server_id}/credential`: seals a replacement credential
+    /// `PUT /v1/runs/{id}/mcp-servers/{server_id}/credential` (with the original's messages):
+    /// seals a replacement credential
     /// for an attached server and emits `run.mcp_credential_updated` (never the secret).
     /// Returns the run as committed and the credential's expiry.
     pub async fn update_mcp_credential(
@@ -579,7 +583,7 @@ impl Engine {
     ) -> EngineResult<(Run, Option<DateTime<Utc>>)> {
         let run = self.load_run(app_id, run_id).await?;
         if run.is_terminal() {
-            return Err(EngineError::invalid("run is terminal"));
+            return Err(EngineError::invalid(MCP_RUN_TERMINAL));
         }
         if !run
             .input
@@ -587,9 +591,7 @@ impl Engine {
             .iter()
             .any(|s| s.server_id == server_id)
         {
-            return Err(EngineError::invalid(format!(
-                "mcp server {server_id:?} is not attached to this run"
-            )));
+            return Err(EngineError::invalid("run MCP server not found"));
         }
         let sealer = self.deps().mcp_sealer.clone().ok_or_else(|| {
             EngineError::invalid("run-scoped MCP credentials are not configured on this runtime")
@@ -600,7 +602,7 @@ impl Engine {
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
                 if run.is_terminal() {
-                    return Err(EngineError::invalid("run is terminal"));
+                    return Err(EngineError::invalid(MCP_RUN_TERMINAL));
                 }
                 for server in &mut run.input.mcp_servers {
                     if server.server_id == server_id {

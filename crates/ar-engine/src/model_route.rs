@@ -1,11 +1,12 @@
 //! Model routes: validation of the model a run asks for, and resolution to a concrete endpoint.
 
-use ar_core::model::ModelRoute;
+use ar_core::model::{normalize_service_tier, ModelRoute};
 use ar_core::run::ModelEndpoint;
 use ar_core::secret::Secret;
 use ar_core::RunModel;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::config::{AppPolicy, EngineConfig};
 use crate::error::{EngineError, EngineResult};
@@ -21,7 +22,8 @@ pub const KNOWN_PROVIDERS: &[&str] = &[
 ];
 
 const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
-const SERVICE_TIERS: &[&str] = &["standard", "fast", "auto", "default", "flex", "priority"];
+/// Canonical service tiers (the SDK's `ServiceTiers`; `default` and `priority` are aliases).
+const SERVICE_TIERS: &[&str] = &["standard", "fast", "flex", "auto"];
 
 /// A run credential as received (request-only; sealed before it is stored).
 #[derive(Clone, Default, Serialize, Deserialize)]
@@ -96,17 +98,35 @@ pub(crate) fn has_expired(expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>)
     matches!(expires_at, Some(expiry) if expiry <= now)
 }
 
-fn validate_controls(provider: &str, controls: &serde_json::Value) -> EngineResult<()> {
+/// A control's text value, trimmed and lower-cased (the SDK's `modelControlValue`); `where_`
+/// names the field in the error.
+fn control_text(value: &Value, where_: &str) -> EngineResult<String> {
+    value
+        .as_str()
+        .map(|text| text.trim().to_ascii_lowercase())
+        .ok_or_else(|| EngineError::invalid(format!("{where_} must be a string")))
+}
+
+/// Checks `controls` for `provider` with the SDK's `ValidateModelControls` rules and returns
+/// them normalised: values trimmed and lower-cased, the service tier canonical, OpenRouter
+/// quantizations trimmed, lower-cased and deduplicated. Empty values count as unset. `source`
+/// names where the controls came from (`model.controls` or `execution_config`).
+pub fn normalized_controls(provider: &str, controls: &Value, source: &str) -> EngineResult<Value> {
     let Some(object) = controls.as_object() else {
-        return Err(EngineError::invalid("model.controls must be an object"));
+        return Err(EngineError::invalid(format!("{source} must be an object")));
     };
+    let mut normalized = serde_json::Map::new();
     for (key, value) in object {
+        let field = format!("{source}.{key}");
         match key.as_str() {
             "reasoning_effort" => {
-                let text = value.as_str().unwrap_or_default();
-                if !REASONING_EFFORTS.contains(&text) {
+                let effort = control_text(value, &field)?;
+                if effort.is_empty() {
+                    continue;
+                }
+                if !REASONING_EFFORTS.contains(&effort.as_str()) {
                     return Err(EngineError::invalid(format!(
-                        "invalid model.controls.reasoning_effort {value}: expected one of {}",
+                        "invalid {field} {value}: expected one of {}",
                         REASONING_EFFORTS.join(", ")
                     )));
                 }
@@ -115,39 +135,107 @@ fn validate_controls(provider: &str, controls: &serde_json::Value) -> EngineResu
                     "openai" | "openai_chatgpt" | "openrouter" | "openrouter_responses"
                 ) {
                     return Err(EngineError::invalid(format!(
-                        "model.controls.reasoning_effort is not supported by provider {provider}"
+                        "{field} is not supported by provider {provider} (it needs an OpenAI Responses provider)"
                     )));
                 }
+                normalized.insert(key.clone(), Value::from(effort));
             }
             "service_tier" => {
-                let text = value.as_str().unwrap_or_default();
-                if !SERVICE_TIERS.contains(&text) {
+                let tier = normalize_service_tier(&control_text(value, &field)?);
+                if tier.is_empty() {
+                    continue;
+                }
+                if !SERVICE_TIERS.contains(&tier.as_str()) {
                     return Err(EngineError::invalid(format!(
-                        "invalid model.controls.service_tier {value}: expected one of {}",
+                        "invalid {field} {value}: expected one of {} (aliases: default, priority)",
                         SERVICE_TIERS.join(", ")
                     )));
                 }
                 if !matches!(provider, "openai" | "openai_chatgpt") {
                     return Err(EngineError::invalid(format!(
-                        "model.controls.service_tier is not supported by provider {provider}"
+                        "{field} is not supported by provider {provider} (only openai and openai_chatgpt)"
                     )));
                 }
+                normalized.insert(key.clone(), Value::from(tier));
             }
             "openrouter" => {
+                if value.is_null() {
+                    continue;
+                }
                 if !matches!(provider, "openrouter" | "openrouter_responses") {
                     return Err(EngineError::invalid(format!(
-                        "model.controls.openrouter is not supported by provider {provider}"
+                        "{field} is not supported by provider {provider}"
                     )));
                 }
+                normalized.insert(key.clone(), openrouter_controls(value, &field)?);
             }
             other => {
                 return Err(EngineError::invalid(format!(
-                    "unknown model.controls field {other:?}"
+                    "unknown {source} field {other:?}"
                 )));
             }
         }
     }
-    Ok(())
+    Ok(Value::Object(normalized))
+}
+
+/// `openrouter: {provider: {quantizations: [..]}}`, its quantizations normalised.
+fn openrouter_controls(value: &Value, field: &str) -> EngineResult<Value> {
+    let bad = || {
+        EngineError::invalid(format!(
+            "{field} must be {{\"provider\": {{\"quantizations\": [strings]}}}}"
+        ))
+    };
+    let object = value.as_object().ok_or_else(bad)?;
+    if object.keys().any(|key| key != "provider") {
+        return Err(bad());
+    }
+    let Some(provider) = object.get("provider").filter(|p| !p.is_null()) else {
+        return Ok(serde_json::json!({}));
+    };
+    let provider = provider.as_object().ok_or_else(bad)?;
+    if provider.keys().any(|key| key != "quantizations") {
+        return Err(bad());
+    }
+    let mut quantizations: Vec<String> = Vec::new();
+    for item in provider
+        .get("quantizations")
+        .and_then(|q| (!q.is_null()).then_some(q))
+        .map(|q| q.as_array().ok_or_else(bad))
+        .transpose()?
+        .into_iter()
+        .flatten()
+    {
+        let text = item.as_str().ok_or_else(bad)?.trim().to_ascii_lowercase();
+        if !text.is_empty() && !quantizations.contains(&text) {
+            quantizations.push(text);
+        }
+    }
+    Ok(serde_json::json!({"provider": {"quantizations": quantizations}}))
+}
+
+/// The controls an agent sets at the top of its `execution_config` (the original's legacy
+/// `reasoning_effort`, `service_tier` and `openrouter`), normalised for `provider`; `None`
+/// when it sets none.
+pub fn agent_controls(
+    execution_config: Option<&Value>,
+    provider: &str,
+) -> EngineResult<Option<Value>> {
+    let Some(config) = execution_config.and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    let legacy: serde_json::Map<String, Value> = ["reasoning_effort", "service_tier", "openrouter"]
+        .into_iter()
+        .filter_map(|key| {
+            config
+                .get(key)
+                .map(|value| (key.to_string(), value.clone()))
+        })
+        .collect();
+    if legacy.is_empty() {
+        return Ok(None);
+    }
+    normalized_controls(provider, &Value::Object(legacy), "execution_config").map(Some)
 }
 
 /// Checks a run's model route and credential against the app's policy (admission step 3).
@@ -164,7 +252,7 @@ pub fn validate_run_model(
     };
     let provider = validated_provider(model)?;
     if let Some(controls) = &model.controls {
-        validate_controls(provider, controls)?;
+        normalized_controls(provider, controls, "model.controls")?;
     }
     validate_endpoint(policy, provider, model.endpoint.as_ref(), credential)?;
     ensure_served(config, provider)
@@ -184,7 +272,8 @@ fn validate_run_credential(
         ));
     }
     if let Some(credential) = credential {
-        if !config.credentials_enabled {
+        // A `none` credential has no secret to seal, so it needs no key.
+        if !config.credentials_enabled && credential.credential_type != "none" {
             return Err(EngineError::invalid(
                 "run model credentials are not configured (AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY is not set)",
             ));
@@ -240,14 +329,15 @@ fn validate_endpoint(
             }
             Ok(())
         }
-        (_, None) => {
-            if matches!(credential, Some(c) if c.credential_type == "none") {
-                return Err(EngineError::invalid(format!(
-                    "model_credential type none is only valid for an approved no-auth endpoint, not provider {provider}"
-                )));
-            }
-            Ok(())
-        }
+        (_, None) => match credential.map(|c| c.credential_type.as_str()) {
+            Some("none") => Err(EngineError::invalid(format!(
+                "model_credential type none is only valid for an approved no-auth endpoint, not provider {provider}"
+            ))),
+            Some("oauth") => Err(EngineError::invalid(format!(
+                "model_credential type oauth is only valid for provider openai_chatgpt; provider {provider} takes an api_key"
+            ))),
+            _ => Ok(()),
+        },
     }
 }
 
@@ -308,7 +398,11 @@ pub fn default_model(
     } else {
         agent_provider.trim().to_string()
     };
-    let Some(defaults) = config.providers.get(&provider) else {
+    let Some(defaults) = config
+        .providers
+        .get(&provider)
+        .filter(|defaults| defaults.has_global_key())
+    else {
         return Err(EngineError::invalid(format!(
             "no model is configured for this run: provider {provider} has no global credentials; \
              send model and model_credential, or configure the provider on the runtime"
@@ -347,7 +441,13 @@ pub fn resolve_route(
                 .ok_or_else(|| format!("model provider {} is not configured", model.provider))?;
             let key = match credential {
                 Some(credential) => credential.bearer(),
-                None => defaults.api_key.clone(),
+                None if defaults.has_global_key() => defaults.api_key.clone(),
+                None => {
+                    return Err(format!(
+                        "model provider {} has no global key and the run brought no credential",
+                        model.provider
+                    ))
+                }
             };
             (defaults.base_url.clone(), key)
         }
@@ -421,6 +521,8 @@ mod tests {
         assert!(!route(&approving, "openai", Some(&endpoint), Some(&none)));
         assert!(!route(&approving, "openai", None, Some(&none)));
         assert!(route(&approving, "openai", None, Some(&key)));
+        let oauth = credential("oauth");
+        assert!(!route(&approving, "anthropic", None, Some(&oauth)));
         assert!(!route(&approving, "openai_chatgpt", None, Some(&key)));
         assert!(route(
             &approving,
@@ -428,5 +530,73 @@ mod tests {
             None,
             Some(&credential("oauth"))
         ));
+    }
+
+    #[test]
+    fn controls_follow_the_sdks_validator_and_come_out_canonical() {
+        let ok = |provider: &str, controls: serde_json::Value| {
+            normalized_controls(provider, &controls, "model.controls").unwrap()
+        };
+        let refused = |provider: &str, controls: serde_json::Value| {
+            normalized_controls(provider, &controls, "model.controls")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            ok(
+                "openai",
+                serde_json::json!({"reasoning_effort": " XHigh ", "service_tier": "PRIORITY"})
+            ),
+            serde_json::json!({"reasoning_effort": "xhigh", "service_tier": "fast"})
+        );
+        assert_eq!(
+            ok("openai", serde_json::json!({"service_tier": "default"}))["service_tier"],
+            "standard"
+        );
+        assert_eq!(
+            ok("openai", serde_json::json!({"reasoning_effort": "  "})),
+            serde_json::json!({})
+        );
+        assert!(
+            refused("openai", serde_json::json!({"service_tier": "turbo"}))
+                .contains("standard, fast, flex, auto")
+        );
+        assert!(
+            refused("anthropic", serde_json::json!({"reasoning_effort": "low"}))
+                .contains("not supported by provider anthropic")
+        );
+        assert!(
+            refused("openrouter", serde_json::json!({"service_tier": "flex"}))
+                .contains("only openai and openai_chatgpt")
+        );
+        assert!(refused("openai", serde_json::json!({"max_tokens": 5}))
+            .contains("unknown model.controls field"));
+        assert!(refused(
+            "openrouter",
+            serde_json::json!({"openrouter": {"provider": {"sort": "price"}}})
+        )
+        .contains("quantizations"));
+        assert_eq!(
+            ok(
+                "openrouter_responses",
+                serde_json::json!({"openrouter": {"provider": {"quantizations": ["FP8 ", "fp8", ""]}}})
+            ),
+            serde_json::json!({"openrouter": {"provider": {"quantizations": ["fp8"]}}})
+        );
+        // Agent-level controls: only the legacy keys, named as execution_config's.
+        let config =
+            serde_json::json!({"reasoning_effort": "Low", "workspace": {"mode": "host_prepared"}});
+        assert_eq!(
+            agent_controls(Some(&config), "openai").unwrap(),
+            Some(serde_json::json!({"reasoning_effort": "low"}))
+        );
+        assert_eq!(
+            agent_controls(Some(&serde_json::json!({"workspace": {}})), "openai").unwrap(),
+            None
+        );
+        assert!(agent_controls(Some(&config), "anthropic")
+            .unwrap_err()
+            .to_string()
+            .contains("execution_config.reasoning_effort"));
     }
 }

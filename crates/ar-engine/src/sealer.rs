@@ -88,25 +88,6 @@ impl Sealer {
         Ok(out)
     }
 
-    /// Seals a run's model credential; a failure here is this runtime's fault.
-    pub(crate) fn seal_credential(
-        &self,
-        app_id: &str,
-        run_id: &str,
-        credential: &crate::model_route::RunCredential,
-    ) -> crate::error::EngineResult<Vec<u8>> {
-        use crate::error::EngineError;
-        let plaintext = serde_json::to_vec(credential)
-            .map_err(|error| EngineError::internal("encoding the run credential", error))?;
-        self.seal(
-            app_id,
-            run_id,
-            crate::admission::MODEL_CREDENTIAL_SECRET,
-            &plaintext,
-        )
-        .map_err(|error| EngineError::internal("sealing the run credential", error))
-    }
-
     pub fn open(
         &self,
         app_id: &str,

@@ -611,7 +611,12 @@ impl Engine {
                 controls: None,
             });
         }
-        source_model.filter(|m| self.config().providers.contains_key(&m.provider))
+        source_model.filter(|m| {
+            self.config()
+                .providers
+                .get(&m.provider)
+                .is_some_and(|defaults| defaults.has_global_key())
+        })
     }
 
     /// Decides one parked call of a studio run. The run resumes once, when every parked call

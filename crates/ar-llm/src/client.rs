@@ -11,7 +11,7 @@ use ar_sse::{Decoder as SseDecoder, Event as SseEvent};
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use crate::error::{error_message, LlmError};
+use crate::error::{error_message, is_quota_exhausted, LlmError};
 use crate::providers::{anthropic, chat, responses};
 use crate::retry::{parse_retry_after, RetryPolicy};
 
@@ -259,6 +259,12 @@ async fn status_error(resp: reqwest::Response) -> LlmError {
     let status = resp.status().as_u16();
     let retry_after = parse_retry_after(resp.headers());
     let text = resp.text().await.unwrap_or_default();
+    if is_quota_exhausted(status, &text) {
+        return LlmError::QuotaExhausted {
+            status,
+            message: error_message(&text),
+        };
+    }
     LlmError::Status {
         status,
         message: error_message(&text),

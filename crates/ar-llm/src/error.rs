@@ -19,6 +19,10 @@ pub enum LlmError {
         /// Server-requested wait (`Retry-After` / `retry-after-ms`).
         retry_after: Option<Duration>,
     },
+    /// The account's quota or credit is spent (OpenAI's 429 `insufficient_quota`, a 402):
+    /// never retried.
+    #[error("quota exhausted (HTTP {status}): {message}")]
+    QuotaExhausted { status: u16, message: String },
     /// The request could not be sent or no response head arrived (nothing consumed).
     #[error("request failed: {0}")]
     Connect(#[source] reqwest::Error),
@@ -112,6 +116,23 @@ impl LlmError {
     }
 }
 
+/// Whether an error answer says the account's quota or credit is spent: a 402 (OpenRouter's
+/// "insufficient credits"), or an error whose type or code is `insufficient_quota` (OpenAI's
+/// 429 that no wait cures).
+pub(crate) fn is_quota_exhausted(status: u16, body: &str) -> bool {
+    if status == 402 {
+        return true;
+    }
+    let Ok(parsed) = serde_json::from_str::<serde_json::Value>(body) else {
+        return false;
+    };
+    ["/error/code", "/error/type", "/code", "/type"]
+        .iter()
+        .any(|pointer| {
+            parsed.pointer(pointer).and_then(|v| v.as_str()) == Some("insufficient_quota")
+        })
+}
+
 /// 408, 409 (lock conflicts), 429 and server errors (incl. Anthropic's 529) are transient.
 pub fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
@@ -127,6 +148,9 @@ impl From<LlmError> for ModelError {
                 s if is_retryable_status(s) => ModelError::Unavailable { status, message },
                 _ => ModelError::Rejected { status, message },
             },
+            LlmError::QuotaExhausted { status, message } => {
+                ModelError::QuotaExhausted { status, message }
+            }
             LlmError::Connect(cause) => ModelError::Transport {
                 message: cause.to_string(),
                 cause: Some(Arc::new(cause)),
@@ -138,6 +162,13 @@ impl From<LlmError> for ModelError {
             LlmError::Stream { message, cause } => ModelError::Transport {
                 message,
                 cause: cause.map(|cause| Arc::new(cause) as ModelCause),
+            },
+            LlmError::InStream {
+                status: 402,
+                message,
+            } => ModelError::QuotaExhausted {
+                status: 402,
+                message,
             },
             LlmError::InStream { status, message } => LlmError::Status {
                 status,
@@ -163,7 +194,8 @@ pub fn status_for_error_kind(kind: &str) -> u16 {
         "permission_error" => 403,
         "not_found_error" | "model_not_found" => 404,
         "request_too_large" => 413,
-        "rate_limit_error" | "rate_limit_exceeded" | "insufficient_quota" => 429,
+        "rate_limit_error" | "rate_limit_exceeded" => 429,
+        "insufficient_quota" => 402,
         "overloaded_error" => 529,
         _ => 500,
     }
@@ -252,6 +284,30 @@ mod tests {
         assert!(matches!(
             ModelError::from(e),
             ModelError::Rejected { status: 400, .. }
+        ));
+    }
+
+    #[test]
+    fn a_spent_quota_is_told_apart_from_a_rate_limit() {
+        let openai = r#"{"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}"#;
+        assert!(is_quota_exhausted(429, openai));
+        assert!(is_quota_exhausted(402, "Insufficient credits"));
+        let limited = r#"{"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate_limit_exceeded"}}"#;
+        assert!(!is_quota_exhausted(429, limited));
+        assert!(!is_quota_exhausted(429, "not json"));
+        let spent = LlmError::QuotaExhausted {
+            status: 429,
+            message: "spent".into(),
+        };
+        assert!(!spent.is_retryable());
+        assert!(matches!(
+            ModelError::from(spent),
+            ModelError::QuotaExhausted { status: 429, .. }
+        ));
+        let e = in_stream(&serde_json::json!({"code": "insufficient_quota", "message": "spent"}));
+        assert!(matches!(
+            ModelError::from(e),
+            ModelError::QuotaExhausted { status: 402, .. }
         ));
     }
 

@@ -182,6 +182,7 @@ fn provider_facts(
     let models = &settings.models;
     let mut defaults = HashMap::new();
     let mut providers = Vec::new();
+    // `openrouter_responses` is the original's alias of `openrouter`: the same key and URL.
     for (name, provider, protocol, controls) in [
         (
             "openai",
@@ -196,6 +197,12 @@ fn provider_facts(
             "responses",
             vec!["reasoning_effort", "openrouter"],
         ),
+        (
+            "openrouter_responses",
+            &models.openrouter,
+            "responses",
+            vec!["reasoning_effort", "openrouter"],
+        ),
     ] {
         // AGENT_RUNTIME_NATIVE_MODEL is the default provider's model; the others keep theirs.
         let default_model = if name == models.native_provider {
@@ -203,16 +210,16 @@ fn provider_facts(
         } else {
             ar_config::env::default_native_model(name).to_string()
         };
-        if provider.configured() {
-            defaults.insert(
-                name.to_string(),
-                ProviderDefaults {
-                    base_url: provider.base_url.as_str().trim_end_matches('/').to_string(),
-                    api_key: provider.api_key.clone(),
-                    default_model: default_model.clone(),
-                },
-            );
-        }
+        // Every fixed provider has its URL and default model, with or without a global key:
+        // a run that brings its own credential needs no key of ours.
+        defaults.insert(
+            name.to_string(),
+            ProviderDefaults {
+                base_url: provider.base_url.as_str().trim_end_matches('/').to_string(),
+                api_key: provider.api_key.clone(),
+                default_model: default_model.clone(),
+            },
+        );
         providers.push(ar_wire::ProviderCapability {
             protocols: vec![protocol.to_string()],
             controls: controls.into_iter().map(str::to_string).collect(),

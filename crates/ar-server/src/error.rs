@@ -14,6 +14,8 @@ use serde::de::DeserializeOwned;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// What exactly was wrong, where `message` is the contract's fixed phrase.
+    pub detail: Option<String>,
 }
 
 impl ApiError {
@@ -21,6 +23,24 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            detail: None,
+        }
+    }
+
+    /// A 400 with the original's fixed body message and our own account of the problem.
+    pub fn invalid_body(detail: impl Into<String>) -> Self {
+        ApiError {
+            detail: Some(detail.into()),
+            ..ApiError::bad_request(ar_wire::error::messages::INVALID_REQUEST_BODY)
+        }
+    }
+
+    /// The same error with another fixed message (the model-credential route names its body
+    /// differently).
+    pub fn with_message(self, message: &str) -> Self {
+        ApiError {
+            message: message.to_string(),
+            ..self
         }
     }
 
@@ -39,7 +59,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&ar_wire::ErrorBody::new(self.message)).unwrap_or_default();
+        let body = ar_wire::ErrorBody {
+            error: self.message,
+            detail: self.detail,
+        };
+        let body = serde_json::to_vec(&body).unwrap_or_default();
         (
             self.status,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -53,7 +77,9 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         match error {
             EngineError::Invalid(message) => ApiError::bad_request(message),
-            EngineError::NotFound(message) => ApiError::not_found(message),
+            // The original answers every engine error of a mutation with 400, an unknown run or
+            // agent included; reads that find nothing say 404 themselves (`routes::runs::load`).
+            EngineError::NotFound(message) => ApiError::bad_request(message),
             EngineError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "runtime is shutting down")
             }
@@ -87,8 +113,8 @@ pub const DEFAULT_BODY_LIMIT: usize = ar_wire::runs::MAX_START_RUN_BODY_BYTES;
 
 /// A JSON body, the one way a route reads one: size-limited, decoded by
 /// [`ar_wire::decode::from_slice`] (a struct only from a JSON object, at every depth; nothing
-/// after the value), every failure a 4xx naming the problem. An empty body decodes as `{}` (so
-/// bodiless POSTs of the SDK work).
+/// after the value). Every failure is the original's 400 `invalid request body`, with a
+/// `detail` naming the problem; an empty body is one (as in the original).
 pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
@@ -102,15 +128,37 @@ where
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(body_rejection)?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
-        ar_wire::decode::from_slice(text)
-            .map(ApiJson)
-            .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::invalid_body("the request body is empty"));
+        }
+        decode(&bytes).map(ApiJson)
     }
+}
+
+/// The body of a route the original reads no body for (approve, cancel, pause): nothing, or a
+/// JSON object decoded as `T` (our optional fields, such as approve's `external_actor_id`).
+pub struct OptionalJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for OptionalJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Default,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(body_rejection)?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        decode(&bytes).map(OptionalJson)
+    }
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    ar_wire::decode::from_slice(bytes).map_err(|error| ApiError::invalid_body(error.to_string()))
 }
 
 /// The body of a route that takes none: nothing, or a JSON object whose fields are ignored (as
@@ -121,10 +169,8 @@ pub struct NoBody {}
 /// The answer when a body could not be read: too large, too slow, or cut off.
 fn body_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body is larger than 1 MiB",
-        );
+        // The original reads through a size-limited reader and fails the decode: a 400.
+        return ApiError::invalid_body("the request body is larger than the route's limit");
     }
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
     while let Some(error) = cause {
@@ -136,7 +182,7 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
         }
         cause = error.source();
     }
-    ApiError::bad_request(format!("could not read request body: {rejection}"))
+    ApiError::invalid_body(format!("could not read the request body: {rejection}"))
 }
 
 /// A JSON answer with a status.

@@ -4,13 +4,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::de::nd;
 
-/// Every non-2xx JSON response: `{"error": "<message>"}`.
+/// Every non-2xx JSON response: `{"error": "<message>"}`. Where the original's message is a
+/// fixed phrase ("invalid request body"), `detail` (our addition) says what exactly was wrong.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ErrorBody {
     /// Human-readable message.
     #[serde(deserialize_with = "nd")]
     pub error: String,
+    /// What exactly was wrong, where `error` is the contract's fixed phrase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl ErrorBody {
@@ -18,6 +22,15 @@ impl ErrorBody {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             error: message.into(),
+            detail: None,
+        }
+    }
+
+    /// Builds an error body with the fixed `message` and what exactly was wrong.
+    pub fn with_detail(message: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            error: message.into(),
+            detail: Some(detail.into()),
         }
     }
 }
@@ -52,6 +65,12 @@ pub mod messages {
     pub const RUN_NOT_PAUSED: &str = "run is not paused";
     /// 400 resume of an expired chat.
     pub const RUN_IDLE_TIMEOUT: &str = "run idle timeout expired";
+    /// 400 for a body that cannot be read or decoded (the detail says why).
+    pub const INVALID_REQUEST_BODY: &str = "invalid request body";
+    /// 400 for a model-credential body that cannot be decoded.
+    pub const INVALID_CREDENTIAL_REQUEST: &str = "invalid credential request";
+    /// 400 from the run tool gateway for an unknown run.
+    pub const AGENT_RUN_NOT_FOUND: &str = "agent run not found";
     /// 400 from legacy Codex routes.
     pub const CODEX_AUTH_NOT_CONFIGURED: &str = "codex auth manager is not configured";
 }

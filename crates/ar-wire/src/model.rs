@@ -188,14 +188,7 @@ wire_values! {
 }
 
 /// Maps provider-native service-tier aliases to canonical names (trimmed, lower-cased), like the Go SDK.
-pub fn normalize_service_tier(value: &str) -> String {
-    let value = value.trim().to_ascii_lowercase();
-    match value.as_str() {
-        "default" => service_tier::STANDARD.to_owned(),
-        "priority" => service_tier::FAST.to_owned(),
-        _ => value,
-    }
-}
+pub use ar_core::model::normalize_service_tier;
 
 wire_values! {
     /// `ModelCredential.type`.

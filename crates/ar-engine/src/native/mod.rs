@@ -18,7 +18,7 @@ use crate::control_tools;
 use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
 use crate::mcp::{CallProblem, Discovery};
-use crate::model_route::{has_expired, resolve_route, RunCredential};
+use crate::model_route::{has_expired, resolve_route};
 use crate::owner::Owner;
 use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
 use crate::skills::RunSkills;
@@ -646,16 +646,15 @@ impl Engine {
                     "the run's model credential was revoked".to_string(),
                 ));
             };
-            let Some(sealer) = self.deps().sealer.as_ref() else {
-                return Err(RouteProblem::Other(
-                    "run credentials cannot be opened: no encryption key".to_string(),
-                ));
-            };
-            let plaintext = sealer
-                .open(&run.app_id, &run.id, MODEL_CREDENTIAL_SECRET, &sealed)
-                .map_err(|error| RouteProblem::Authentication(error.to_string()))?;
-            let credential: RunCredential = serde_json::from_slice(&plaintext).map_err(|_| {
-                RouteProblem::Authentication("stored model credential is unreadable".to_string())
+            let credential = crate::model_credential::open(
+                self.deps().sealer.as_deref(),
+                (&run.app_id, &run.id),
+                &model.provider,
+                &sealed,
+            )
+            .map_err(|error| match error {
+                crate::model_credential::OpenError::NoKey => RouteProblem::Other(error.to_string()),
+                error => RouteProblem::Authentication(error.to_string()),
             })?;
             if has_expired(credential.expires_at, self.now()) {
                 return Err(RouteProblem::Authentication(

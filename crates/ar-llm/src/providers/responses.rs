@@ -12,6 +12,9 @@ use super::{control, join, ToolCallAssembler};
 use crate::client::StreamParser;
 use crate::error::LlmError;
 
+/// `max_output_tokens` of every request (the original's default for its Responses models).
+const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 16_384;
+
 pub(crate) fn endpoint(base_url: &str) -> String {
     join(base_url, "responses")
 }
@@ -56,6 +59,7 @@ pub(crate) fn body(route: &ModelRoute, request: &ModelRequest) -> Value {
         "input": input,
         "stream": true,
         "store": false,
+        "max_output_tokens": DEFAULT_MAX_OUTPUT_TOKENS,
     });
     if !instructions.is_empty() {
         body["instructions"] = Value::from(instructions.join("\n\n"));
@@ -80,12 +84,26 @@ pub(crate) fn body(route: &ModelRoute, request: &ModelRequest) -> Value {
         body["reasoning"] = json!({ "effort": effort });
     }
     if let Some(tier) = control(route, "service_tier").and_then(Value::as_str) {
-        body["service_tier"] = Value::from(tier);
+        body["service_tier"] = Value::from(openai_service_tier(tier));
     }
-    if let Some(provider) = control(route, "openrouter").and_then(|o| o.get("provider")) {
-        body["provider"] = provider.clone();
+    let quantizations = control(route, "openrouter")
+        .and_then(|o| o.pointer("/provider/quantizations"))
+        .and_then(Value::as_array)
+        .filter(|list| !list.is_empty());
+    if let Some(quantizations) = quantizations {
+        body["provider"] = json!({ "quantizations": quantizations });
     }
     body
+}
+
+/// OpenAI's name of a canonical service tier: it knows `priority` and `default`, not the
+/// SDK's `fast` and `standard` (the original maps them the same way).
+fn openai_service_tier(canonical: &str) -> &str {
+    match canonical {
+        "fast" => "priority",
+        "standard" => "default",
+        other => other,
+    }
 }
 
 fn usage_from(u: &Value) -> Usage {

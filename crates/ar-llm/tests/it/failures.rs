@@ -77,6 +77,23 @@ async fn retry_after_beyond_the_cap_fails_fast() {
 }
 
 #[tokio::test]
+async fn a_spent_quota_is_not_retried() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.push(Reply::error(402, "Insufficient credits (mock)"));
+        mock.set_fallback(Some(Reply::text("should not be reached")));
+        let (res, _) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
+        let error = res.unwrap_err();
+        assert!(
+            matches!(error, ModelError::QuotaExhausted { status: 402, .. }),
+            "{p}: {error:?}"
+        );
+        assert!(error.to_string().contains("quota exhausted"), "{error}");
+        assert_eq!(mock.request_count(), 1, "{p}");
+    }
+}
+
+#[tokio::test]
 async fn retries_are_bounded() {
     let mock = mock().await;
     mock.set_fallback(Some(Reply::server_error()));

@@ -49,6 +49,7 @@ async fn streams_text_tool_call_and_usage() {
     assert_eq!(req.body["store"], false);
     assert_eq!(req.body["reasoning"], json!({"effort": "low"}));
     assert_eq!(req.body["service_tier"], "flex");
+    assert_eq!(req.body["max_output_tokens"], 16384);
     assert_eq!(
         req.body["input"],
         json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}])

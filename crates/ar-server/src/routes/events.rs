@@ -144,13 +144,19 @@ pub async fn history(
     ))
 }
 
-async fn v2_gate(state: &AppState, params: &Params, run_id: &str) -> ApiResult<String> {
+/// The app id of a v2 request, once the app is known to be on v2 (the original's 404 otherwise).
+fn v2_app(state: &AppState, params: &Params) -> ApiResult<String> {
     let app_id = params.app_id()?;
     if !state.is_v2_app(&app_id) {
         return Err(ApiError::not_found(
-            "v2 event protocol is not enabled for app",
+            ar_wire::error::messages::V2_NOT_ENABLED,
         ));
     }
+    Ok(app_id)
+}
+
+async fn v2_gate(state: &AppState, params: &Params, run_id: &str) -> ApiResult<String> {
+    let app_id = v2_app(state, params)?;
     load(state, &app_id, run_id).await?;
     Ok(app_id)
 }
@@ -179,25 +185,29 @@ async fn snapshot(
     })
 }
 
-/// `GET /v2/runs/{id}/events?after_sequence=N[&page_size=K]`.
+/// `GET /v2/runs/{id}/events?after_sequence=N[&page_size=K]`, checked in the original's order
+/// (app, page size, run); an `after_sequence` that is not a whole number counts as 0, as there.
 pub async fn list_v2(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = v2_gate(&state, &params, &run_id).await?;
-    let after = params.int("after_sequence")?.unwrap_or(0);
-    if after < 0 {
-        return Err(ApiError::bad_request("after_sequence must not be negative"));
-    }
-    let page_size = params.int("page_size")?;
-    if let Some(size) = page_size {
-        if !(1..=ar_wire::events::MAX_EVENT_PAGE_SIZE).contains(&size) {
-            return Err(ApiError::bad_request(
-                "page_size must be between 1 and 1000",
-            ));
-        }
-    }
+    let app_id = v2_app(&state, &params)?;
+    let after = params
+        .get("after_sequence")
+        .and_then(|text| text.parse::<i64>().ok())
+        .unwrap_or(0)
+        .max(0);
+    let page_size = match params.get("page_size") {
+        None => None,
+        Some(text) => Some(
+            text.parse::<i64>()
+                .ok()
+                .filter(|size| (1..=ar_wire::events::MAX_EVENT_PAGE_SIZE).contains(size))
+                .ok_or_else(|| ApiError::bad_request("page_size must be between 1 and 1000"))?,
+        ),
+    };
+    load(&state, &app_id, &run_id).await?;
     let events = state
         .store
         .list_events_after(&app_id, &run_id, after, page_size)

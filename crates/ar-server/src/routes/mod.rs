@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Response, StatusCode};
 use axum::middleware;
-use axum::routing::{get, post, put};
+use axum::routing::{get, post, put, MethodRouter};
 use axum::Router;
 
 use crate::auth::require_token;
@@ -27,58 +27,83 @@ fn api_routes() -> Router<AppState> {
         .route("/agents/{agent_id}", get(agents::get).put(agents::upsert))
         .route("/runs", get(runs::list).post(runs::start))
         .route("/runs/search", get(runs::search))
-        .route("/runs/{run_id}", get(runs::get))
-        .route("/runs/{run_id}/events", get(events::stream_v1))
-        .route("/runs/{run_id}/events/history", get(events::history))
-        .route("/runs/{run_id}/execution", get(runs::execution))
+        .merge(run_routes(EventsRoute::V1))
+}
+
+/// Which answer `GET …/runs/{id}/events` gives: the v1 SSE stream or the v2 page.
+#[derive(Clone, Copy)]
+enum EventsRoute {
+    V1,
+    V2,
+}
+
+/// The run sub-routes. The original mounts the same tree under `/v1`, `/internal` and `/v2`
+/// (where `events` is the v2 page and `stream-state` is added), and answers a method a run
+/// sub-route does not take with 404 `not found`.
+fn run_routes(events: EventsRoute) -> Router<AppState> {
+    let router = Router::new()
+        .route("/runs/{run_id}", run(get(runs::get)))
+        .route("/runs/{run_id}/events/history", run(get(events::history)))
+        .route("/runs/{run_id}/execution", run(get(runs::execution)))
         .route(
             "/runs/{run_id}/messages",
-            get(records::list_messages).post(records::append_message),
+            run(get(records::list_messages).post(records::append_message)),
         )
         .route(
             "/runs/{run_id}/artifacts",
-            get(records::list_artifacts).post(records::append_artifact),
+            run(get(records::list_artifacts).post(records::append_artifact)),
         )
         .route(
             "/runs/{run_id}/interactions",
-            get(records::list_interactions),
+            run(get(records::list_interactions)),
         )
-        .route("/runs/{run_id}/tool-calls", get(records::list_tool_calls))
+        .route(
+            "/runs/{run_id}/tool-calls",
+            run(get(records::list_tool_calls)),
+        )
         .route(
             "/runs/{run_id}/tools",
-            get(records::list_tools).post(records::call_tool),
+            run(get(records::list_tools).post(records::call_tool)),
         )
-        .route("/runs/{run_id}/resume", post(runs::resume))
-        .route("/runs/{run_id}/approve", post(runs::approve))
+        .route("/runs/{run_id}/resume", run(post(runs::resume)))
+        .route("/runs/{run_id}/approve", run(post(runs::approve)))
         .route(
             "/runs/{run_id}/request-changes",
-            post(runs::request_changes),
+            run(post(runs::request_changes)),
         )
-        .route("/runs/{run_id}/cancel", post(runs::cancel))
-        .route("/runs/{run_id}/pause", post(runs::pause))
+        .route("/runs/{run_id}/cancel", run(post(runs::cancel)))
+        .route("/runs/{run_id}/pause", run(post(runs::pause)))
         .route(
             "/runs/{run_id}/mcp-servers/{server_id}/credential",
             // A credential body is small: 128 KiB at most (the contract's limit).
-            put(runs::update_mcp_credential).layer(DefaultBodyLimit::max(128 * 1024)),
+            run(put(runs::update_mcp_credential)).layer(DefaultBodyLimit::max(128 * 1024)),
         )
         .route(
             "/runs/{run_id}/model-credential",
-            put(runs::update_model_credential).delete(runs::revoke_model_credential),
+            run(put(runs::update_model_credential).delete(runs::revoke_model_credential)),
         )
         .route(
             "/runs/{run_id}/codex-auth/device-code/start",
-            post(runs::codex_auth),
+            run(post(runs::codex_auth)),
         )
         .route(
             "/runs/{run_id}/codex-auth/device-code/cancel",
-            post(runs::codex_auth),
-        )
+            run(post(runs::codex_auth)),
+        );
+    match events {
+        EventsRoute::V1 => router.route("/runs/{run_id}/events", run(get(events::stream_v1))),
+        EventsRoute::V2 => router
+            .route("/runs/{run_id}/events", run(get(events::list_v2)))
+            .route(
+                "/runs/{run_id}/stream-state",
+                run(get(events::stream_state)),
+            ),
+    }
 }
 
-fn v2_routes() -> Router<AppState> {
-    Router::new()
-        .route("/runs/{run_id}/events", get(events::list_v2))
-        .route("/runs/{run_id}/stream-state", get(events::stream_state))
+/// A run sub-route: a method it does not take is the original's 404.
+fn run(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.fallback(not_found)
 }
 
 async fn not_found() -> ApiError {
@@ -108,7 +133,7 @@ pub fn router(state: AppState) -> Router {
     let authenticated = Router::new()
         .nest("/v1", api_routes())
         .nest("/internal", api_routes())
-        .nest("/v2", v2_routes())
+        .nest("/v2", run_routes(EventsRoute::V2))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(meta::healthz))

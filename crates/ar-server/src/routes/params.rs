@@ -37,17 +37,6 @@ impl Params {
         ar_core::ids::validate_external_id("app_id", app_id).map_err(ApiError::bad_request)?;
         Ok(app_id.to_string())
     }
-
-    /// An optional integer parameter; a non-integer is a 400 naming it.
-    pub fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(text) => text
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("{key} must be an integer"))),
-        }
-    }
 }
 
 /// The first of `names` among the route's path parameters, checked for odd characters

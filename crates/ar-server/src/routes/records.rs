@@ -1,4 +1,7 @@
 //! Run records: messages, artifacts, interactions, tool calls, and the run tool gateway.
+//!
+//! As in the original, a list of an unknown run's records is an empty list: the store is asked
+//! by app and run, so another app's run has none either.
 
 use ar_engine::NewArtifact;
 use axum::extract::State;
@@ -6,18 +9,22 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::params::{Params, RunPath};
-use super::runs::load;
 use crate::convert::{
     artifact_to_wire, interaction_to_wire, message_to_wire, tool_call_to_wire, tool_to_wire,
 };
-use crate::error::{json, ApiJson, ApiResult};
+use crate::error::{json, ApiError, ApiJson, ApiResult};
 use crate::state::AppState;
 
-/// The caller's app id, once the run is known to exist in that app (404 otherwise).
-async fn visible_run(state: &AppState, params: &Params, run_id: &str) -> ApiResult<String> {
-    let app_id = params.app_id()?;
-    load(state, &app_id, run_id).await?;
-    Ok(app_id)
+/// The run tool gateway names an unknown run as the original does.
+fn gateway_error(error: ar_engine::EngineError) -> ApiError {
+    match error {
+        ar_engine::EngineError::NotFound(message)
+            if message == ar_wire::error::messages::RUN_NOT_FOUND =>
+        {
+            ApiError::bad_request(ar_wire::error::messages::AGENT_RUN_NOT_FOUND)
+        }
+        error => ApiError::from(error),
+    }
 }
 
 /// A 200 JSON array of records converted to their wire form.
@@ -33,7 +40,7 @@ pub async fn list_messages(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = visible_run(&state, &params, &run_id).await?;
+    let app_id = params.app_id()?;
     let rows = state.store.list_messages(&app_id, &run_id).await?;
     Ok(json_list(&rows, message_to_wire))
 }
@@ -63,7 +70,7 @@ pub async fn list_artifacts(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = visible_run(&state, &params, &run_id).await?;
+    let app_id = params.app_id()?;
     let rows = state.store.list_artifacts(&app_id, &run_id).await?;
     Ok(json_list(&rows, artifact_to_wire))
 }
@@ -97,7 +104,7 @@ pub async fn list_interactions(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = visible_run(&state, &params, &run_id).await?;
+    let app_id = params.app_id()?;
     let rows = state.store.list_interactions(&app_id, &run_id).await?;
     Ok(json_list(&rows, interaction_to_wire))
 }
@@ -107,7 +114,7 @@ pub async fn list_tool_calls(
     RunPath(run_id): RunPath,
     params: Params,
 ) -> ApiResult<Response> {
-    let app_id = visible_run(&state, &params, &run_id).await?;
+    let app_id = params.app_id()?;
     let rows = state.store.list_tool_calls(&app_id, &run_id).await?;
     Ok(json_list(&rows, tool_call_to_wire))
 }
@@ -118,7 +125,11 @@ pub async fn list_tools(
     params: Params,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    let tools = state.engine.run_tools(&app_id, &run_id).await?;
+    let tools = state
+        .engine
+        .run_tools(&app_id, &run_id)
+        .await
+        .map_err(gateway_error)?;
     let body = ar_wire::ToolListResponse {
         tools: tools.iter().map(|tool| tool_to_wire(tool, false)).collect(),
     };
@@ -135,7 +146,8 @@ pub async fn call_tool(
     let result = state
         .engine
         .call_run_tool(&app_id, &run_id, &body.tool_name, body.input)
-        .await?;
+        .await
+        .map_err(gateway_error)?;
     let answer = ar_wire::ToolCallResult {
         content: vec![ar_wire::ContentItem {
             item_type: "text".into(),

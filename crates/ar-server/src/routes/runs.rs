@@ -7,7 +7,7 @@ use axum::response::Response;
 
 use super::params::{Params, RunPath, ServerPath};
 use crate::convert::{credential_from_wire, resume_from_wire, run_to_wire, start_run_from_wire};
-use crate::error::{json, ApiError, ApiJson, ApiResult, NoBody};
+use crate::error::{json, ApiError, ApiJson, ApiResult, NoBody, OptionalJson};
 use crate::state::AppState;
 
 pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
@@ -17,36 +17,60 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
     Ok(json(StatusCode::OK, &body))
 }
 
-/// `POST /v1/runs`: strict body (unknown fields are a 400, see `StartRunRequest`), 202 on admission.
+/// `POST /v1/runs`: strict body (unknown fields are a 400, see `StartRunRequest`), the host's
+/// `X-Agent-Runtime-Event-Protocol` checked against the app's, 202 on admission.
 pub async fn start(
     State(state): State<AppState>,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<ar_wire::StartRunRequest>,
 ) -> ApiResult<Response> {
+    check_event_protocol(&state, &headers, request.app_id.trim())?;
     let run = state.engine.start_run(start_run_from_wire(request)).await?;
     Ok(json(StatusCode::ACCEPTED, &run_to_wire(&run)))
 }
 
+/// The original's 409 when the host declares another event protocol than the app's.
+fn check_event_protocol(state: &AppState, headers: &HeaderMap, app_id: &str) -> ApiResult<()> {
+    let expected = headers
+        .get(ar_wire::EVENT_PROTOCOL_HEADER)
+        .map(|value| {
+            String::from_utf8_lossy(value.as_bytes())
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let configured = if state.is_v2_app(app_id) { "v2" } else { "v1" };
+    if expected.is_empty() || expected == configured {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        format!("agent runtime event protocol mismatch: host expects {expected} but app is configured for {configured}"),
+    ))
+}
+
+/// `GET /v1/runs/search`, as lenient as the original: a `limit` or `offset` that is not an
+/// integer counts as unset, a limit outside 1..=100 is the default or the maximum, and a
+/// `status` no run can have finds nothing.
 pub async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    let limit = params
-        .int("limit")?
-        .unwrap_or(ar_wire::runs::SEARCH_DEFAULT_LIMIT);
-    let offset = params.int("offset")?.unwrap_or(0);
-    if limit < 0 {
-        return Err(ApiError::bad_request("limit must not be negative"));
-    }
-    if offset < 0 {
-        return Err(ApiError::bad_request("offset must not be negative"));
-    }
-    let limit = if limit == 0 {
-        ar_wire::runs::SEARCH_DEFAULT_LIMIT
-    } else {
-        limit.min(ar_wire::runs::SEARCH_MAX_LIMIT)
+    let lenient = |key: &str| params.get(key).and_then(|text| text.parse::<i64>().ok());
+    let limit = match lenient("limit").unwrap_or(0) {
+        limit if limit <= 0 => ar_wire::runs::SEARCH_DEFAULT_LIMIT,
+        limit => limit.min(ar_wire::runs::SEARCH_MAX_LIMIT),
     };
-    let status = match params.get("status") {
+    let offset = lenient("offset").unwrap_or(0).max(0);
+    let status = match params.get("status").map(RunStatus::parse) {
         None => None,
-        Some(text) => {
-            Some(RunStatus::parse(text).map_err(|error| ApiError::bad_request(error.to_string()))?)
+        Some(Ok(status)) => Some(status),
+        Some(Err(_)) => {
+            let page = ar_wire::RunPage {
+                items: Vec::new(),
+                total: 0,
+                limit,
+                offset,
+            };
+            return Ok(json(StatusCode::OK, &page));
         }
     };
     let search = ar_core::store::RunSearch {
@@ -90,7 +114,10 @@ pub async fn execution(
     params: Params,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    let run = load(&state, &app_id, &run_id).await?;
+    // The original asks the engine, so an unknown run is a 400 here.
+    let run = load(&state, &app_id, &run_id)
+        .await
+        .map_err(|error| ApiError::bad_request(error.message))?;
     let info = ar_wire::RunExecutionInfo {
         execution_mode: run.execution_mode.as_str().to_string(),
         state: run.status().as_str().to_string(),
@@ -149,7 +176,7 @@ pub async fn approve(
     RunPath(run_id): RunPath,
     params: Params,
     headers: HeaderMap,
-    ApiJson(body): ApiJson<ApproveBody>,
+    OptionalJson(body): OptionalJson<ApproveBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let mut request = ar_wire::ResumeRunRequest {
@@ -191,7 +218,7 @@ pub async fn cancel(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
-    _: ApiJson<NoBody>,
+    _: OptionalJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.cancel(&app_id, &run_id).await?;
@@ -202,7 +229,7 @@ pub async fn pause(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
-    _: ApiJson<NoBody>,
+    _: OptionalJson<NoBody>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let run = state.engine.pause(&app_id, &run_id).await?;
@@ -213,9 +240,12 @@ pub async fn update_model_credential(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
     params: Params,
-    ApiJson(body): ApiJson<ar_wire::UpdateRunModelCredentialRequest>,
+    body: Result<ApiJson<ar_wire::UpdateRunModelCredentialRequest>, ApiError>,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
+    let ApiJson(body) = body.map_err(|error| {
+        error.with_message(ar_wire::error::messages::INVALID_CREDENTIAL_REQUEST)
+    })?;
     let (run, expires_at) = state
         .engine
         .update_model_credential(&app_id, &run_id, credential_from_wire(body.credential))
@@ -235,7 +265,6 @@ pub async fn revoke_model_credential(
     params: Params,
 ) -> ApiResult<Response> {
     let app_id = params.app_id()?;
-    load(&state, &app_id, &run_id).await?;
     state
         .engine
         .revoke_model_credential(&app_id, &run_id)
@@ -271,16 +300,15 @@ pub async fn update_mcp_credential(
     ))
 }
 
-/// Legacy Codex device-code login: this runtime has no Codex auth manager.
+/// Legacy Codex device-code login: this runtime has no Codex auth manager (the original's
+/// answer when it has none, whatever the run).
 pub async fn codex_auth(
-    State(state): State<AppState>,
-    RunPath(run_id): RunPath,
+    RunPath(_): RunPath,
     params: Params,
-    _: ApiJson<NoBody>,
+    _: OptionalJson<NoBody>,
 ) -> ApiResult<Response> {
-    let app_id = params.app_id()?;
-    load(&state, &app_id, &run_id).await?;
+    params.app_id()?;
     Err(ApiError::bad_request(
-        "codex auth manager is not configured",
+        ar_wire::error::messages::CODEX_AUTH_NOT_CONFIGURED,
     ))
 }

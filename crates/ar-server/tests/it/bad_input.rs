@@ -33,10 +33,10 @@ async fn bad_requests_get_clear_4xx_and_change_nothing() {
         (Method::POST, "/v1/agents".into(), Some(r#"{"name": "no app"}"#.into()), 400),
         (Method::POST, "/v1/agents".into(), Some(r#"{"app_id": "host_app", "name": "x", "approval_mode": "sometimes"}"#.into()), 400),
         (Method::POST, "/v1/agents".into(), Some(r#"{"app_id": "host_app", "name": "x", "runtime_kind": "gpt"}"#.into()), 400),
-        (Method::POST, "/v1/agents".into(), Some(format!(r#"{{"app_id": "host_app", "name": "{big}"}}"#)), 413),
+        (Method::POST, "/v1/agents".into(), Some(format!(r#"{{"app_id": "host_app", "name": "{big}"}}"#)), 400),
         (Method::POST, "/v1/agents".into(), Some(r#"{"app_id": "host_app", "name": ""}"#.into()), 400),
         (Method::POST, "/v1/runs".into(), Some("[]".into()), 400),
-        (Method::POST, "/v1/runs".into(), Some(format!(r#"{{"app_id": "host_app", "agent_id": "stable", "instructions": "{big}"}}"#)), 413),
+        (Method::POST, "/v1/runs".into(), Some(format!(r#"{{"app_id": "host_app", "agent_id": "stable", "instructions": "{big}"}}"#)), 400),
         (Method::POST, "/v1/runs".into(), Some(r#"{"app_id": "host_app", "agent_id": "stable", "target": {"type": "t", "id": "1"}, "mode": "sideways"}"#.into()), 400),
         (Method::POST, "/v1/runs".into(), Some(r#"{"app_id": "host_app", "agent_id": "stable", "target": {"type": "t", "id": "1"}} trailing"#.into()), 400),
         (Method::GET, "/v1/runs".into(), None, 400),
@@ -44,8 +44,6 @@ async fn bad_requests_get_clear_4xx_and_change_nothing() {
         (Method::GET, format!("/v1/runs/{run_id}?app_id=other_app"), None, 404),
         (Method::GET, "/v1/runs/run%0Aevil?app_id=host_app".into(), None, 400),
         (Method::GET, "/v1/runs/does-not-exist?app_id=host_app".into(), None, 404),
-        (Method::GET, "/v1/runs/search?app_id=host_app&limit=abc".into(), None, 400),
-        (Method::GET, "/v1/runs/search?app_id=host_app&status=sleeping".into(), None, 400),
         (Method::POST, format!("/v1/runs/{run_id}/resume?app_id=host_app"), Some(r#"{"intent": "reply", "content": "hi"}"#.into()), 400),
         (Method::POST, format!("/v1/runs/{run_id}/resume?app_id=host_app"), Some(r#"{"intent": "dance"}"#.into()), 400),
         (Method::POST, format!("/v1/runs/{run_id}/resume?app_id=host_app"), Some(r#"{"intent": "reply", "message_provenance": "human"}"#.into()), 400),
@@ -305,7 +303,11 @@ async fn bodies_of_the_wrong_json_type_are_400s_on_every_write_route() {
         .await;
     let message = answer["error"].as_str().unwrap();
     assert!(
-        message.starts_with("invalid request body: invalid type: sequence, expected a JSON object"),
+        message == "invalid request body"
+            && answer["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("invalid type: sequence, expected a JSON object"),
         "{answer}"
     );
     let (_, answer) = server
@@ -316,9 +318,9 @@ async fn bodies_of_the_wrong_json_type_are_400s_on_every_write_route() {
         )
         .await;
     assert!(
-        answer["error"]
+        answer["detail"]
             .as_str()
-            .unwrap()
+            .unwrap_or_default()
             .contains("input: must be a JSON object"),
         "{answer}"
     );

@@ -15,6 +15,8 @@ mod mcp_providers;
 mod native_loop;
 mod nats;
 mod nul;
+mod parity;
+mod providers;
 mod recovery;
 mod skills;
 mod studio;

@@ -210,7 +210,10 @@ async fn rotating_a_credential_needs_an_attached_server_and_never_echoes_it() {
         )
         .await;
     assert_eq!(status, 400, "{body}");
-    assert!(body.to_string().contains("not attached"), "{body}");
+    assert!(
+        body.to_string().contains("run MCP server not found"),
+        "{body}"
+    );
     assert!(!body.to_string().contains("new-secret"));
     server.stop().await;
 }

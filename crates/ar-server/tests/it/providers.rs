@@ -1,0 +1,187 @@
+//! The fixed providers as the original serves them: run credentials without a global key,
+//! `openrouter_responses` as `openrouter`, and model controls normalised (request or agent).
+
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use serde_json::{json, Value};
+
+use ar_test_support::service::*;
+
+/// A service whose `openai` and `openrouter` URLs point at `mock`, with no global key.
+async fn keyless_server(mock: &MockProvider, dir: &tempfile::TempDir) -> TestServer {
+    let mut env = env_for(mock, &dir.path().join("providers.db").display().to_string());
+    env.insert("OPENAI_BASE_URL".into(), mock.base_url());
+    env.insert("OPENROUTER_BASE_URL".into(), mock.base_url());
+    TestServer::start_with(env).await
+}
+
+async fn run_to_end(server: &TestServer, agent: &str, extra: Value) -> (u16, Value) {
+    let mut body = json!({"app_id": APP, "agent_id": agent,
+                          "target": {"type": "ticket", "id": "T-1"}, "instructions": "Say hello."});
+    merge(&mut body, &extra);
+    let (status, run) = server.post("/v1/runs", body).await;
+    if status == 202 {
+        let ended = server
+            .wait_status(
+                run["id"].as_str().unwrap(),
+                &["completed", "failed", "paused"],
+            )
+            .await;
+        return (status, ended);
+    }
+    (status, run)
+}
+
+fn credential(key: &str) -> Value {
+    json!({"type": "api_key", "api_key": key})
+}
+
+#[tokio::test]
+async fn a_run_credential_needs_no_global_key_and_openrouter_responses_is_served() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = keyless_server(&mock, &dir).await;
+    let agent = server.agent("keyless", json!({})).await;
+    for (provider, key) in [
+        ("openai", "sk-run-openai"),
+        ("openrouter_responses", "sk-run-or"),
+    ] {
+        mock.clear_requests();
+        mock.push(Reply::text("hello"));
+        let (status, run) = run_to_end(
+            &server,
+            &agent,
+            json!({"model": {"provider": provider, "model": "m-1"}, "model_credential": credential(key)}),
+        )
+        .await;
+        assert_eq!(status, 202, "{provider}: {run}");
+        assert_eq!(run["status"], "completed", "{provider}: {run}");
+        let requests = mock.model_requests();
+        assert_eq!(requests.len(), 1, "{provider}");
+        assert_eq!(requests[0].path, "/v1/responses", "{provider}");
+        let bearer = format!("Bearer {key}");
+        assert_eq!(requests[0].header("authorization"), Some(bearer.as_str()));
+    }
+    // Without a credential and without a global key there is nothing to call with.
+    let (status, refused) = run_to_end(
+        &server,
+        &agent,
+        json!({"model": {"provider": "openai", "model": "m-1"}}),
+    )
+    .await;
+    assert!(
+        status == 400 || refused["status"] == "failed",
+        "{status} {refused}"
+    );
+    let (_, caps) = server.get("/v1/capabilities").await;
+    let names: Vec<&str> = caps["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(names.contains(&"openrouter_responses"), "{caps}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn controls_are_normalised_and_an_explicit_object_replaces_the_agents() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = keyless_server(&mock, &dir).await;
+    let openai = json!({"model": {"provider": "openai", "model": "m-1"}, "model_credential": credential("sk-run")});
+    // Agent-level (legacy) controls, in any case: fast is OpenAI's priority.
+    let legacy = server
+        .agent(
+            "legacy_controls",
+            json!({"execution_config": {"reasoning_effort": " HIGH ", "service_tier": "Fast"}}),
+        )
+        .await;
+    mock.push(Reply::text("one"));
+    let (status, run) = run_to_end(&server, &legacy, openai.clone()).await;
+    assert_eq!(
+        (status, run["status"].as_str()),
+        (202, Some("completed")),
+        "{run}"
+    );
+    let body = mock.model_requests()[0].body.clone();
+    assert_eq!(body["reasoning"], json!({"effort": "high"}), "{body}");
+    assert_eq!(body["service_tier"], "priority", "{body}");
+    assert_eq!(body["max_output_tokens"], 16384, "{body}");
+    assert_eq!(
+        run["input"]["model"]["controls"]["service_tier"], "fast",
+        "{run}"
+    );
+
+    // An explicit controls object, even an empty one, replaces them.
+    mock.clear_requests();
+    mock.push(Reply::text("two"));
+    let mut explicit = openai.clone();
+    explicit["model"]["controls"] = json!({});
+    run_to_end(&server, &legacy, explicit).await;
+    let body = mock.model_requests()[0].body.clone();
+    assert!(
+        body.get("reasoning").is_none() && body.get("service_tier").is_none(),
+        "{body}"
+    );
+    mock.clear_requests();
+    mock.push(Reply::text("three"));
+    let mut standard = openai.clone();
+    standard["model"]["controls"] = json!({"service_tier": " default "});
+    run_to_end(&server, &legacy, standard).await;
+    assert_eq!(mock.model_requests()[0].body["service_tier"], "default");
+
+    // OpenRouter quantizations, trimmed, lower-cased and deduplicated.
+    mock.clear_requests();
+    mock.push(Reply::text("four"));
+    let plain = server.agent("plain", json!({})).await;
+    let routed = json!({"model": {"provider": "openrouter", "model": "m-1",
+                        "controls": {"openrouter": {"provider": {"quantizations": [" FP8", "fp8", "int4"]}}}},
+                        "model_credential": credential("sk-or")});
+    run_to_end(&server, &plain, routed).await;
+    assert_eq!(
+        mock.model_requests()[0].body["provider"],
+        json!({"quantizations": ["fp8", "int4"]})
+    );
+
+    // Controls a provider does not take are refused at admission, from either source.
+    let anthropic_legacy = server
+        .agent(
+            "anthropic_effort",
+            json!({"provider": "anthropic", "model": "claude-x",
+                   "execution_config": {"reasoning_effort": "low"}}),
+        )
+        .await;
+    let anthropic = json!({"model": {"provider": "anthropic", "model": "claude-x"},
+                           "model_credential": credential("sk-ant")});
+    for (agent, extra, needle) in [
+        (
+            &anthropic_legacy,
+            anthropic.clone(),
+            "execution_config.reasoning_effort",
+        ),
+        (
+            &plain,
+            {
+                let mut o = openai.clone();
+                o["model"]["controls"] = json!({"service_tier": "turbo"});
+                o
+            },
+            "model.controls.service_tier",
+        ),
+        (
+            &plain,
+            {
+                let mut o = openai.clone();
+                o["model"]["controls"] =
+                    json!({"openrouter": {"provider": {"quantizations": ["fp8"]}}});
+                o
+            },
+            "model.controls.openrouter",
+        ),
+    ] {
+        let (status, body) = run_to_end(&server, agent, extra).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"].as_str().unwrap().contains(needle), "{body}");
+    }
+    server.stop().await;
+}
