@@ -89,7 +89,12 @@ async fn cli_workspace_run(
     let run = server.start_run(&mock, &agent, extra).await;
     let run_id = run["id"].as_str().expect("run id").to_string();
     let cmdline = cli_command_line(&server, &run_id, marker).await;
-    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    // CLIs start slowly on a busy machine: longer than the harness's 30 s.
+    let done = wait_for("the CLI run to end", Duration::from_secs(180), || async {
+        let run = server.run(&run_id).await;
+        matches!(run["status"].as_str(), Some("completed" | "failed")).then_some(run)
+    })
+    .await;
     let events = wait_for("workspace.cleaned", Duration::from_secs(30), || async {
         let events = server.events(&run_id).await;
         events
