@@ -414,6 +414,21 @@ pub const GITHUB_API_BASE: EnvVar = EnvVar::new(
     Some("https://api.github.com"),
     "GitHub REST API base of repository workspaces' `open_pr` delivery.",
 );
+pub const GITHUB_TOKEN_AR: EnvVar = EnvVar::secret(
+    WORKSPACES,
+    "AGENT_RUNTIME_GITHUB_TOKEN",
+    "GitHub token of the REST calls (`open_pr`) when the repository spec's auth carries none.",
+);
+pub const GITHUB_TOKEN: EnvVar = EnvVar::secret(
+    WORKSPACES,
+    "GITHUB_TOKEN",
+    "Read when AGENT_RUNTIME_GITHUB_TOKEN is unset.",
+);
+pub const GH_TOKEN: EnvVar = EnvVar::secret(
+    WORKSPACES,
+    "GH_TOKEN",
+    "Read when AGENT_RUNTIME_GITHUB_TOKEN and GITHUB_TOKEN are unset.",
+);
 
 // --- studio and nodes -----------------------------------------------------------------------
 
@@ -563,6 +578,9 @@ pub const ALL: &[EnvVar] = &[
     MCP_ALLOW_PRIVATE_NETWORKS,
     MCP_ALLOW_HTTP,
     GITHUB_API_BASE,
+    GITHUB_TOKEN_AR,
+    GITHUB_TOKEN,
+    GH_TOKEN,
     STUDIO_URL,
     STUDIO_ADDR,
     STUDIO_TOKEN,
@@ -1031,6 +1049,9 @@ pub struct ServiceSettings {
     /// `AGENT_RUNTIME_GITHUB_API_BASE`: where repository workspaces open pull requests.
     /// `None`: GitHub's public API.
     pub github_api_base: Option<Url>,
+    /// `AGENT_RUNTIME_GITHUB_TOKEN`, else `GITHUB_TOKEN`, else `GH_TOKEN`: the GitHub token
+    /// of repository workspaces whose spec's auth carries none.
+    pub github_token: Option<Secret>,
 }
 
 impl ServiceSettings {
@@ -1069,6 +1090,12 @@ impl ServiceSettings {
         let http = read_http(&mut r);
         let mcp = read_mcp(&mut r);
         let github_api_base = r.url(&GITHUB_API_BASE, None);
+        let github_token = [&GITHUB_TOKEN_AR, &GITHUB_TOKEN, &GH_TOKEN]
+            .into_iter()
+            .find_map(|var| {
+                r.secret(var)
+                    .filter(|token| !token.expose().trim().is_empty())
+            });
         if !r.diagnostics.is_empty() {
             return Err(r.diagnostics);
         }
@@ -1087,6 +1114,7 @@ impl ServiceSettings {
             http,
             mcp,
             github_api_base,
+            github_token,
         })
     }
 

@@ -185,6 +185,21 @@ const ENV_READERS: &[Reader] = &[
         &["settings.github_api_base.as_ref().map(|url| url.as_str())"],
     ),
     reader(
+        "AGENT_RUNTIME_GITHUB_TOKEN",
+        COMPOSE,
+        &[".with_github_token(settings.github_token.clone())"],
+    ),
+    reader(
+        "GITHUB_TOKEN",
+        COMPOSE,
+        &[".with_github_token(settings.github_token.clone())"],
+    ),
+    reader(
+        "GH_TOKEN",
+        COMPOSE,
+        &[".with_github_token(settings.github_token.clone())"],
+    ),
+    reader(
         "AGENT_RUNTIME_MCP_ALLOW_HTTP",
         COMPOSE,
         &[

@@ -39,6 +39,9 @@ pub struct CliTurnRequest {
     pub prompt: String,
     /// Absolute directory to work in; `None` lets the adapter use its per-run directory.
     pub workdir: Option<String>,
+    /// The run's workspace is `access: read_only`: the CLI runs in its own read-only mode
+    /// where it has one, never with its permission checks bypassed.
+    pub read_only: bool,
     /// The model route (endpoint, model, key); `None` leaves the CLI on its own configuration.
     pub route: Option<ModelRoute>,
     /// Extra environment for the process (`KEY`, `VALUE`).

@@ -256,6 +256,25 @@ pub trait WorkspaceProvider: Send + Sync + 'static {
     async fn prepare(&self, request: &PrepareRequest) -> Result<WorkspaceLease, WorkspaceError>;
     async fn finalize(&self, request: &FinalizeRequest) -> Result<FinalizeResult, WorkspaceError>;
     async fn cleanup(&self, request: &CleanupRequest) -> Result<(), WorkspaceError>;
+    /// What the workspace's current state says about it for the lease's metadata (a
+    /// repository checkout's branch: `work_branch`, or `detached_head` and `head_commit`),
+    /// so a branch the run switched to is what a resume checks for; `None` when the provider
+    /// has nothing to say or cannot tell.
+    async fn observe(&self, _run: &WorkspaceRun, _lease: &WorkspaceLease) -> Option<JsonMap> {
+        None
+    }
+    /// Whether a lease recorded by an earlier turn can still be used (a resume, or another
+    /// owner taking the run over): `Err` names what is wrong with it. A `host_prepared` lease
+    /// is reused as it is (the default); a repository checkout must still be there, a git
+    /// checkout of the recorded remote, on the recorded branch.
+    async fn validate(
+        &self,
+        _run: &WorkspaceRun,
+        _mode: WorkspaceMode,
+        _lease: &WorkspaceLease,
+    ) -> Result<(), WorkspaceError> {
+        Ok(())
+    }
     /// Tools of the provider's own for a run with this lease (a repository's git tools);
     /// `None` when it has none.
     fn tools(

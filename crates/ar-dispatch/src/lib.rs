@@ -37,8 +37,8 @@ pub use event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Sta
 pub use local::{AgentOutput, LocalConfig, LocalRuntime};
 pub use node::{serve_node, NodeConfig, NodeError};
 pub use providers::{
-    ClaudeProvider, CodexProvider, CommandProvider, NamedCommandProvider, OpenCodeProvider,
-    Provider,
+    ClaudeProvider, CodexProvider, CodexSandbox, CommandProvider, NamedCommandProvider,
+    OpenCodeProvider, Provider,
 };
 pub use remote::RemoteRuntime;
 pub use run::{DispatchError, Run, RunControl, RunError, RunEvents, RunSink, Runtime};

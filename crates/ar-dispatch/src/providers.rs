@@ -83,13 +83,35 @@ pub fn toml_string(value: &str) -> String {
     Value::String(value.to_string()).to_string()
 }
 
-/// `codex exec --json` (sandbox workspace-write, outside git allowed).
+/// `codex exec --json` (sandbox workspace-write unless told otherwise, outside git allowed).
 #[derive(Debug, Clone)]
 pub struct CodexProvider {
     /// The codex program.
     pub program: String,
     /// Extra arguments placed before the prompt (e.g. `-c model_provider=…`).
     pub extra_args: Vec<String>,
+    /// codex's `--sandbox` policy for the commands its model runs.
+    pub sandbox: CodexSandbox,
+}
+
+/// codex's `--sandbox` policies this runtime uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CodexSandbox {
+    /// Writes inside the workdir only (the default).
+    #[default]
+    WorkspaceWrite,
+    /// No writes at all (a read-only workspace).
+    ReadOnly,
+}
+
+impl CodexSandbox {
+    /// The flag's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CodexSandbox::WorkspaceWrite => "workspace-write",
+            CodexSandbox::ReadOnly => "read-only",
+        }
+    }
 }
 
 impl Default for CodexProvider {
@@ -97,6 +119,7 @@ impl Default for CodexProvider {
         Self {
             program: "codex".into(),
             extra_args: Vec::new(),
+            sandbox: CodexSandbox::default(),
         }
     }
 }
@@ -110,7 +133,7 @@ impl Provider for CodexProvider {
             "exec",
             "--json",
             "--sandbox",
-            "workspace-write",
+            self.sandbox.as_str(),
             "--skip-git-repo-check",
         ];
         let mut args = cli_args(&fixed, "--model", spec, &self.extra_args);

@@ -5,7 +5,10 @@
 //! How turns, pause and resume work for CLIs (the choice made here):
 //! - One turn is one CLI process, started in the run's workspace (the workspace lease's
 //!   `root_path` when the run has one, else a per-run directory the adapter picks) with the
-//!   run's model route handed to it. The process group dies with the turn.
+//!   run's model route handed to it. The process group dies with the turn. A run whose agent
+//!   opts into a workspace gets it as native runs do (`ensure_workspace`: prepared, or the
+//!   recorded lease revalidated, before the turn; finalized by the commit that ends or pauses
+//!   it; cleaned by policy); `access: read_only` starts the CLI in its own read-only mode.
 //! - The first turn's prompt is the agent's system prompt, the target and its context, then
 //!   the run's instructions. A later turn (after `pause_after_assistant`, a manual pause or a
 //!   crash) is a fresh process whose prompt carries the conversation so far (user and
@@ -39,6 +42,7 @@ use ar_core::model::{ChatMessage, ChatRole, ModelRoute};
 use ar_core::records::{interaction_kind, message_type};
 use ar_core::secret::Secret;
 use ar_core::store::RunChange;
+use ar_core::workspace::WorkspaceAccess;
 use ar_core::{Agent, InteractionStatus, MessageRole, PauseReason, Run, RuntimeKind, Usage};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -234,6 +238,14 @@ impl Engine {
         if let Flow::Stop = self.safe_point(&mut run, &state, owner).await? {
             return Ok(());
         }
+        // The same workspace a native run gets: prepared (or revalidated) before the turn,
+        // finalized by the commit that ends it, cleaned by policy when the owner stops.
+        if let Flow::Stop = self
+            .ensure_workspace(&mut run, &agent, &state, owner)
+            .await?
+        {
+            return Ok(());
+        }
         let Some(request) = self
             .begin_cli_turn(&mut run, &agent, &mut state, owner)
             .await?
@@ -336,6 +348,10 @@ impl Engine {
             kind: run.runtime_kind,
             prompt: turn_prompt(&state.transcript),
             workdir: Self::cli_workdir(run),
+            read_only: run
+                .engine
+                .workspace
+                .is_some_and(|ws| ws.spec.access == WorkspaceAccess::ReadOnly),
             route,
             env: vec![
                 ("AGENT_RUNTIME_RUN_ID".to_string(), run.id.clone()),

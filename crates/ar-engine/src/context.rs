@@ -13,15 +13,7 @@ impl Engine {
     /// Re-resolves the run's target context; stores a changed summary. `None` when the run
     /// failed because the context could not be obtained (or stopped running meanwhile).
     pub(crate) async fn refresh_context(&self, run: Run) -> EngineResult<Option<Run>> {
-        let request = ContextRequest {
-            app_id: run.app_id.clone(),
-            run_id: run.id.clone(),
-            agent_id: run.agent_id.clone(),
-            target: run.target.clone(),
-            trigger: run.input.trigger.clone(),
-            metadata: run.input.metadata.clone(),
-        };
-        let resolved = self.deps().context.resolve(&request).await;
+        let resolved = self.deps().context.resolve(&context_request(&run)).await;
         let now = self.now();
         let app_id = run.app_id.clone();
         let run_id = run.id.clone();
@@ -52,6 +44,18 @@ impl Engine {
                 Ok(None)
             }
         }
+    }
+}
+
+/// What the host's context endpoint is asked about `run`.
+pub(crate) fn context_request(run: &Run) -> ContextRequest {
+    ContextRequest {
+        app_id: run.app_id.clone(),
+        run_id: run.id.clone(),
+        agent_id: run.agent_id.clone(),
+        target: run.target.clone(),
+        trigger: run.input.trigger.clone(),
+        metadata: run.input.metadata.clone(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! ends or pauses a turn (its `output_summary` merged into the run's), and cleanup by policy.
 
 use ar_core::event::{self as ev, RunEvent};
+use ar_core::host::TargetContext;
 use ar_core::store::RunChange;
 use ar_core::workspace::{
     CleanupPolicy, CleanupReason, CleanupRequest, FinalizeOutcome, FinalizeRequest, FinalizeResult,
@@ -86,11 +87,48 @@ pub(crate) struct Finalized {
     lease_id: String,
     outcome: FinalizeOutcome,
     result: Result<FinalizeResult, String>,
+    /// What the workspace said about itself before finalize (see [`apply_observed`]).
+    observed: JsonMap,
+}
+
+/// The keys of an observation that differ from what the lease records (a lease that says
+/// nothing of `detached_head` is on its branch).
+fn observed_changes(lease: &WorkspaceLease, observed: JsonMap) -> JsonMap {
+    observed
+        .into_iter()
+        .filter(|(key, value)| match lease.metadata.get(key) {
+            None => !(key == "detached_head" && value == &Value::Bool(false)),
+            Some(recorded) => recorded != value,
+        })
+        .collect()
+}
+
+/// Records what the workspace said about itself (a branch the run created or switched to:
+/// `work_branch`; a detached HEAD: `detached_head`, `head_commit`) on the lease and in the
+/// run's metadata, so a resume checks for the branch the run is really on.
+pub(crate) fn apply_observed(run: &mut Run, observed: &JsonMap) {
+    if observed.is_empty() {
+        return;
+    }
+    if let Some(mut lease) = WorkspaceLease::from_value(run.workspace_lease.as_ref()) {
+        merge(&mut lease.metadata, observed);
+        run.workspace_lease = Some(lease.to_value());
+    }
+    merge(
+        run.input.metadata.get_or_insert_with(JsonMap::new),
+        observed,
+    );
+}
+
+/// Workspace tools after which HEAD may be elsewhere.
+pub(crate) fn moves_head(tool: &str) -> bool {
+    matches!(tool, "create_branch" | "run_command")
 }
 
 impl Engine {
-    /// Gives the run its workspace before its turn: the recorded lease reused (its root must
-    /// still be there), or a new one prepared. `Stop` when the run failed for want of one.
+    /// Gives the run its workspace before its turn: the recorded lease reused once its
+    /// provider validates it (a read-only checkout that fails is cloned again; any other
+    /// fails the run), or a new one prepared. `Stop` when the run failed for want of one.
     pub(crate) async fn ensure_workspace(
         &self,
         run: &mut Run,
@@ -111,17 +149,24 @@ impl Engine {
             }
         };
         if let Some(lease) = live_lease(run) {
-            return match self.open_workspace(&lease, spec.access) {
+            match self.reopen_workspace(run, &lease, spec).await {
                 Ok(tools) => {
                     owner.set_workspace(self.with_provider_tools(run, &lease, spec, tools));
-                    Ok(Flow::Continue)
+                    return Ok(Flow::Continue);
+                }
+                // A read-only checkout holds nothing of the run's: clone it again.
+                Err(reason)
+                    if spec.mode == WorkspaceMode::Repository
+                        && spec.access == WorkspaceAccess::ReadOnly =>
+                {
+                    tracing::info!(run_id = %run.id, %reason, "cloning the read-only checkout again");
                 }
                 Err(reason) => {
                     self.fail_step(run, state, &format!("{UNAVAILABLE}: {reason}"))
                         .await?;
-                    Ok(Flow::Stop)
+                    return Ok(Flow::Stop);
                 }
-            };
+            }
         }
         match self.prepare_workspace(run, agent, spec).await {
             Ok((lease, tools)) => {
@@ -133,6 +178,36 @@ impl Engine {
                 self.fail_step(run, state, &reason).await?;
                 Ok(Flow::Stop)
             }
+        }
+    }
+
+    /// The tools over a recorded lease, once its provider says it can still be used.
+    async fn reopen_workspace(
+        &self,
+        run: &Run,
+        lease: &WorkspaceLease,
+        spec: WorkspaceSpec,
+    ) -> Result<Arc<dyn RunToolHost>, String> {
+        let Some(provider) = &self.deps().workspaces else {
+            return Err("this runtime has no workspace provider".to_string());
+        };
+        provider
+            .validate(&workspace_run(run), spec.mode, lease)
+            .await
+            .map_err(|error| error.to_string())?;
+        self.open_workspace(lease, spec.access)
+    }
+
+    /// What changed in the run's workspace that its lease does not record yet (a branch
+    /// switched to, HEAD detached); empty when nothing did or the provider cannot tell.
+    pub(crate) async fn observe_workspace(&self, run: &Run) -> JsonMap {
+        let (Some(lease), Some(provider)) = (live_lease(run), self.deps().workspaces.as_ref())
+        else {
+            return JsonMap::new();
+        };
+        match provider.observe(&workspace_run(run), &lease).await {
+            Some(observed) => observed_changes(&lease, observed),
+            None => JsonMap::new(),
         }
     }
 
@@ -190,7 +265,7 @@ impl Engine {
             })?;
         let request = PrepareRequest {
             run: workspace_run(run),
-            target_context: None,
+            target_context: Some(self.target_context(run).await),
             instructions: run.input.instructions.clone(),
             trigger: run.input.trigger.clone().unwrap_or_default(),
             metadata: run.input.metadata.clone().unwrap_or_default(),
@@ -214,6 +289,24 @@ impl Engine {
                     tracing::warn!(run_id = %run.id, %error, "cleanup of an unusable workspace failed");
                 }
                 Err(format!("workspace {} cannot be used: {reason}", lease.id))
+            }
+        }
+    }
+
+    /// The run's target context for the provider: the host's context endpoint asked once
+    /// more (the owner refreshed it when it started: this is the same answer, with its data),
+    /// else what the run recorded of it.
+    async fn target_context(&self, run: &Run) -> TargetContext {
+        let request = crate::context::context_request(run);
+        match self.deps().context.resolve(&request).await {
+            Ok(context) => context,
+            Err(error) => {
+                tracing::warn!(run_id = %run.id, %error, "target context for the workspace");
+                TargetContext {
+                    target: run.target.clone(),
+                    summary: run.input.context_summary.clone(),
+                    data: JsonMap::new(),
+                }
             }
         }
     }
@@ -262,6 +355,9 @@ impl Engine {
             RunStatus::Paused => FinalizeOutcome::Paused,
             _ => return None,
         };
+        let observed = self.observe_workspace(run).await;
+        let mut lease = lease;
+        merge(&mut lease.metadata, &observed);
         let request = FinalizeRequest {
             run: workspace_run(run),
             mode: mode_of(run),
@@ -278,6 +374,7 @@ impl Engine {
             lease_id: lease.id,
             outcome,
             result,
+            observed,
         })
     }
 
@@ -353,6 +450,7 @@ pub(crate) fn apply_finalized(
     finalized: &Finalized,
     now: chrono::DateTime<chrono::Utc>,
 ) -> EngineResult<()> {
+    apply_observed(run, &finalized.observed);
     let result = match &finalized.result {
         Ok(result) => result,
         Err(reason) if run.status() == RunStatus::Completed => {

@@ -9,7 +9,7 @@
 //!   `wire_api="responses"`, `env_key="AR_MODEL_API_KEY"`) with the key in that variable;
 //! - Claude Code: `ANTHROPIC_BASE_URL` (the route's base URL without a trailing `/v1`) and
 //!   `ANTHROPIC_API_KEY`;
-//! - opencode: an `opencode.json` in the workdir declaring provider `ar`
+//! - opencode: an `opencode.json` in the private home's `$XDG_CONFIG_HOME/opencode` declaring provider `ar`
 //!   (`@ai-sdk/openai-compatible`, `baseURL`, `apiKey` read from `AR_MODEL_API_KEY`), model `ar/<model>`.
 //!
 //! When the runtime hands a route, the CLI also gets a private home (`HOME`, `CODEX_HOME`,
@@ -55,8 +55,9 @@ use ar_core::model::ModelRoute;
 use ar_core::{RuntimeKind, Usage};
 use ar_dispatch::providers::toml_string;
 use ar_dispatch::{
-    AgentEvent, AgentOutput, ClaudeProvider, CodexProvider, LocalConfig, LocalRuntime,
-    OpenCodeProvider, Provider, ProviderUsage, Run, RunError, RunEvents, RunSpec, State,
+    AgentEvent, AgentOutput, ClaudeProvider, CodexProvider, CodexSandbox, LocalConfig,
+    LocalRuntime, OpenCodeProvider, Provider, ProviderUsage, Run, RunError, RunEvents, RunSpec,
+    State,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -163,15 +164,15 @@ impl DispatchAgentCli {
         &self,
         request: &CliTurnRequest,
         program: String,
-        workdir: &Path,
+        dirs: (&Path, Option<&Path>),
         bridge: Option<&BridgeServer>,
     ) -> Result<Launch, AgentCliError> {
         let route = request.route.as_ref();
-        let bypass = self.config.bypass_permissions;
+        let permissions = Permissions::of(request, self.config.bypass_permissions);
         match request.kind {
-            RuntimeKind::Codex => Ok(codex_launch(program, route, bypass, bridge)),
-            RuntimeKind::ClaudeCode => claude_launch(program, route, bypass, bridge),
-            RuntimeKind::OpenCode => opencode_launch(program, route, workdir, bridge),
+            RuntimeKind::Codex => Ok(codex_launch(program, route, permissions, bridge)),
+            RuntimeKind::ClaudeCode => claude_launch(program, route, permissions, bridge),
+            RuntimeKind::OpenCode => opencode_launch(program, route, dirs, permissions, bridge),
             other => Err(AgentCliError::Unavailable(other)),
         }
     }
@@ -316,6 +317,28 @@ fn create_dir(dir: &Path) -> Result<(), AgentCliError> {
         .map_err(|error| AgentCliError::Start(format!("creating {}: {error}", dir.display())))
 }
 
+/// What a turn's CLI may do without asking (nobody is there to answer a prompt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Permissions {
+    /// The CLI's own defaults ([`AgentCliConfig::bypass_permissions`] off).
+    Default,
+    /// Its checks bypassed: the operator isolates the service.
+    Bypass,
+    /// The run's workspace is read-only: the CLI's read-only mode (codex `--sandbox
+    /// read-only`, Claude Code `--permission-mode plan`, opencode's `plan` agent).
+    ReadOnly,
+}
+
+impl Permissions {
+    fn of(request: &CliTurnRequest, bypass: bool) -> Self {
+        match (request.read_only, bypass) {
+            (true, _) => Permissions::ReadOnly,
+            (false, true) => Permissions::Bypass,
+            (false, false) => Permissions::Default,
+        }
+    }
+}
+
 /// How one turn's CLI starts: its provider (arguments), environment and model name.
 struct Launch {
     provider: Arc<dyn Provider>,
@@ -337,14 +360,18 @@ fn route_key(route: &ModelRoute) -> Option<&str> {
 fn codex_launch(
     program: String,
     route: Option<&ModelRoute>,
-    bypass: bool,
+    permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Launch {
     let mut extra_args = Vec::new();
     let mut env = Vec::new();
-    if bypass {
+    if permissions == Permissions::Bypass {
         extra_args.push("--dangerously-bypass-approvals-and-sandbox".to_string());
     }
+    let sandbox = match permissions {
+        Permissions::ReadOnly => CodexSandbox::ReadOnly,
+        Permissions::Default | Permissions::Bypass => CodexSandbox::WorkspaceWrite,
+    };
     for item in bridge.map(codex_bridge_overrides).unwrap_or_default() {
         extra_args.extend(["-c".to_string(), item]);
     }
@@ -373,6 +400,7 @@ fn codex_launch(
         provider: Arc::new(CodexProvider {
             program,
             extra_args,
+            sandbox,
         }),
         env,
         model: route.map(|route| route.model.clone()).unwrap_or_default(),
@@ -385,15 +413,22 @@ fn codex_launch(
 fn claude_launch(
     program: String,
     route: Option<&ModelRoute>,
-    bypass: bool,
+    permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Result<Launch, AgentCliError> {
     // Text deltas arrive as `stream_event` lines before each complete message.
     let mut extra_args = vec!["--include-partial-messages".to_string()];
     let mut env = Vec::new();
-    if bypass {
-        extra_args.push("--dangerously-skip-permissions".into());
-        env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+    match permissions {
+        Permissions::Bypass => {
+            extra_args.push("--dangerously-skip-permissions".into());
+            env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+        }
+        // Plan mode: Claude Code reads and answers, and edits or runs nothing.
+        Permissions::ReadOnly => {
+            extra_args.extend(["--permission-mode".to_string(), "plan".to_string()]);
+        }
+        Permissions::Default => {}
     }
     if let Some(bridge) = bridge {
         let config = json!({"mcpServers": {BRIDGE_SERVER: {
@@ -437,14 +472,15 @@ fn claude_launch(
     })
 }
 
-/// opencode: its project directory in `PWD`, the route as provider `ar` in the workdir's
-/// `opencode.json` (the key read from [`MODEL_KEY_ENV`]), model `ar/<model>`; the bridge in a
-/// config file of its own (`OPENCODE_CONFIG`, merged with the project's), so the token is
-/// never written into the workdir.
+/// opencode: its project directory in `PWD`, the route as provider `ar` in the private home's
+/// global `opencode.json` (`$XDG_CONFIG_HOME/opencode`; the key read from [`MODEL_KEY_ENV`]),
+/// model `ar/<model>`; the bridge in a config file of its own (`OPENCODE_CONFIG`, merged with
+/// the others). Nothing is written into the workdir, which may be a repository the run commits.
 fn opencode_launch(
     program: String,
     route: Option<&ModelRoute>,
-    workdir: &Path,
+    (workdir, home): (&Path, Option<&Path>),
+    permissions: Permissions,
     bridge: Option<&BridgeServer>,
 ) -> Result<Launch, AgentCliError> {
     let mut env = vec![("PWD".to_string(), workdir.display().to_string())];
@@ -484,10 +520,13 @@ fn opencode_launch(
                 }
             }
         });
-        let path = workdir.join("opencode.json");
-        std::fs::write(&path, config.to_string()).map_err(|error| {
-            AgentCliError::Start(format!("writing {}: {error}", path.display()))
-        })?;
+        // The global configuration of the turn's private home, not the workdir: the workdir
+        // may be a repository the run commits.
+        let dir = home
+            .ok_or_else(|| AgentCliError::Invalid("a model route needs a private home".into()))?
+            .join(".config/opencode");
+        create_dir(&dir)?;
+        write_private(&dir.join("opencode.json"), config.to_string().as_bytes())?;
         if !route.model.is_empty() {
             model = format!("ar/{}", route.model);
         }
@@ -495,7 +534,13 @@ fn opencode_launch(
     Ok(Launch {
         provider: Arc::new(OpenCodeProvider {
             program,
-            extra_args: Vec::new(),
+            // opencode has no sandbox flag; its built-in `plan` agent denies edits and asks
+            // before commands (refused: nobody answers).
+            extra_args: if permissions == Permissions::ReadOnly {
+                vec!["--agent".to_string(), "plan".to_string()]
+            } else {
+                Vec::new()
+            },
         }),
         env,
         model,
@@ -563,9 +608,10 @@ impl AgentCli for DispatchAgentCli {
             None => Vec::new(),
         };
         let bridge = self.bridge_server(&request)?;
-        let mut scratch: Vec<PathBuf> = home.into_iter().collect();
+        let mut scratch: Vec<PathBuf> = home.iter().cloned().collect();
         scratch.extend(bridge.as_ref().map(|bridge| bridge.dir.clone()));
-        let launch = match self.launch(&request, program, &workdir, bridge.as_ref()) {
+        let dirs = (workdir.as_path(), home.as_deref());
+        let launch = match self.launch(&request, program, dirs, bridge.as_ref()) {
             Ok(launch) => launch,
             Err(error) => {
                 remove_scratch(&scratch).await;
@@ -811,10 +857,71 @@ mod tests {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
     }
 
+    /// A read-only workspace puts each CLI in its own read-only mode and never bypasses its
+    /// permission checks, even where the operator bypasses them for other runs.
+    #[test]
+    fn a_read_only_workspace_selects_each_clis_read_only_mode() {
+        let workdir = tempfile::tempdir().unwrap();
+        let mut request = CliTurnRequest {
+            run_id: "run_1".into(),
+            kind: RuntimeKind::Codex,
+            prompt: String::new(),
+            workdir: None,
+            read_only: true,
+            route: None,
+            env: Vec::new(),
+            tool_gateway: None,
+        };
+        let read_only = Permissions::of(&request, true);
+        assert_eq!(read_only, Permissions::ReadOnly);
+        let codex = args_of(&codex_launch("codex".into(), None, read_only, None));
+        assert!(codex.contains("--sandbox read-only"), "{codex}");
+        assert!(!codex.contains("dangerously"), "{codex}");
+        let claude = claude_launch("claude".into(), None, read_only, None).unwrap();
+        let args = args_of(&claude);
+        assert!(args.contains("--permission-mode plan"), "{args}");
+        assert!(!args.contains("dangerously") && claude.env.iter().all(|(k, _)| k != "IS_SANDBOX"));
+        let opencode = opencode_launch(
+            "opencode".into(),
+            None,
+            (workdir.path(), None),
+            read_only,
+            None,
+        )
+        .unwrap();
+        assert!(args_of(&opencode).contains("--agent plan"));
+
+        request.read_only = false;
+        let bypass = Permissions::of(&request, true);
+        let codex = args_of(&codex_launch("codex".into(), None, bypass, None));
+        assert!(
+            codex.contains("--sandbox workspace-write --skip-git-repo-check"),
+            "{codex}"
+        );
+        assert!(
+            codex.contains("--dangerously-bypass-approvals-and-sandbox"),
+            "{codex}"
+        );
+        let opencode = opencode_launch(
+            "opencode".into(),
+            None,
+            (workdir.path(), None),
+            bypass,
+            None,
+        )
+        .unwrap();
+        assert!(!args_of(&opencode).contains("--agent"));
+    }
+
     #[test]
     fn codex_declares_the_bridge_in_overrides() {
         let dir = tempfile::tempdir().unwrap();
-        let launch = codex_launch("codex".into(), None, false, Some(&bridge(dir.path())));
+        let launch = codex_launch(
+            "codex".into(),
+            None,
+            Permissions::Default,
+            Some(&bridge(dir.path())),
+        );
         let args = args_of(&launch);
         for expected in [
             r#"mcp_servers.agent_runtime.command="/opt/agent-runtime""#,
@@ -832,15 +939,20 @@ mod tests {
             !holds_token(&launch),
             "the token is the bridge's, not codex's"
         );
-        let without = codex_launch("codex".into(), None, false, None);
+        let without = codex_launch("codex".into(), None, Permissions::Default, None);
         assert!(!args_of(&without).contains("mcp_servers"));
     }
 
     #[test]
     fn claude_code_reads_the_bridge_from_a_private_file() {
         let dir = tempfile::tempdir().unwrap();
-        let launch =
-            claude_launch("claude".into(), None, false, Some(&bridge(dir.path()))).unwrap();
+        let launch = claude_launch(
+            "claude".into(),
+            None,
+            Permissions::Default,
+            Some(&bridge(dir.path())),
+        )
+        .unwrap();
         let args = args_of(&launch);
         assert!(!args.contains(TOKEN) && !holds_token(&launch), "{args}");
         assert!(args.contains("--allowedTools mcp__agent_runtime"), "{args}");
@@ -855,21 +967,39 @@ mod tests {
         assert_eq!(server["env"]["AGENT_RUNTIME_RUN_ID"], "run_1");
         #[cfg(unix)]
         assert_eq!(mode_of(path), 0o600);
-        let without = claude_launch("claude".into(), None, false, None).unwrap();
+        let without = claude_launch("claude".into(), None, Permissions::Default, None).unwrap();
         assert!(!args_of(&without).contains("--mcp-config"));
     }
 
     #[test]
-    fn opencode_reads_the_bridge_from_a_config_of_its_own() {
+    fn opencode_reads_the_bridge_and_the_route_from_configs_outside_the_workdir() {
         let dir = tempfile::tempdir().unwrap();
         let workdir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let route = ModelRoute {
+            provider: "openai_compatible".into(),
+            model: "mock-model".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: Some(Secret::new("sk-route")),
+            controls: None,
+        };
         let launch = opencode_launch(
             "opencode".into(),
-            None,
-            workdir.path(),
+            Some(&route),
+            (workdir.path(), Some(home.path())),
+            Permissions::Default,
             Some(&bridge(dir.path())),
         )
         .unwrap();
+        assert_eq!(launch.model, "ar/mock-model");
+        // The route is the private home's global configuration, its key only named there.
+        let global = home.path().join(".config/opencode/opencode.json");
+        let global = read_json(global.to_str().unwrap());
+        assert_eq!(
+            global["provider"]["ar"]["options"]["baseURL"],
+            "http://127.0.0.1:9/v1"
+        );
+        assert!(!global.to_string().contains("sk-route"));
         let (_, path) = launch
             .env
             .iter()
@@ -888,7 +1018,14 @@ mod tests {
         assert_eq!(mode_of(&path), 0o600);
         assert!(!holds_token(&launch));
         assert_eq!(std::fs::read_dir(workdir.path()).unwrap().count(), 0);
-        let without = opencode_launch("opencode".into(), None, workdir.path(), None).unwrap();
+        let without = opencode_launch(
+            "opencode".into(),
+            None,
+            (workdir.path(), None),
+            Permissions::Default,
+            None,
+        )
+        .unwrap();
         assert!(without
             .env
             .iter()

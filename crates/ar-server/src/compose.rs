@@ -738,7 +738,8 @@ fn workspaces(
     let http = ar_tools::HttpWorkspaces::from_app_config(apps).context("workspace providers")?;
     let github = settings.github_api_base.as_ref().map(|url| url.as_str());
     let repository = ar_tools::RepositoryWorkspaces::from_app_config(apps, github)
-        .context("repository workspace providers")?;
+        .context("repository workspace providers")?
+        .with_github_token(settings.github_token.clone());
     if http.is_empty() && repository.is_empty() {
         return Ok(None);
     }

@@ -75,6 +75,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-process",
                 "ar-mcp",
                 "ar-test-support",
+                "ar-tools",
                 "ar-workspace",
             ][..],
         ),

@@ -365,6 +365,25 @@ impl WorkspaceProvider for WorkspaceRouter {
             .await
     }
 
+    async fn observe(&self, run: &WorkspaceRun, lease: &WorkspaceLease) -> Option<JsonMap> {
+        // Only repository checkouts have a state of their own to report.
+        self.route(&run.app_id, WorkspaceMode::Repository)
+            .ok()?
+            .observe(run, lease)
+            .await
+    }
+
+    async fn validate(
+        &self,
+        run: &WorkspaceRun,
+        mode: WorkspaceMode,
+        lease: &WorkspaceLease,
+    ) -> Result<(), WorkspaceError> {
+        self.route(&run.app_id, mode)?
+            .validate(run, mode, lease)
+            .await
+    }
+
     fn tools(
         &self,
         run: &WorkspaceRun,

@@ -140,7 +140,7 @@ fn bridged_calls(conv: &Conversation<'_>) -> Option<Reply> {
 
 /// The processes of the run (its CLI and the CLI's children, the bridge among them): pid →
 /// (command line, environment), each with NULs as spaces and newlines.
-fn run_processes(run_id: &str) -> HashMap<i32, (String, String)> {
+pub(crate) fn run_processes(run_id: &str) -> HashMap<i32, (String, String)> {
     let marker = format!("AGENT_RUNTIME_RUN_ID={run_id}");
     let mut found = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {

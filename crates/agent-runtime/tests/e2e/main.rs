@@ -10,6 +10,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_agent-runtime");
 
 mod callbacks;
 mod cli_bridge;
+mod cli_workspaces;
 mod config_cli;
 mod durability;
 mod embedded;

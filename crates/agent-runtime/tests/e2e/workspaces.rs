@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 
 use crate::BIN;
 
-const WS_TOKEN: &str = "workspace-token-e2e";
+pub(crate) const WS_TOKEN: &str = "workspace-token-e2e";
 
-fn env_with(
+pub(crate) fn env_with(
     dir: &std::path::Path,
     mock: &MockProvider,
     host: &WorkspaceHost,
@@ -58,13 +58,38 @@ async fn wait_event(server: &Server, run_id: &str, kind: &str) -> Vec<Value> {
     .await
 }
 
+/// A context endpoint answering every target with a summary and data of its own.
+async fn context_endpoint() -> String {
+    let answer = axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
+        axum::Json(
+            json!({"target": body["target"], "summary": "Login broken since Tuesday",
+                          "data": {"priority": "high"}}),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/context", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().route("/context", answer)).await
+    });
+    url
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_edits_the_host_workspace_and_the_host_finalizes_and_cleans_it() {
     let mock = MockProvider::start().await;
     let roots = tempfile::tempdir().expect("tempdir");
     let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let mut env = env_with(dir.path(), &mock, &host);
+    let extra = json!({"workspace_provider": {"base_url": host.url(), "token": WS_TOKEN},
+                       "context_endpoint": context_endpoint().await});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(&mock, extra).to_string(),
+    );
+    let server = Server::start(BIN, &env).await;
     let agent = workspace_agent(&server, "editor", "read_write", "never").await;
 
     mock.push(Reply::tool_call("list_directory", r#"{"path": "."}"#));
@@ -118,6 +143,14 @@ async fn a_run_edits_the_host_workspace_and_the_host_finalizes_and_cleans_it() {
     let prepare = &host.calls_of("prepare")[0];
     assert_eq!(prepare["workspace_mode"], "host_prepared");
     assert_eq!(prepare["runtime_kind"], "native_sdk");
+    // The run's target context, as the host's context endpoint gave it.
+    let context = &prepare["target_context"];
+    assert_eq!(
+        context["summary"], "Login broken since Tuesday",
+        "{prepare}"
+    );
+    assert_eq!(context["data"]["priority"], "high");
+    assert_eq!(context["target"]["id"], "T-42");
     assert_eq!(
         prepare["execution_config"]["workspace"]["access"],
         "read_write"
@@ -282,25 +315,16 @@ async fn the_model_edits_a_cloned_repository_and_the_run_commits_and_pushes_it()
     let mock = MockProvider::start().await;
     let roots = tempfile::tempdir().expect("tempdir");
     let bare = bare_remote(roots.path());
-    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
     const REPO_TOKEN: &str = "ghp-repo-secret-e2e";
-    host.set_repository_spec(json!({
+    let spec = json!({
         "provider": "github", "clone_url": format!("file://{}", bare.display()),
         "auth": {"type": "token", "token": REPO_TOKEN},
         "base_branch": "main", "work_branch": "agent/fix-login",
         "commit_identity": {"name": "Fix Bot", "email": "bot@example.com"},
         "finalize_policy": "push_branch", "metadata": {"commit_message": "Fix the login"}
-    }));
-    let checkouts = roots.path().join("checkouts");
+    });
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut env = sqlite_env(dir.path(), &mock);
-    let extra = json!({"workspace_provider": {"transport": "repository", "base_url": host.url(),
-                       "token": WS_TOKEN, "root_dir": checkouts}});
-    env.insert(
-        "AGENT_RUNTIME_APP_CONFIG".into(),
-        app_config(&mock, extra).to_string(),
-    );
-    let server = Server::start(BIN, &env).await;
+    let (server, host, checkouts) = repository_service(dir.path(), roots.path(), &mock, spec).await;
     let agent = server
         .agent(
             "committer",
@@ -405,5 +429,227 @@ async fn fetch_url_writes_its_output_path_into_the_runs_workspace() {
     assert_eq!(
         done["output_summary"]["files"]["page.txt"], "release notes, version 2\n",
         "{done}"
+    );
+}
+
+/// A run that breaks inside the engine (here: the store refuses the tool call's row, a
+/// trigger the test installs) fails with an internal error, and its workspace is still
+/// finalized `failed` and cleaned by policy: nothing is left half-done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_error_still_finalizes_and_cleans_the_workspace() {
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots.path()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(BIN, &env_with(dir.path(), &mock, &host)).await;
+    let agent = workspace_agent(&server, "doomed", "read_write", "never").await;
+    sqlite_execute(
+        dir.path(),
+        "CREATE TRIGGER refuse_tool_calls BEFORE INSERT ON tool_calls \
+         BEGIN SELECT RAISE(ABORT, 'injected store failure'); END;",
+    )
+    .await;
+
+    mock.push(Reply::tool_call("list_directory", r#"{"path": "."}"#));
+    mock.push(Reply::text("not reached"));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let failed = server.wait_status(&run_id, &["failed", "completed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let error = failed["error_message"].as_str().unwrap_or_default();
+    assert!(error.starts_with("internal error:"), "{error}");
+    assert_eq!(
+        failed["output_summary"]["finalized_outcome"], "failed",
+        "finalize's summary merged: {failed}"
+    );
+
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    let kinds = types(&events);
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap();
+    assert!(at("workspace.finalized") < at("run.failed"), "{kinds:?}");
+    assert!(at("run.failed") < at("workspace.cleaned"), "{kinds:?}");
+    let steps: Vec<String> = host.calls().into_iter().map(|(step, _)| step).collect();
+    assert_eq!(steps, ["prepare", "finalize", "cleanup"]);
+    assert_eq!(host.calls_of("finalize")[0]["outcome"], "failed");
+    assert_eq!(host.calls_of("cleanup")[0]["reason"], "failed");
+    assert!(!host.workspace_of(&run_id).exists());
+}
+
+/// A repository app whose host answers `spec`; the server, the host and the checkouts' root.
+async fn repository_service(
+    dir: &std::path::Path,
+    roots: &std::path::Path,
+    mock: &MockProvider,
+    spec: Value,
+) -> (Server, WorkspaceHost, std::path::PathBuf) {
+    let host = WorkspaceHost::start(Some(WS_TOKEN), roots).await;
+    host.set_repository_spec(spec);
+    let checkouts = roots.join("checkouts");
+    let mut env = sqlite_env(dir, mock);
+    let extra = json!({"workspace_provider": {"transport": "repository", "base_url": host.url(),
+                       "token": WS_TOKEN, "root_dir": checkouts}});
+    env.insert(
+        "AGENT_RUNTIME_APP_CONFIG".into(),
+        app_config(mock, extra).to_string(),
+    );
+    (Server::start(BIN, &env).await, host, checkouts)
+}
+
+async fn approve(server: &Server, run_id: &str) {
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/approve?app_id={APP}"),
+            json!({}),
+        )
+        .await;
+    assert!(status == 200 || status == 202, "approve: {status} {body}");
+}
+
+/// `create_branch` moves the run to a branch of its own: the lease and the run's metadata
+/// record it, the resume checks the checkout against it (and passes), and a checkout that was
+/// switched to another branch behind the run's back fails the resume with the contract's
+/// message — the workspace is finalized `failed` and cleaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_branch_is_recorded_and_a_resume_revalidates_the_checkout() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let bare = bare_remote(roots.path());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = json!({
+        "provider": "github", "clone_url": format!("file://{}", bare.display()),
+        "base_branch": "main", "work_branch": "agent/fix-login", "finalize_policy": "none"
+    });
+    let (server, host, checkouts) = repository_service(dir.path(), roots.path(), &mock, spec).await;
+    let agent = server
+        .agent(
+            "brancher",
+            json!({
+                "allowed_tools": ["create_branch", "write_file"],
+                "approval_mode": "mutating_tools",
+                "execution_config": {"workspace": {"mode": "repository"}},
+            }),
+        )
+        .await;
+    mock.push(Reply::tool_call(
+        "create_branch",
+        r#"{"name": "agent/second-try"}"#,
+    ));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let paused = server.wait_status(&run_id, &["paused", "failed"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval", "{paused}");
+
+    // Approved: the resume finds the checkout on agent/fix-login, as recorded; the branch is
+    // created and recorded before the next mutation waits.
+    mock.push(Reply::tool_call(
+        "write_file",
+        r#"{"path": "NOTES.md", "content": "try two\n"}"#,
+    ));
+    approve(&server, &run_id).await;
+    let paused = wait_for("the second approval", WAIT, || async {
+        let run = server.run(&run_id).await;
+        let waiting = run["status"] == "paused"
+            && run["workspace_lease"]["metadata"]["work_branch"] == "agent/second-try";
+        (waiting || run["status"] == "failed").then_some(run)
+    })
+    .await;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    assert_eq!(
+        paused["input"]["metadata"]["work_branch"],
+        "agent/second-try"
+    );
+    let checkout = checkouts.join(APP).join(&run_id);
+    assert_eq!(
+        git(&checkout, &["branch", "--show-current"]),
+        "agent/second-try"
+    );
+
+    // Someone switches the checkout back: the next resume refuses it.
+    git(&checkout, &["checkout", "--quiet", "agent/fix-login"]);
+    mock.push(Reply::text("not reached"));
+    approve(&server, &run_id).await;
+    let failed = server.wait_status(&run_id, &["failed", "completed"]).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let error = failed["error_message"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("workspace for this run is unavailable"),
+        "{error}"
+    );
+    assert!(error.contains("not the run's agent/second-try"), "{error}");
+    let events = wait_event(&server, &run_id, "workspace.cleaned").await;
+    assert!(types(&events).contains(&"workspace.finalized".to_string()));
+    let outcomes: Vec<Value> = host
+        .calls_of("finalize")
+        .iter()
+        .map(|call| call["outcome"].clone())
+        .collect();
+    assert_eq!(outcomes.last(), Some(&json!("failed")), "{outcomes:?}");
+    assert!(!checkout.exists(), "the checkout is cleaned up");
+}
+
+/// A read-only repository run whose checkout is gone when it resumes (another worker, a
+/// cleaned disk) clones it again instead of failing: it holds nothing of the run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_run_whose_checkout_is_gone_clones_it_again_on_resume() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let roots = tempfile::tempdir().expect("tempdir");
+    let bare = bare_remote(roots.path());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = json!({"clone_url": format!("file://{}", bare.display()), "base_branch": "main"});
+    let (server, host, checkouts) = repository_service(dir.path(), roots.path(), &mock, spec).await;
+    let agent = server
+        .agent(
+            "reader",
+            json!({
+                "allowed_tools": ["read_file", "request_user_input"],
+                "execution_config": {"workspace": {"mode": "repository", "access": "read_only"}},
+            }),
+        )
+        .await;
+    mock.push(Reply::tool_call(
+        "request_user_input",
+        json!({"questions": [{"id": "q", "question": "Which file?"}]}).to_string(),
+    ));
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let paused = server.wait_status(&run_id, &["paused", "failed"]).await;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let checkout = checkouts.join(APP).join(&run_id);
+    std::fs::remove_dir_all(&checkout).expect("the checkout was there");
+
+    mock.push(Reply::tool_call("read_file", r#"{"path": "README.md"}"#));
+    mock.push(Reply::text("It is the login service"));
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "reply", "content": "README.md"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let done = server.wait_status(&run_id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = server.events(&run_id).await;
+    let prepared = types(&events)
+        .iter()
+        .filter(|kind| *kind == "workspace.prepared")
+        .count();
+    assert_eq!(prepared, 2, "cloned again: {:?}", types(&events));
+    assert_eq!(host.calls_of("repository-spec").len(), 2);
+    let read = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_finished" && e["data"]["tool_name"] == "read_file")
+        .expect("read_file ran");
+    assert!(
+        read["data"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{read}"
     );
 }

@@ -37,6 +37,7 @@ fn codex_runtime(mock: &MockProvider, root: &Path) -> LocalRuntime {
             "-c".into(),
             "model_providers.mock.name=\"mock\"".into(),
         ],
+        ..CodexProvider::default()
     };
     LocalRuntime::empty(LocalConfig::new(root)).with_provider(Arc::new(provider))
 }

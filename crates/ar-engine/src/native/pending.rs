@@ -152,7 +152,16 @@ impl Engine {
     ) -> EngineResult<Flow> {
         let checkpoint = self.checkpoint(run, state);
         let now = self.now();
+        // A branch the call created or switched to is on the lease before anything else
+        // happens (an owner taking over revalidates against it).
+        let observed = match &ran {
+            Some(tool) if !output.is_error && crate::workspace::moves_head(&tool.name) => {
+                self.observe_workspace(run).await
+            }
+            _ => ar_core::JsonMap::new(),
+        };
         self.commit_step(run, |run, change| {
+            crate::workspace::apply_observed(run, &observed);
             if let Some(tool) = &ran {
                 let mut row = tool_call_record(
                     run,

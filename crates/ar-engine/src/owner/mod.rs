@@ -246,14 +246,35 @@ impl Engine {
         }
     }
 
-    /// Marks a non-terminal run failed (best effort; used when execution itself broke).
+    /// Marks a non-terminal run failed (best effort; used when execution itself broke). Its
+    /// workspace is finalized (`failed`) first, as on every other way a run ends; the owner
+    /// cleans it by policy when it stops.
     pub(crate) async fn fail_run(&self, app_id: &str, run_id: &str, message: &str) {
+        let now = self.now();
+        let mut build = |run: &mut Run, change: &mut ar_core::store::RunChange| {
+            crate::records::mark_failed(run, change, message, None, now)
+        };
+        let current = self
+            .deps()
+            .store
+            .get_run(app_id, run_id)
+            .await
+            .ok()
+            .flatten();
+        let finalized = match &current {
+            Some(run) if !run.is_terminal() => self.finalize_if_ending(run, &mut build).await,
+            _ => None,
+        };
         let result = self
-            .transact(app_id, run_id, None, |run, change| {
+            .transact(app_id, run_id, current, |run, change| {
                 if run.is_terminal() {
                     return Ok(Decide::Skip(()));
                 }
-                crate::records::mark_failed(run, change, message, None, self.now())?;
+                let unchanged = run.clone();
+                build(run, change)?;
+                if let Some(finalized) = &finalized {
+                    crate::workspace::apply_finalized(run, &unchanged, change, finalized, now)?;
+                }
                 Ok(Decide::Commit(()))
             })
             .await;

@@ -1,10 +1,10 @@
-//! The workspace opt-in and the cleanup policies.
+//! The workspace opt-in, the cleanup policies, and what an observation of the workspace records.
 
 use ar_core::workspace::{CleanupPolicy, CleanupReason, WorkspaceAccess, WorkspaceMode};
 use ar_core::{Agent, Run, RunStatus};
 use serde_json::json;
 
-use super::{cleanup_due, requested};
+use super::{apply_observed, cleanup_due, observed_changes, requested};
 
 fn agent(config: Option<serde_json::Value>) -> Agent {
     Agent {
@@ -120,4 +120,41 @@ fn cleanup_follows_the_policy() {
     );
     assert_eq!(cleanup_due(Manual, RunStatus::Completed), None);
     assert_eq!(cleanup_due(Always, RunStatus::Running), None);
+}
+
+/// Only what differs from the lease is recorded (a lease silent on `detached_head` is on its
+/// branch), on the lease and in the run's metadata alike.
+#[test]
+fn an_observation_records_what_changed_on_the_lease_and_the_run() {
+    let lease = ar_core::workspace::WorkspaceLease {
+        id: "repo_run_1".into(),
+        root_path: "/ws/run_1".into(),
+        metadata: json!({"work_branch": "agent/fix", "base_branch": "main"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        ..Default::default()
+    };
+    let same = json!({"work_branch": "agent/fix", "detached_head": false});
+    assert!(observed_changes(&lease, same.as_object().cloned().unwrap()).is_empty());
+    let moved = json!({"work_branch": "agent/second", "detached_head": false});
+    let changes = observed_changes(&lease, moved.as_object().cloned().unwrap());
+    assert_eq!(
+        serde_json::Value::Object(changes.clone()),
+        json!({"work_branch": "agent/second"})
+    );
+
+    let mut run = run(json!({"ticket": "T-1"}));
+    run.workspace_lease = Some(lease.to_value());
+    apply_observed(&mut run, &changes);
+    let recorded = run.workspace_lease.as_ref().unwrap();
+    assert_eq!(recorded["metadata"]["work_branch"], "agent/second");
+    assert_eq!(recorded["metadata"]["base_branch"], "main");
+    let metadata = run.input.metadata.as_ref().unwrap();
+    assert_eq!(metadata["work_branch"], "agent/second");
+    assert_eq!(metadata["ticket"], "T-1");
+
+    let detached = json!({"detached_head": true, "head_commit": "abc123"});
+    let changes = observed_changes(&lease, detached.as_object().cloned().unwrap());
+    assert_eq!(changes.len(), 2);
 }

@@ -219,6 +219,21 @@ pub fn base_env(dir: &Path) -> Env {
     env
 }
 
+/// Runs `sql` on the SQLite store of a service started with [`sqlite_env`] on `dir`, beside
+/// the running binary (WAL mode lets both in): how a test makes the store refuse a write.
+pub async fn sqlite_execute(dir: &Path, sql: &str) {
+    use sqlx::Connection as _;
+    let url = format!("sqlite://{}", dir.join("data").join("runtime.db").display());
+    let mut db = sqlx::SqliteConnection::connect(&url)
+        .await
+        .unwrap_or_else(|error| panic!("opening {url}: {error}"));
+    sqlx::raw_sql(sql)
+        .execute(&mut db)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    db.close().await.ok();
+}
+
 /// A configured service on the SQLite file `dir/data/runtime.db`, pointed at `mock`.
 pub fn sqlite_env(dir: &Path, mock: &MockProvider) -> Env {
     let mut env = base_env(dir);

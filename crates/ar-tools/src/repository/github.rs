@@ -33,56 +33,62 @@ pub fn owner_repo(clone_url: &str) -> Option<(String, String)> {
     (!owner.is_empty() && !repo.is_empty()).then_some((owner, repo))
 }
 
-/// Opens the pull request of `branch` into the base branch; `{number, url}`.
-pub async fn open_pr(
-    client: &reqwest::Client,
-    api: &str,
-    spec: &RepositoryWorkspaceSpec,
-    branch: &str,
-    title: &str,
-) -> Result<Value, WorkspaceError> {
-    let (owner, repo) = owner_repo(&spec.clone_url)
-        .ok_or_else(|| failed("the clone URL names no GitHub owner/repository"))?;
-    let token = spec
-        .auth
-        .as_ref()
-        .map(|a| a.token.as_str())
-        .unwrap_or_default();
-    if token.is_empty() {
-        return Err(failed(
-            "the repository spec carries no token for the GitHub API",
-        ));
+/// The GitHub REST API as one repository's calls see it: the API base and the token (the
+/// spec's own, else the deployment's `AGENT_RUNTIME_GITHUB_TOKEN|GITHUB_TOKEN|GH_TOKEN`).
+pub struct GitHub<'a> {
+    pub client: &'a reqwest::Client,
+    pub api: &'a str,
+    pub token: &'a str,
+}
+
+impl GitHub<'_> {
+    /// Opens the pull request of `branch` into the base branch; `{number, url}`.
+    pub async fn open_pr(
+        &self,
+        spec: &RepositoryWorkspaceSpec,
+        branch: &str,
+        title: &str,
+    ) -> Result<Value, WorkspaceError> {
+        let (owner, repo) = owner_repo(&spec.clone_url)
+            .ok_or_else(|| failed("the clone URL names no GitHub owner/repository"))?;
+        if self.token.is_empty() {
+            return Err(failed(
+                "no GitHub token: the repository spec's auth carries none and \
+                 AGENT_RUNTIME_GITHUB_TOKEN, GITHUB_TOKEN and GH_TOKEN are unset",
+            ));
+        }
+        let (client, api, token) = (self.client, self.api, self.token);
+        let base = if spec.base_branch.is_empty() {
+            "main"
+        } else {
+            &spec.base_branch
+        };
+        let body = json!({"title": title, "head": branch, "base": base,
+                          "body": "Opened by Agent Runtime."});
+        let response = client
+            .post(format!("{api}/repos/{owner}/{repo}/pulls"))
+            .timeout(Duration::from_secs(30))
+            .bearer_auth(token)
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .json(&body)
+            .send()
+            .await
+            .map_err(|err| failed(http::describe(&err)))?;
+        let status = response.status();
+        let bytes = http::read_limited(response)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        if status.as_u16() != 201 {
+            return Err(failed(format!(
+                "GitHub answered HTTP {}: {}",
+                status.as_u16(),
+                http::snippet(&bytes)
+            )));
+        }
+        let pr: Value = serde_json::from_slice(&bytes).map_err(|e| failed(e.to_string()))?;
+        Ok(json!({"number": pr["number"], "url": pr["html_url"]}))
     }
-    let base = if spec.base_branch.is_empty() {
-        "main"
-    } else {
-        &spec.base_branch
-    };
-    let body = json!({"title": title, "head": branch, "base": base,
-                      "body": "Opened by Agent Runtime."});
-    let response = client
-        .post(format!("{api}/repos/{owner}/{repo}/pulls"))
-        .timeout(Duration::from_secs(30))
-        .bearer_auth(token)
-        .header("accept", "application/vnd.github+json")
-        .header("x-github-api-version", "2022-11-28")
-        .json(&body)
-        .send()
-        .await
-        .map_err(|err| failed(http::describe(&err)))?;
-    let status = response.status();
-    let bytes = http::read_limited(response)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    if status.as_u16() != 201 {
-        return Err(failed(format!(
-            "GitHub answered HTTP {}: {}",
-            status.as_u16(),
-            http::snippet(&bytes)
-        )));
-    }
-    let pr: Value = serde_json::from_slice(&bytes).map_err(|e| failed(e.to_string()))?;
-    Ok(json!({"number": pr["number"], "url": pr["html_url"]}))
 }
 
 #[cfg(test)]

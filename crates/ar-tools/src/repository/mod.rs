@@ -9,6 +9,7 @@
 //! environment (`git.rs`), never in the clone URL, `.git/config`, the lease, logs or events;
 //! a push asks the host for the spec again instead of keeping them.
 
+pub mod bench;
 mod git;
 mod github;
 mod tools;
@@ -48,6 +49,9 @@ pub struct RepositoryWorkspaces {
     apps: std::sync::Arc<HashMap<String, RepoApp>>,
     /// `AGENT_RUNTIME_GITHUB_API_BASE` (default `https://api.github.com`), for `open_pr`.
     github_api: String,
+    /// The deployment's GitHub token (`AGENT_RUNTIME_GITHUB_TOKEN|GITHUB_TOKEN|GH_TOKEN`),
+    /// for REST calls whose spec's auth carries no token.
+    github_token: Option<ar_core::secret::Secret>,
 }
 
 impl std::fmt::Debug for RepositoryWorkspaces {
@@ -113,6 +117,7 @@ impl RepositoryWorkspaces {
                 .unwrap_or(github::DEFAULT_API_BASE)
                 .trim_end_matches('/')
                 .to_string(),
+            github_token: None,
         };
         for (app_id, app) in &config.apps {
             if let Some(provider) = &app.workspace_provider {
@@ -120,6 +125,25 @@ impl RepositoryWorkspaces {
             }
         }
         Ok(workspaces)
+    }
+
+    /// The deployment's GitHub token, used when a spec's auth carries none.
+    pub fn with_github_token(mut self, token: Option<ar_core::secret::Secret>) -> Self {
+        self.github_token = token.filter(|token| !token.expose().is_empty());
+        self
+    }
+
+    /// The GitHub API client of `spec`: its own token, else the deployment's.
+    fn github<'a>(&'a self, spec: &'a RepositoryWorkspaceSpec) -> github::GitHub<'a> {
+        let own = spec.auth.as_ref().map(|auth| auth.token.as_str());
+        let token = own
+            .filter(|token| !token.is_empty())
+            .or(self.github_token.as_ref().map(|token| token.expose()));
+        github::GitHub {
+            client: &self.client,
+            api: &self.github_api,
+            token: token.unwrap_or_default(),
+        }
     }
 
     /// Registers an app's provider; the `http` transport is served elsewhere.
@@ -325,6 +349,35 @@ impl WorkspaceProvider for RepositoryWorkspaces {
         })
     }
 
+    async fn observe(
+        &self,
+        _run: &ar_core::workspace::WorkspaceRun,
+        lease: &WorkspaceLease,
+    ) -> Option<JsonMap> {
+        let head = checkout_head(Path::new(&lease.root_path)).await.ok()?;
+        let mut observed = JsonMap::new();
+        match head {
+            Head::Branch(branch) => {
+                observed.insert("work_branch".into(), json!(branch));
+                observed.insert("detached_head".into(), json!(false));
+            }
+            Head::Detached(commit) => {
+                observed.insert("detached_head".into(), json!(true));
+                observed.insert("head_commit".into(), json!(commit));
+            }
+        }
+        Some(observed)
+    }
+
+    async fn validate(
+        &self,
+        _run: &ar_core::workspace::WorkspaceRun,
+        _mode: WorkspaceMode,
+        lease: &WorkspaceLease,
+    ) -> Result<(), WorkspaceError> {
+        validate_checkout(lease).await
+    }
+
     fn tools(
         &self,
         run: &ar_core::workspace::WorkspaceRun,
@@ -358,6 +411,73 @@ impl WorkspaceProvider for RepositoryWorkspaces {
             .post(&self.client, "cleanup", CALL_TIMEOUT, &body)
             .await?;
         Ok(())
+    }
+}
+
+/// Where a checkout's HEAD is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Head {
+    Branch(String),
+    /// Detached at this commit.
+    Detached(String),
+}
+
+async fn checkout_head(dir: &Path) -> Result<Head, GitError> {
+    let none = GitAuth::default();
+    let branch = git::run(dir, &none, &["branch", "--show-current"]).await?;
+    let branch = branch.trim();
+    if !branch.is_empty() {
+        return Ok(Head::Branch(branch.to_string()));
+    }
+    let commit = git::run(dir, &none, &["rev-parse", "HEAD"]).await?;
+    Ok(Head::Detached(commit.trim().to_string()))
+}
+
+/// A recorded checkout can be used again when its root is still a git checkout of the
+/// recorded remote, on the recorded branch (or detached, when the lease says it is).
+async fn validate_checkout(lease: &WorkspaceLease) -> Result<(), WorkspaceError> {
+    let gone = |reason: String| WorkspaceError::Root {
+        root: lease.root_path.clone(),
+        reason,
+    };
+    let dir = Path::new(&lease.root_path);
+    if !dir.is_dir() {
+        return Err(gone("it no longer exists".into()));
+    }
+    let none = GitAuth::default();
+    let top = git::run(dir, &none, &["rev-parse", "--show-toplevel"])
+        .await
+        .map_err(|_| gone("it is not a git checkout".into()))?;
+    if std::fs::canonicalize(top.trim()).ok() != std::fs::canonicalize(dir).ok() {
+        return Err(gone("it is not the top of a git checkout".into()));
+    }
+    let spec = recorded_spec(lease);
+    let origin = git::run(dir, &none, &["remote", "get-url", "origin"])
+        .await
+        .unwrap_or_default();
+    if !spec.clone_url.is_empty() && origin.trim() != spec.clone_url {
+        return Err(gone("its origin is not the recorded repository".into()));
+    }
+    let text = |key: &str| lease.metadata.get(key).and_then(Value::as_str);
+    let detached = lease.metadata.get("detached_head") == Some(&Value::Bool(true));
+    let head = checkout_head(dir)
+        .await
+        .map_err(|error| gone(error.to_string()))?;
+    match head {
+        Head::Branch(branch) if detached => Err(gone(format!(
+            "it is on branch {branch}, the run left it detached"
+        ))),
+        Head::Branch(branch) => match text("work_branch") {
+            Some(recorded) if recorded != branch => Err(gone(format!(
+                "it is on branch {branch}, not the run's {recorded}"
+            ))),
+            _ => Ok(()),
+        },
+        Head::Detached(_) if !detached => Err(gone(format!(
+            "its HEAD is detached, not on the run's branch {}",
+            text("work_branch").unwrap_or_default()
+        ))),
+        Head::Detached(_) => Ok(()),
     }
 }
 
@@ -423,8 +543,10 @@ impl RepositoryWorkspaces {
             .map_err(|e| failed("push", e))?;
         done["pushed"] = json!(true);
         if policy == "open_pr" {
-            let pr =
-                github::open_pr(&self.client, &self.github_api, &fresh, &branch, &message).await?;
+            let pr = self
+                .github(&fresh)
+                .open_pr(&fresh, &branch, &message)
+                .await?;
             done["pull_request"] = pr;
         }
         Ok(done)

@@ -461,3 +461,119 @@ async fn the_router_offers_the_repository_tools() {
     let tools = router.tools(&run("run_8"), &lease, WorkspaceAccess::ReadWrite);
     assert_eq!(tools.map(|t| t.definitions().len()), Some(4));
 }
+
+/// `create_branch` (or any switch) and a detached HEAD are what `observe` reports; a lease
+/// that records the branch the checkout is on validates, one whose checkout moved elsewhere,
+/// lost its origin or vanished does not.
+#[tokio::test]
+async fn the_checkout_head_is_observed_and_revalidated() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let bare = remote(root.path()).await;
+    let checkouts = root.path().join("checkouts");
+    let (workspaces, _host) = start(spec(&bare, "none"), &checkouts).await;
+    let mut lease = workspaces.prepare(&prepare("run_o")).await.unwrap();
+    let dir = PathBuf::from(&lease.root_path);
+    let mode = WorkspaceMode::Repository;
+    workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .unwrap();
+    let observed = workspaces.observe(&run("run_o"), &lease).await.unwrap();
+    assert_eq!(observed["work_branch"], "agent/fix-login");
+    assert_eq!(observed["detached_head"], false);
+
+    sh(&dir, &["checkout", "--quiet", "-b", "agent/second-try"]).await;
+    let error = workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("not the run's agent/fix-login"),
+        "{error}"
+    );
+    let observed = workspaces.observe(&run("run_o"), &lease).await.unwrap();
+    assert_eq!(observed["work_branch"], "agent/second-try");
+    lease.metadata.extend(observed);
+    workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .unwrap();
+
+    sh(&dir, &["checkout", "--quiet", "--detach"]).await;
+    let observed = workspaces.observe(&run("run_o"), &lease).await.unwrap();
+    assert_eq!(observed["detached_head"], true);
+    let head = sh(&dir, &["rev-parse", "HEAD"]).await;
+    assert_eq!(observed["head_commit"], head.as_str());
+    assert!(workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .is_err());
+    lease.metadata.extend(observed);
+    workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .unwrap();
+
+    sh(
+        &dir,
+        &["remote", "set-url", "origin", "file:///elsewhere.git"],
+    )
+    .await;
+    let error = workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("origin"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let error = workspaces
+        .validate(&run("run_o"), mode, &lease)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("no longer exists"), "{error}");
+}
+
+/// A spec whose auth has no token opens the pull request with the deployment's GitHub token;
+/// with neither, `open_pr` says which variables it looked for.
+#[tokio::test]
+async fn open_pr_falls_back_to_the_deployments_github_token() {
+    if !ar_test_support::require_cli("git") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let bare = remote(root.path()).await;
+    let checkouts = root.path().join("checkouts");
+    let mut without_token = spec(&bare, "open_pr");
+    without_token["auth"] = json!({"type": "none"});
+    let (workspaces, host) = start(without_token, &checkouts).await;
+    let lease = workspaces.prepare(&prepare("run_t")).await.unwrap();
+    std::fs::write(Path::new(&lease.root_path).join("fix.rs"), "fn fix() {}\n").unwrap();
+    let error = workspaces
+        .finalize(&finalize("run_t", &lease, FinalizeOutcome::Completed))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("GITHUB_TOKEN"), "{error}");
+
+    let workspaces =
+        workspaces.with_github_token(Some(ar_core::secret::Secret::new("ghp-deployment")));
+    // A branch of its own (the first run pushed agent/fix-login already).
+    host.spec.lock().unwrap()["work_branch"] = json!("agent/second");
+    let lease = workspaces.prepare(&prepare("run_t2")).await.unwrap();
+    std::fs::write(Path::new(&lease.root_path).join("fix.rs"), "fn fix() {}\n").unwrap();
+    let done = workspaces
+        .finalize(&finalize("run_t2", &lease, FinalizeOutcome::Completed))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.output_summary["repository"]["pull_request"]["number"],
+        17
+    );
+    let calls = host.calls.lock().unwrap().clone();
+    let (_, auth, _) = calls
+        .iter()
+        .find(|(step, _, _)| step.starts_with("pulls "))
+        .expect("the pull request was opened");
+    assert_eq!(auth.as_deref(), Some("Bearer ghp-deployment"));
+}

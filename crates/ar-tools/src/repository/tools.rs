@@ -10,7 +10,7 @@ use ar_core::RiskLevel;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{commit_all, git, github, recorded_spec, GitAuth, RepositoryWorkspaces};
+use super::{commit_all, git, recorded_spec, GitAuth, RepositoryWorkspaces};
 
 /// Most commits `list_commits` returns.
 const MAX_COMMITS: u64 = 200;
@@ -192,15 +192,11 @@ impl GitTools {
         } else {
             base
         };
-        github::open_pr(
-            &self.provider.client,
-            &self.provider.github_api,
-            &spec,
-            &branch,
-            &title,
-        )
-        .await
-        .map_err(|e| e.to_string())
+        self.provider
+            .github(&spec)
+            .open_pr(&spec, &branch, &title)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

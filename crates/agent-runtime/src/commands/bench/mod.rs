@@ -13,7 +13,7 @@ pub struct BenchArgs {
     /// Which benchmark: `service` (the 5-step agent over HTTP), `dispatch` (process dispatch
     /// overhead and streaming under load), `studio` (command stream latency and throughput) or
     /// `mcp` (the MCP client's overhead per tool call on a reused session) or `tools` (the
-    /// workspace tools: `read_file`, `ripgrep`, `run_command` overhead).
+    /// workspace tools: `read_file`, `ripgrep`, `run_command` overhead, a 1,000-commit clone).
     #[arg(default_value = "service")]
     pub which: String,
     /// Store backends to measure (`sqlite`, `postgres`, or `both`).
