@@ -488,11 +488,18 @@ const APP_KEY_READERS: &[Reader] = &[
         WORKSPACES,
         &["token: provider.token.clone()"],
     ),
-    reader("apps[].model_credential_callback", REFRESH, &[REFRESH_CALLBACK]),
+    reader(
+        "apps[].model_credential_callback",
+        REFRESH,
+        &[REFRESH_CALLBACK],
+    ),
     reader(
         "apps[].model_credential_callback.url",
         REFRESH,
-        &[REFRESH_CALLBACK, "let url = callback.url.as_str().to_string();"],
+        &[
+            REFRESH_CALLBACK,
+            "let url = callback.url.as_str().to_string();",
+        ],
     ),
     reader(
         "apps[].model_credential_callback.token",
