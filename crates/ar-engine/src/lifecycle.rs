@@ -652,6 +652,7 @@ impl Engine {
         }
         credential.validate(self.now())?;
         let provider = run.input.model.as_ref().map_or("", |m| m.provider.as_str());
+        credential.validate_for(provider)?;
         let current = self
             .deps()
             .store

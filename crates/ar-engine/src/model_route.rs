@@ -93,6 +93,55 @@ impl RunCredential {
     }
 }
 
+impl RunCredential {
+    /// The original's per-provider rules (`modelauth.Validate`): sizes, no line breaks or NULs,
+    /// an API key alone for the fixed providers, an expiring OAuth token bound to a connection
+    /// and an account for `openai_chatgpt`. `openai_compatible` follows its endpoint's auth mode
+    /// (checked with the endpoint).
+    pub fn validate_for(&self, provider: &str) -> EngineResult<()> {
+        if self.api_key.len() + self.access_token.len() > 65_536
+            || self.connection_id.len() > 512
+            || self.account_id.len() > 512
+        {
+            return Err(EngineError::invalid("model_credential exceeds size limit"));
+        }
+        let fields = [
+            &self.api_key,
+            &self.access_token,
+            &self.connection_id,
+            &self.account_id,
+        ];
+        if fields.iter().any(|f| f.contains(['\r', '\n', '\0'])) {
+            return Err(EngineError::invalid(
+                "model_credential fields must not contain line breaks or NUL",
+            ));
+        }
+        match provider {
+            "openai" | "anthropic" | "openrouter" | "openrouter_responses"
+                if self.credential_type != "api_key"
+                    || !self.access_token.is_empty()
+                    || !self.account_id.is_empty() =>
+            {
+                Err(EngineError::invalid(format!(
+                    "provider {provider} requires an api_key credential (no access_token or account_id)"
+                )))
+            }
+            "openai_chatgpt"
+                if self.credential_type != "oauth"
+                    || !self.api_key.is_empty()
+                    || self.connection_id.is_empty()
+                    || self.account_id.is_empty()
+                    || self.expires_at.is_none() =>
+            {
+                Err(EngineError::invalid(
+                    "provider openai_chatgpt requires an oauth credential with access_token, expires_at, account_id and connection_id",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Whether a credential expiring at `expires_at` (`None`: never) has expired at `now`.
 pub(crate) fn has_expired(expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
     matches!(expires_at, Some(expiry) if expiry <= now)
@@ -255,6 +304,9 @@ pub fn validate_run_model(
         normalized_controls(provider, controls, "model.controls")?;
     }
     validate_endpoint(policy, provider, model.endpoint.as_ref(), credential)?;
+    if let Some(credential) = credential {
+        credential.validate_for(provider)?;
+    }
     ensure_served(config, provider)
 }
 
@@ -530,6 +582,40 @@ mod tests {
             None,
             Some(&credential("oauth"))
         ));
+    }
+
+    #[test]
+    fn credentials_follow_the_providers_rules() {
+        let key = |api_key: &str| RunCredential {
+            credential_type: "api_key".into(),
+            api_key: api_key.into(),
+            ..RunCredential::default()
+        };
+        assert!(key("sk").validate_for("openai").is_ok());
+        assert!(key("sk\nX-Evil: 1").validate_for("openai").is_err());
+        assert!(key(&"k".repeat(70_000)).validate_for("anthropic").is_err());
+        let mut with_account = key("sk");
+        with_account.account_id = "acct".into();
+        assert!(with_account
+            .validate_for("openrouter")
+            .unwrap_err()
+            .to_string()
+            .contains("api_key credential"));
+        let oauth = RunCredential {
+            credential_type: "oauth".into(),
+            access_token: "at".into(),
+            connection_id: "conn".into(),
+            account_id: "acct".into(),
+            expires_at: Some(Utc::now()),
+            ..RunCredential::default()
+        };
+        assert!(oauth.validate_for("openai_chatgpt").is_ok());
+        let unbound = RunCredential {
+            account_id: String::new(),
+            ..oauth.clone()
+        };
+        assert!(unbound.validate_for("openai_chatgpt").is_err());
+        assert!(oauth.validate_for("openai").is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod nats;
 mod postgres;
 mod replicas;
 mod sdk_flow;
+mod secrets;
 mod skills;
 mod studio;
 mod workspaces;

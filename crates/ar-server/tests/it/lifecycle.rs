@@ -393,6 +393,8 @@ async fn run_with_slow_first_step(
         .await;
     let run_id = run["id"].as_str().unwrap().to_string();
     server.wait_status(&run_id, &["running"]).await;
+    // The first call is in flight (the mock holds it for `delay`).
+    wait_model_requests(&mock, 1).await;
     (mock, server, run_id)
 }
 
