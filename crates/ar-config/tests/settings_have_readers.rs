@@ -917,7 +917,7 @@ fn every_app_key_not_supported_yet_is_refused_when_set() {
         }
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
-    assert!(refused >= 2, "the refused app keys are declared");
+    assert!(refused >= 1, "the refused app keys are declared");
 }
 
 #[test]
