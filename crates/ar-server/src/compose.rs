@@ -431,6 +431,22 @@ fn v1_body() -> ar_events::RenderFn {
     Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default())
 }
 
+/// The client of app-health probes: ten seconds per probe.
+fn probe_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+}
+
+/// The apps' model credential refresh callbacks, when some app has one.
+fn credential_refresher(
+    apps: &AppConfig,
+) -> anyhow::Result<Option<Arc<dyn ar_core::host::CredentialRefresher>>> {
+    Ok(ar_tools::HttpCredentialRefresher::from_app_config(apps)
+        .context("model credential callbacks")?
+        .map(|refresher| Arc::new(refresher) as Arc<dyn ar_core::host::CredentialRefresher>))
+}
+
 /// The apps' skill providers, when some app has one: host skills are looked up through them.
 fn skill_lookup(apps: &AppConfig) -> anyhow::Result<Option<Arc<dyn ar_skills::SkillLookup>>> {
     Ok(ar_tools::HttpSkillProviders::from_app_config(apps)
@@ -583,11 +599,7 @@ impl Service {
             skills: skill_lookup(&apps)?,
             workspaces: workspaces(&apps, &settings)?,
             workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
-            credential_refresher: ar_tools::HttpCredentialRefresher::from_app_config(&apps)
-                .context("model credential callbacks")?
-                .map(|refresher| {
-                    Arc::new(refresher) as Arc<dyn ar_core::host::CredentialRefresher>
-                }),
+            credential_refresher: credential_refresher(&apps)?,
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
@@ -607,9 +619,7 @@ impl Service {
             apps: apps.clone(),
             service_token: auth.token.clone(),
             facts: Arc::new(runtime_facts(&settings, providers, &cli_kinds)),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()?,
+            http: probe_client()?,
             draining: CancellationToken::new(),
             mcp_providers: mcp_providers.clone(),
         };

@@ -355,6 +355,23 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// The error a request gets before any reply is chosen: a body that is not a JSON object, or
+/// a key [`MockProvider::reject_key`] named.
+fn refusal(shared: &Shared, body: &Value, headers: &HeaderMap) -> Option<ErrorReply> {
+    let (status, message) = if !body.is_object() {
+        (400, "mock provider: request body is not a JSON object")
+    } else if rejects(shared, headers) {
+        (401, "Incorrect API key provided (mock: rejected key)")
+    } else {
+        return None;
+    };
+    Some(ErrorReply {
+        status,
+        message: message.into(),
+        retry_after: None,
+    })
+}
+
 /// Whether the request carries a key [`MockProvider::reject_key`] named.
 fn rejects(shared: &Shared, headers: &HeaderMap) -> bool {
     let rejected = shared.rejected_keys.lock();
@@ -403,22 +420,8 @@ async fn model_request(
 ) -> Response {
     let body = parse_body(&bytes);
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed) + 1;
-    if !body.is_object() {
+    if let Some(err) = refusal(&shared, &body, &headers) {
         record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
-        let err = ErrorReply {
-            status: 400,
-            message: "mock provider: request body is not a JSON object".into(),
-            retry_after: None,
-        };
-        return error_response(wire, &err);
-    }
-    if rejects(&shared, &headers) {
-        record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
-        let err = ErrorReply {
-            status: 401,
-            message: "Incorrect API key provided (mock: rejected key)".into(),
-            retry_after: None,
-        };
         return error_response(wire, &err);
     }
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
