@@ -506,6 +506,8 @@ async fn steering_a_running_run_lands_after_the_tool_results() {
     let accepted = command_until(&server, cmd["command_id"].as_str().unwrap(), &["accepted"]).await;
     let run_id = accepted["run_id"].as_str().unwrap().to_string();
     wait_run(&server, &run_id, &["running"]).await;
+    // The first call is in flight (the mock holds it): the steer must wait for the next one.
+    wait_model_requests(&mock, 1).await;
     let (status, body) = server
         .post(
             &format!("/api/runs/{run_id}/steer"),
