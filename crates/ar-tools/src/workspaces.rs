@@ -218,6 +218,45 @@ pub(crate) struct Common {
     pub(crate) target: ar_wire::target::TargetRef,
 }
 
+/// The contract's finalize body, shared by both transports (`repository`: the redacted spec).
+pub(crate) fn finalize_body(
+    request: &FinalizeRequest,
+    repository: Option<ar_wire::host::RepositoryWorkspaceSpec>,
+    output_summary: JsonMap,
+) -> ar_wire::host::FinalizeWorkspaceRequest {
+    let c = common(&request.run);
+    ar_wire::host::FinalizeWorkspaceRequest {
+        app_id: c.app_id,
+        run_id: c.run_id,
+        agent_id: c.agent_id,
+        runtime_kind: c.runtime_kind,
+        target: c.target,
+        lease: wire_lease(&request.lease),
+        repository,
+        outcome: request.outcome.as_str().to_string(),
+        error_message: request.error_message.clone(),
+        output_summary: Some(Value::Object(output_summary)),
+    }
+}
+
+/// The contract's cleanup body, shared by both transports.
+pub(crate) fn cleanup_body(
+    request: &CleanupRequest,
+    repository: Option<ar_wire::host::RepositoryWorkspaceSpec>,
+) -> ar_wire::host::CleanupWorkspaceRequest {
+    let c = common(&request.run);
+    ar_wire::host::CleanupWorkspaceRequest {
+        app_id: c.app_id,
+        run_id: c.run_id,
+        agent_id: c.agent_id,
+        runtime_kind: c.runtime_kind,
+        target: c.target,
+        lease: wire_lease(&request.lease),
+        repository,
+        reason: request.reason.as_str().to_string(),
+    }
+}
+
 pub(crate) fn common(run: &WorkspaceRun) -> Common {
     Common {
         app_id: run.app_id.clone(),
@@ -265,19 +304,7 @@ impl WorkspaceProvider for HttpWorkspaces {
     }
 
     async fn finalize(&self, request: &FinalizeRequest) -> Result<FinalizeResult, WorkspaceError> {
-        let c = common(&request.run);
-        let body = ar_wire::host::FinalizeWorkspaceRequest {
-            app_id: c.app_id,
-            run_id: c.run_id,
-            agent_id: c.agent_id,
-            runtime_kind: c.runtime_kind,
-            target: c.target,
-            lease: wire_lease(&request.lease),
-            repository: None,
-            outcome: request.outcome.as_str().to_string(),
-            error_message: request.error_message.clone(),
-            output_summary: Some(Value::Object(request.output_summary.clone())),
-        };
+        let body = finalize_body(request, None, request.output_summary.clone());
         let answer: ar_wire::host::FinalizeWorkspaceResult =
             self.post(&request.run.app_id, "finalize", &body).await?;
         let output_summary = match answer.output_summary {
@@ -297,17 +324,7 @@ impl WorkspaceProvider for HttpWorkspaces {
     }
 
     async fn cleanup(&self, request: &CleanupRequest) -> Result<(), WorkspaceError> {
-        let c = common(&request.run);
-        let body = ar_wire::host::CleanupWorkspaceRequest {
-            app_id: c.app_id,
-            run_id: c.run_id,
-            agent_id: c.agent_id,
-            runtime_kind: c.runtime_kind,
-            target: c.target,
-            lease: wire_lease(&request.lease),
-            repository: None,
-            reason: request.reason.as_str().to_string(),
-        };
+        let body = cleanup_body(request, None);
         // The contract's answer is `{}`; whatever JSON the host sends is accepted.
         let _: Value = self.post(&request.run.app_id, "cleanup", &body).await?;
         Ok(())

@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 pub use git::{GitAuth, GitError};
 
 use crate::http::{self, ToolsError};
-use crate::workspaces::{common, prepare_body, wire_lease, Endpoint};
+use crate::workspaces::{cleanup_body, finalize_body, prepare_body, Endpoint};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -321,21 +321,9 @@ impl WorkspaceProvider for RepositoryWorkspaces {
             let delivered = self.deliver(request, &spec).await?;
             summary.insert("repository".into(), delivered);
         }
-        let c = common(&request.run);
         let mut output_summary = request.output_summary.clone();
         output_summary.extend(summary.clone());
-        let body = ar_wire::host::FinalizeWorkspaceRequest {
-            app_id: c.app_id,
-            run_id: c.run_id,
-            agent_id: c.agent_id,
-            runtime_kind: c.runtime_kind,
-            target: c.target,
-            lease: wire_lease(&request.lease),
-            repository: Some(spec),
-            outcome: request.outcome.as_str().to_string(),
-            error_message: request.error_message.clone(),
-            output_summary: Some(Value::Object(output_summary)),
-        };
+        let body = finalize_body(request, Some(spec), output_summary);
         let answer: ar_wire::host::FinalizeWorkspaceResult = app
             .endpoint
             .post(&self.client, "finalize", CALL_TIMEOUT, &body)
@@ -395,17 +383,7 @@ impl WorkspaceProvider for RepositoryWorkspaces {
         if dir.starts_with(&app.root_dir) && dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| failed("cleanup", e))?;
         }
-        let c = common(&request.run);
-        let body = ar_wire::host::CleanupWorkspaceRequest {
-            app_id: c.app_id,
-            run_id: c.run_id,
-            agent_id: c.agent_id,
-            runtime_kind: c.runtime_kind,
-            target: c.target,
-            lease: wire_lease(&request.lease),
-            repository: Some(recorded_spec(&request.lease)),
-            reason: request.reason.as_str().to_string(),
-        };
+        let body = cleanup_body(request, Some(recorded_spec(&request.lease)));
         let _: Value = app
             .endpoint
             .post(&self.client, "cleanup", CALL_TIMEOUT, &body)
