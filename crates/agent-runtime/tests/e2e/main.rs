@@ -14,6 +14,7 @@ mod cli_workspaces;
 mod config_cli;
 mod durability;
 mod embedded;
+mod fuzz;
 mod live_replicas;
 mod mcp_bridge;
 mod nats;
