@@ -26,6 +26,7 @@ use crate::routes;
 #[into_params(parameter_in = Query)]
 pub struct AppQuery {
     /// The host app.
+    #[param(example = "host_app")]
     pub app_id: String,
 }
 
@@ -34,6 +35,7 @@ pub struct AppQuery {
 #[into_params(parameter_in = Query)]
 pub struct OptionalAppQuery {
     /// The host app (the body's `app_id` when absent).
+    #[param(example = "host_app")]
     pub app_id: Option<String>,
 }
 
@@ -43,6 +45,7 @@ pub struct OptionalAppQuery {
 #[into_params(parameter_in = Query)]
 pub struct SearchQuery {
     /// The host app.
+    #[param(example = "host_app")]
     pub app_id: String,
     /// Text matched against the run's id, agent, target and instructions.
     pub q: Option<String>,
@@ -59,6 +62,7 @@ pub struct SearchQuery {
 #[into_params(parameter_in = Query)]
 pub struct EventStreamQuery {
     /// The host app.
+    #[param(example = "host_app")]
     pub app_id: String,
     /// Replay the events after this sequence number (`Last-Event-ID` wins when both are given).
     pub after_sequence: Option<String>,
@@ -69,6 +73,7 @@ pub struct EventStreamQuery {
 #[into_params(parameter_in = Query)]
 pub struct V2EventsQuery {
     /// The host app (its `event_protocol` must be `v2`).
+    #[param(example = "v2_app")]
     pub app_id: String,
     /// Events after this sequence number (not a whole number: 0).
     pub after_sequence: Option<String>,
@@ -143,23 +148,44 @@ Every route under `/v1` is also served under `/internal`; the run routes are als
 where `events` answers pages of v2 envelopes.",
     ),
     paths(
-        routes::meta::healthz, routes::meta::readyz, routes::meta::capabilities,
-        routes::meta::app_health, openapi_json,
-        routes::agents::list, routes::agents::create, routes::agents::get, routes::agents::upsert,
-        routes::runs::list, routes::runs::start, routes::runs::search, routes::runs::get,
-        routes::runs::execution, routes::runs::resume, routes::runs::approve,
-        routes::runs::request_changes, routes::runs::cancel, routes::runs::pause,
-        routes::runs::update_model_credential, routes::runs::revoke_model_credential,
-        routes::runs::update_mcp_credential, routes::runs::codex_auth_start,
+        routes::meta::healthz,
+        routes::meta::readyz,
+        routes::meta::capabilities,
+        routes::meta::app_health,
+        openapi_json,
+        routes::agents::list,
+        routes::agents::create,
+        routes::agents::get,
+        routes::agents::upsert,
+        routes::runs::list,
+        routes::runs::start,
+        routes::runs::search,
+        routes::runs::get,
+        routes::runs::execution,
+        routes::runs::resume,
+        routes::runs::approve,
+        routes::runs::request_changes,
+        routes::runs::cancel,
+        routes::runs::pause,
+        routes::runs::update_model_credential,
+        routes::runs::revoke_model_credential,
+        routes::runs::update_mcp_credential,
+        routes::runs::codex_auth_start,
         routes::runs::codex_auth_cancel,
-        routes::records::list_messages, routes::records::append_message,
-        routes::records::list_artifacts, routes::records::append_artifact,
-        routes::records::list_interactions, routes::records::list_tool_calls,
-        routes::records::list_tools, routes::records::call_tool,
-        routes::events::stream_v1, routes::events::history, routes::events::list_v2,
+        routes::records::list_messages,
+        routes::records::append_message,
+        routes::records::list_artifacts,
+        routes::records::append_artifact,
+        routes::records::list_interactions,
+        routes::records::list_tool_calls,
+        routes::records::list_tools,
+        routes::records::call_tool,
+        routes::events::stream_v1,
+        routes::events::history,
+        routes::events::list_v2,
         routes::events::stream_state,
     ),
-    components(schemas(ar_wire::ErrorBody)),
+    components(schemas(ar_wire::ErrorBody, ar_wire::Event))
 )]
 struct ApiDoc;
 
@@ -171,7 +197,7 @@ const PUBLIC_PATHS: &[&str] = &["/healthz", "/readyz", "/openapi.json"];
     responses((status = 200, description = "The OpenAPI 3.1 document of this API", body = Object)))]
 pub async fn openapi_json() -> Response {
     static DOCUMENT: OnceLock<Vec<u8>> = OnceLock::new();
-    let body = DOCUMENT.get_or_init(|| serde_json::to_vec(&document()).unwrap_or_default());
+    let body = DOCUMENT.get_or_init(|| serde_json::to_vec(&document_json()).unwrap_or_default());
     (
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -180,7 +206,43 @@ pub async fn openapi_json() -> Response {
         .into_response()
 }
 
-/// The whole document.
+/// The whole document as served: [`document`] with the event stream's frames described.
+pub fn document_json() -> Value {
+    let mut doc = serde_json::to_value(document()).unwrap_or_default();
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for item in paths.values_mut() {
+            let pointer = "/get/responses/200/content/text~1event-stream/schema";
+            if let Some(schema) = item.pointer_mut(pointer) {
+                *schema = sse_frame_schema();
+            }
+        }
+    }
+    doc
+}
+
+/// One server-sent event of a run stream: `id` (the sequence number; none on transient
+/// deltas), `event` (the event type) and `data`, a JSON envelope (persisted events) or a bare
+/// event (deltas).
+fn sse_frame_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "event": {"type": "string"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"anyOf": [
+                    {"$ref": "#/components/schemas/EventEnvelope"},
+                    {"$ref": "#/components/schemas/Event"},
+                ]},
+            },
+        },
+    })
+}
+
+/// The document as built from the annotations (see [`document_json`] for what is served).
 pub fn document() -> OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
@@ -279,11 +341,17 @@ fn add_common_errors(doc: &mut OpenApi) {
                 ("503", "The runtime is shutting down, or a provider this needs is not ready"),
             ];
             if run_route {
-                errors.push(("404", "No such run in this app, or a method this run route does not take"));
+                errors.push((
+                    "404",
+                    "No such run in this app, or a method this run route does not take",
+                ));
             }
             if method != "get" {
                 errors.push(("408", "The request body did not arrive in time"));
-                errors.push(("502", "A host endpoint this needs failed or answered garbage"));
+                errors.push((
+                    "502",
+                    "A host endpoint this needs failed or answered garbage",
+                ));
             }
             for (status, description) in errors {
                 operation
@@ -322,17 +390,58 @@ macro_rules! always_written {
 pub fn wire_defaults() -> Vec<(String, Value)> {
     use ar_wire::*;
     always_written![
-        Agent, SkillRef, AgentRunArtifact, AppendArtifactRequest, Capabilities,
-        ProviderCapability, StoreInfo, DurableInfo, SkillInfo, RunMCPCapability, AppSummary,
-        AppComponent, HealthResponse, CodexAuthState, ErrorBody, EventEnvelope, EventListResponse,
-        StreamStateSnapshot, AgentRunInteraction, RunMCPServer, RunMCPTool, RunMCPCredential,
-        UpdateRunMCPCredentialRequest, RunMCPCredentialUpdate, AgentRunMessage,
-        AppendMessageRequest, RunModel, ModelEndpoint, ModelControls, OpenRouterModelControls,
-        OpenRouterProviderPreferences, ModelCredential, UpdateRunModelCredentialRequest,
-        RunModelCredentialUpdate, AgentRun, RunInput, TurnPolicy, StartRunRequest,
-        ResumeRunRequest, RequestChangesRequest, RunPage, RunExecutionInfo, TargetRef,
-        TargetDisplay, Tool, ToolCall, ToolCallResult, ContentItem, RunToolCallRequest,
-        ToolListResponse, WorkspaceLease,
+        Agent,
+        SkillRef,
+        AgentRunArtifact,
+        AppendArtifactRequest,
+        Capabilities,
+        ProviderCapability,
+        StoreInfo,
+        DurableInfo,
+        SkillInfo,
+        RunMCPCapability,
+        AppSummary,
+        AppComponent,
+        HealthResponse,
+        CodexAuthState,
+        ErrorBody,
+        EventEnvelope,
+        EventListResponse,
+        StreamStateSnapshot,
+        Event,
+        AgentRunInteraction,
+        RunMCPServer,
+        RunMCPTool,
+        RunMCPCredential,
+        UpdateRunMCPCredentialRequest,
+        RunMCPCredentialUpdate,
+        AgentRunMessage,
+        AppendMessageRequest,
+        RunModel,
+        ModelEndpoint,
+        ModelControls,
+        OpenRouterModelControls,
+        OpenRouterProviderPreferences,
+        ModelCredential,
+        UpdateRunModelCredentialRequest,
+        RunModelCredentialUpdate,
+        AgentRun,
+        RunInput,
+        TurnPolicy,
+        StartRunRequest,
+        ResumeRunRequest,
+        RequestChangesRequest,
+        RunPage,
+        RunExecutionInfo,
+        TargetRef,
+        TargetDisplay,
+        Tool,
+        ToolCall,
+        ToolCallResult,
+        ContentItem,
+        RunToolCallRequest,
+        ToolListResponse,
+        WorkspaceLease,
     ]
 }
 

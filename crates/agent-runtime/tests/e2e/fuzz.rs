@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use ar_test_support::mock_provider::MockProvider;
+use ar_test_support::mock_provider::{MockProvider, Reply};
 use ar_test_support::service::*;
 
 use crate::BIN;
@@ -51,8 +51,13 @@ async fn schemathesis_finds_no_server_error_and_no_response_outside_the_document
     let dir = tempfile::tempdir().expect("tempdir");
     let mock = MockProvider::start().await;
     let server = Server::start(BIN, &sqlite_env(dir.path(), &mock)).await;
-    // Something for the fuzzer to find besides random ids: an agent and a paused run.
-    server.create_agent("helper", &["request_approval"]).await;
+    // Something real for the documented examples (`app_id=host_app`) to list and search: an
+    // agent and a completed run with its records.
+    mock.set_fallback(Some(Reply::text("Looked at it.")));
+    let agent = server.agent("helper", serde_json::json!({})).await;
+    let run = server.start_run(&mock, &agent, serde_json::json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    server.wait_status(&run_id, &["completed"]).await;
     let seconds = env_number("AR_FUZZ_SECONDS", 120);
     let seed = env_number("AR_FUZZ_SEED", 1);
     let har = dir.path().join("fuzz.har");
@@ -68,14 +73,18 @@ async fn schemathesis_finds_no_server_error_and_no_response_outside_the_document
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(entries.len() > 500, "only {} requests were tried", entries.len());
+    assert!(
+        entries.len() > 500,
+        "only {} requests were tried",
+        entries.len()
+    );
     let server_errors: Vec<String> = entries
         .iter()
         .filter(|entry| entry["response"]["status"].as_u64().unwrap_or(0) >= 500)
         .map(|entry| entry["request"]["url"].to_string())
         .collect();
     assert!(server_errors.is_empty(), "5xx answers: {server_errors:?}");
-    assert_nothing_made_by_rejected_requests(dir.path(), &entries).await;
+    assert_nothing_made_by_rejected_requests(dir.path(), &entries, &run_id).await;
     drop(server);
 }
 
@@ -111,14 +120,22 @@ async fn run_schemathesis(
 }
 
 fn har_entries(har: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(har)
-        .unwrap_or_else(|error| panic!("{}: {error}", har.display()));
+    let text =
+        std::fs::read_to_string(har).unwrap_or_else(|error| panic!("{}: {error}", har.display()));
     let har: Value = serde_json::from_str(&text).expect("HAR is JSON");
-    har["log"]["entries"].as_array().cloned().unwrap_or_default()
+    har["log"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The `id` of each answer of `method` to a path ending in `suffix` with one of `statuses`.
-fn ids_answered(entries: &[Value], method: &str, suffix: &str, statuses: &[u64]) -> BTreeSet<String> {
+fn ids_answered(
+    entries: &[Value],
+    method: &str,
+    suffix: &str,
+    statuses: &[u64],
+) -> BTreeSet<String> {
     entries
         .iter()
         .filter(|entry| entry["request"]["method"] == method)
@@ -136,15 +153,22 @@ fn ids_answered(entries: &[Value], method: &str, suffix: &str, statuses: &[u64])
         .collect()
 }
 
-async fn assert_nothing_made_by_rejected_requests(dir: &Path, entries: &[Value]) {
-    let started = ids_answered(entries, "POST", "/runs", &[202]);
-    let runs: BTreeSet<String> = sqlite_strings(dir, "SELECT id FROM runs").await.into_iter().collect();
+async fn assert_nothing_made_by_rejected_requests(dir: &Path, entries: &[Value], seeded_run: &str) {
+    let mut started = ids_answered(entries, "POST", "/runs", &[202]);
+    started.insert(seeded_run.to_string());
+    let runs: BTreeSet<String> = sqlite_strings(dir, "SELECT id FROM runs")
+        .await
+        .into_iter()
+        .collect();
     let stray: Vec<&String> = runs.difference(&started).collect();
     assert!(stray.is_empty(), "runs no 202 answered: {stray:?}");
     let mut agents = ids_answered(entries, "PUT", "", &[200, 201]);
     agents.extend(ids_answered(entries, "POST", "/agents", &[201]));
     agents.insert("helper".into());
-    let stored: BTreeSet<String> = sqlite_strings(dir, "SELECT id FROM agents").await.into_iter().collect();
+    let stored: BTreeSet<String> = sqlite_strings(dir, "SELECT id FROM agents")
+        .await
+        .into_iter()
+        .collect();
     let stray: Vec<&String> = stored.difference(&agents).collect();
     assert!(stray.is_empty(), "agents no 2xx answered: {stray:?}");
     println!(

@@ -13,7 +13,7 @@ use serde::de::{Deserializer, Error as _, Visitor};
 use serde_json::Value;
 
 fn document() -> Value {
-    serde_json::to_value(ar_server::openapi::document()).expect("document as JSON")
+    ar_server::openapi::document_json()
 }
 
 /// The methods of each documented path.
@@ -35,7 +35,10 @@ fn mounted_routes() -> Vec<(String, BTreeSet<String>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut routes = Vec::new();
     for file in source_files(&dir) {
-        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if name.starts_with("studio_") {
             continue;
         }
@@ -186,17 +189,58 @@ macro_rules! wire_types {
 fn every_schema_has_exactly_its_wire_types_fields() {
     use ar_wire::*;
     let read: BTreeMap<String, BTreeSet<String>> = wire_types![
-        Agent, SkillRef, AgentRunArtifact, AppendArtifactRequest, Capabilities,
-        ProviderCapability, StoreInfo, DurableInfo, SkillInfo, RunMCPCapability, AppSummary,
-        AppComponent, HealthResponse, CodexAuthState, ErrorBody, EventEnvelope, EventListResponse,
-        StreamStateSnapshot, AgentRunInteraction, RunMCPServer, RunMCPTool, RunMCPCredential,
-        UpdateRunMCPCredentialRequest, RunMCPCredentialUpdate, AgentRunMessage,
-        AppendMessageRequest, RunModel, ModelEndpoint, ModelControls, OpenRouterModelControls,
-        OpenRouterProviderPreferences, ModelCredential, UpdateRunModelCredentialRequest,
-        RunModelCredentialUpdate, AgentRun, RunInput, TurnPolicy, StartRunRequest,
-        ResumeRunRequest, RequestChangesRequest, RunPage, RunExecutionInfo, TargetRef,
-        TargetDisplay, Tool, ToolCall, ToolCallResult, ContentItem, RunToolCallRequest,
-        ToolListResponse, WorkspaceLease,
+        Agent,
+        SkillRef,
+        AgentRunArtifact,
+        AppendArtifactRequest,
+        Capabilities,
+        ProviderCapability,
+        StoreInfo,
+        DurableInfo,
+        SkillInfo,
+        RunMCPCapability,
+        AppSummary,
+        AppComponent,
+        HealthResponse,
+        CodexAuthState,
+        ErrorBody,
+        EventEnvelope,
+        EventListResponse,
+        StreamStateSnapshot,
+        Event,
+        AgentRunInteraction,
+        RunMCPServer,
+        RunMCPTool,
+        RunMCPCredential,
+        UpdateRunMCPCredentialRequest,
+        RunMCPCredentialUpdate,
+        AgentRunMessage,
+        AppendMessageRequest,
+        RunModel,
+        ModelEndpoint,
+        ModelControls,
+        OpenRouterModelControls,
+        OpenRouterProviderPreferences,
+        ModelCredential,
+        UpdateRunModelCredentialRequest,
+        RunModelCredentialUpdate,
+        AgentRun,
+        RunInput,
+        TurnPolicy,
+        StartRunRequest,
+        ResumeRunRequest,
+        RequestChangesRequest,
+        RunPage,
+        RunExecutionInfo,
+        TargetRef,
+        TargetDisplay,
+        Tool,
+        ToolCall,
+        ToolCallResult,
+        ContentItem,
+        RunToolCallRequest,
+        ToolListResponse,
+        WorkspaceLease,
     ]
     .into_iter()
     .collect();
@@ -219,7 +263,12 @@ fn every_schema_has_exactly_its_wire_types_fields() {
         assert_eq!(&properties, fields, "schema {name} against ar_wire::{name}");
         let required: BTreeSet<String> = schema["required"]
             .as_array()
-            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         let always: BTreeSet<String> = written[name]
             .as_object()
@@ -228,7 +277,10 @@ fn every_schema_has_exactly_its_wire_types_fields() {
         assert_eq!(required, always, "required fields of {name}");
     }
     for name in read.keys() {
-        assert!(schemas.contains_key(name), "ar_wire::{name} is not in the document");
+        assert!(
+            schemas.contains_key(name),
+            "ar_wire::{name} is not in the document"
+        );
     }
 }
 
@@ -246,7 +298,10 @@ fn the_document_is_openapi_3_1_with_unique_operations_and_resolvable_refs() {
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, operation) in item.as_object().expect("item") {
             let id = operation["operationId"].as_str().unwrap_or_default();
-            assert!(ids.insert(id.to_string()), "{method} {path}: duplicate id {id}");
+            assert!(
+                ids.insert(id.to_string()),
+                "{method} {path}: duplicate id {id}"
+            );
             let errors = operation["responses"].as_object().expect("responses");
             if !["/healthz", "/readyz", "/openapi.json", "/metrics"].contains(&path.as_str()) {
                 assert!(errors.contains_key("401"), "{method} {path} lacks its 401");
