@@ -982,6 +982,7 @@ mod tests {
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key: Some(Secret::new("sk-route")),
             controls: None,
+            account_id: None,
         };
         let launch = opencode_launch(
             "opencode".into(),
