@@ -205,6 +205,8 @@ pub trait Store: Send + Sync + 'static {
     async fn list_runs(&self, app_id: &str) -> StoreResult<Vec<Run>>;
     /// A page of runs (newest first) and the total count matching.
     async fn search_runs(&self, search: &RunSearch) -> StoreResult<(Vec<Run>, i64)>;
+    /// How many runs of every app have each status (statuses no run has are left out).
+    async fn count_runs_by_status(&self) -> StoreResult<Vec<(RunStatus, i64)>>;
     /// Applies a change atomically. `Conflict` when `expected_version` is stale.
     async fn commit(&self, change: RunChange) -> StoreResult<Committed>;
 

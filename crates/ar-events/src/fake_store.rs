@@ -97,6 +97,9 @@ impl Store for FakeStore {
     async fn search_runs(&self, _: &RunSearch) -> StoreResult<(Vec<Run>, i64)> {
         unsupported()
     }
+    async fn count_runs_by_status(&self) -> StoreResult<Vec<(ar_core::RunStatus, i64)>> {
+        unsupported()
+    }
     async fn commit(&self, _: RunChange) -> StoreResult<Committed> {
         unsupported()
     }

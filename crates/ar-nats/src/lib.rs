@@ -32,4 +32,4 @@ mod sink;
 mod thread;
 
 pub use message::{Renderers, Routes};
-pub use sink::{NatsError, NatsOptions, NatsSink, Stats, Tuning};
+pub use sink::{cursor_name, NatsError, NatsOptions, NatsSink, Stats, Tuning};

@@ -25,6 +25,9 @@ use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::model::MeteredModels;
+use crate::metrics::store::MeteredStore;
+use crate::metrics::Metrics;
 use crate::state::{AppState, RuntimeFacts};
 
 /// What the other replicas send, as the link's adapter receives it.
@@ -603,7 +606,9 @@ impl Service {
     ) -> anyhow::Result<Service> {
         let dir = data_dir(&settings);
         let auth = resolve_auth(&settings, listen_addr, &dir)?;
-        let store = open_store(&settings.store).await?;
+        let metrics = Arc::new(Metrics::new());
+        watch_outboxes(&metrics, &settings.events, &settings.app_config);
+        let store = MeteredStore::wrap(open_store(&settings.store).await?, metrics.clone());
         let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
@@ -629,7 +634,10 @@ impl Service {
         let deps = EngineDeps {
             store: store.clone(),
             bus: event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref()),
-            models: Arc::new(ar_llm::LlmClient::new().context("model client")?),
+            models: MeteredModels::wrap(
+                Arc::new(ar_llm::LlmClient::new().context("model client")?),
+                metrics.clone(),
+            ),
             tools: Arc::new(tools),
             context: Arc::new(context),
             clock: Arc::new(SystemClock),
@@ -664,6 +672,7 @@ impl Service {
             http: probe_client()?,
             draining: CancellationToken::new(),
             mcp_providers: mcp_providers.clone(),
+            metrics: metrics.clone(),
         };
         let studio = crate::studio_embed::EmbeddedStudio::new(
             engine.clone(),
@@ -811,6 +820,22 @@ fn workspaces(
 /// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with
 /// `callback`), delivered through the durable outbox. Their cursors are made before the
 /// service takes a request, so no event committed from then on is missed.
+/// Names every outbox cursor (the apps' callbacks, the global callback, the NATS sink) so
+/// `/metrics` reports its lag.
+fn watch_outboxes(metrics: &Metrics, events: &EventSettings, apps: &AppConfig) {
+    for (app_id, app) in &apps.apps {
+        for callback in &app.event_callbacks {
+            metrics.watch_outbox(callback.cursor_name(app_id));
+        }
+    }
+    if let Some(global) = &events.callback {
+        metrics.watch_outbox(global.cursor_name());
+    }
+    if let Some(nats) = &events.nats {
+        metrics.watch_outbox(ar_nats::cursor_name(&nats.stream));
+    }
+}
+
 async fn start_callbacks(
     apps: &AppConfig,
     global: Option<&GlobalCallbackSettings>,

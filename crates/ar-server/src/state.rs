@@ -34,6 +34,8 @@ pub struct AppState {
     pub draining: CancellationToken,
     /// The apps' MCP providers (their health and the readiness they hold).
     pub mcp_providers: Arc<ar_tools::McpProviders>,
+    /// What `/metrics` reports.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {

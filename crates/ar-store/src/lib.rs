@@ -83,3 +83,17 @@ pub async fn open(
         other => Err(ConnectError::UnknownDriver(other.to_string())),
     }
 }
+
+/// Status counts as read from a store, each status parsed (an unknown one is corrupt data).
+fn statuses_counted(
+    counts: Vec<(String, i64)>,
+) -> ar_core::store::StoreResult<Vec<(ar_core::RunStatus, i64)>> {
+    counts
+        .into_iter()
+        .map(|(status, count)| {
+            ar_core::RunStatus::parse(&status)
+                .map(|status| (status, count))
+                .map_err(|_| ar_core::store::StoreError::Corrupt(format!("run status {status:?}")))
+        })
+        .collect()
+}

@@ -824,6 +824,16 @@ impl Store for PostgresStore {
         rows.iter().map(codec::run_from).collect()
     }
 
+    async fn count_runs_by_status(&self) -> StoreResult<Vec<(RunStatus, i64)>> {
+        let mut lane = self.pool.get("postgres: count runs by status").await?;
+        let counts: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, COUNT(*) FROM runs GROUP BY status")
+                .fetch_all(lane.conn())
+                .await
+                .map_err(|error| lane.fail("postgres: count runs by status", error))?;
+        crate::statuses_counted(counts)
+    }
+
     async fn search_runs(&self, search: &RunSearch) -> StoreResult<(Vec<Run>, i64)> {
         let needle = search_needle(&search.query);
         let status = search.status.map(RunStatus::as_str);

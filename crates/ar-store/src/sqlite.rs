@@ -542,6 +542,8 @@ static SEARCH_PAGE: Select = Select {
 static SEARCH_COUNT: LazyLock<String> =
     LazyLock::new(|| format!("SELECT COUNT(*) FROM runs WHERE {SEARCH_FILTER}"));
 
+const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM runs GROUP BY status";
+
 static LIST_MESSAGES: Select = select!(
     MESSAGE_COLUMNS,
     "FROM messages WHERE run_id = ?1 AND app_id = ?2 ORDER BY sequence_no"
@@ -774,6 +776,17 @@ impl Store for SqliteStore {
             Ok((runs, total))
         })
         .await
+    }
+
+    async fn count_runs_by_status(&self) -> StoreResult<Vec<(RunStatus, i64)>> {
+        let counts: Vec<(String, i64)> = self
+            .read("sqlite: count runs by status", |conn| {
+                let mut statement = conn.prepare_cached(COUNT_BY_STATUS)?;
+                let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await?;
+        crate::statuses_counted(counts)
     }
 
     async fn commit(&self, change: RunChange) -> StoreResult<Committed> {

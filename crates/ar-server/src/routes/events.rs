@@ -72,7 +72,9 @@ pub async fn stream_v1(
         cursor,
         run_state,
     );
+    let open = state.metrics.sse_stream();
     let frames = events.map(move |event| {
+        let _counted = &open;
         let terminal = matches!(&*event, LiveEvent::Persisted(stored) if stored.kind.is_terminal());
         (frame_for(&event, v2), terminal)
     });

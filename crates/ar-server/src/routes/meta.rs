@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::params::Params;
 use crate::convert::tool_to_wire;
@@ -231,6 +231,23 @@ pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiRes
         ..Default::default()
     });
     Ok(json(StatusCode::OK, &summary))
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "meta",
+    responses((status = 200, description = "Prometheus metrics (OpenMetrics text): runs by status, run, step, model call, tool call and store commit latencies, tokens by provider, SSE streams open, outbox lag",
+               content_type = "application/openmetrics-text", body = String)))]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let appended = *state.bus.appended_signal().borrow();
+    let text = state.metrics.render(state.store.as_ref(), appended).await;
+    (
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        text,
+    )
+        .into_response()
 }
 
 /// The built-in skills, as `Capabilities.skills` lists them.

@@ -134,6 +134,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/v1", api_routes())
         .nest("/internal", api_routes())
         .nest("/v2", run_routes(EventsRoute::V2))
+        .route("/metrics", get(meta::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(meta::healthz))

@@ -13,6 +13,7 @@ mod host_tools;
 mod lifecycle;
 mod mcp;
 mod mcp_providers;
+mod metrics;
 mod native_loop;
 mod nats;
 mod nul;

@@ -52,15 +52,22 @@ fn mounted_routes() -> Vec<(String, BTreeSet<String>)> {
             let call = chunk.split([';']).next().unwrap_or_default();
             let methods = ["get", "post", "put", "delete", "patch"]
                 .into_iter()
-                .filter(|method| {
-                    call.contains(&format!("({method}(")) || call.contains(&format!(".{method}("))
-                })
+                .filter(|method| calls_method(call, method))
                 .map(str::to_string)
                 .collect();
             routes.push((path, methods));
         }
     }
     routes
+}
+
+/// Whether `code` calls `method(` as a function or a method (not as the tail of a name).
+fn calls_method(code: &str, method: &str) -> bool {
+    let call = format!("{method}(");
+    code.match_indices(&call).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
 }
 
 fn source_files(dir: &Path) -> Vec<std::path::PathBuf> {
