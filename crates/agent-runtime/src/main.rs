@@ -2,6 +2,7 @@
 //! off to the library crates. Nothing here is worth testing on its own.
 
 mod commands;
+mod telemetry;
 
 /// mimalloc: the service allocates many short-lived strings and JSON values per step; glibc's
 /// malloc spent ~16% of the server's CPU in the 5-step benchmark.
@@ -57,12 +58,8 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    // Colours only on a terminal: piped or collected logs stay plain text.
-    tracing_subscriber::fmt()
-        .with_env_filter(log_filter())
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs on stderr; traces over OTLP when configured (flushed when this guard drops).
+    let _telemetry = telemetry::init(log_filter());
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if matches!(cli.command, Command::Serve) {
         match ar_config::env::worker_threads(|name| std::env::var(name).ok()) {

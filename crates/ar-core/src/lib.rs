@@ -24,6 +24,7 @@ pub mod secret;
 pub mod store;
 pub mod studio;
 pub mod tool;
+pub mod trace;
 pub mod usage;
 pub mod workspace;
 

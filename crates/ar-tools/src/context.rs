@@ -74,9 +74,7 @@ impl ContextProvider for HttpContextProvider {
             trigger: request.trigger.clone().unwrap_or_default(),
             metadata: request.metadata.clone().unwrap_or_default(),
         };
-        let mut call = self
-            .client
-            .post(&self.url)
+        let mut call = http::traced(self.client.post(&self.url))
             .timeout(self.timeout)
             .json(&body);
         if let Some(token) = &self.token {

@@ -173,9 +173,7 @@ impl HostToolHost {
             command_name: command.command_name.clone(),
             input: Some(input),
         };
-        let mut request = self
-            .client
-            .post(&client.execute_url)
+        let mut request = crate::http::traced(self.client.post(&client.execute_url))
             .timeout(self.timeout)
             .json(&body);
         if let Some(token) = &client.token {

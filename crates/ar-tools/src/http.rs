@@ -38,6 +38,15 @@ pub(crate) enum ReadError {
 }
 
 /// Reads the body, refusing more than [`MAX_RESPONSE_BYTES`].
+/// A host callback carries the trace context of the step that makes it (`traceparent`, when
+/// traces are exported), so the host's own spans join the run's trace.
+pub(crate) fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match ar_core::trace::traceparent() {
+        Some(parent) => request.header(ar_core::trace::TRACEPARENT, parent),
+        None => request,
+    }
+}
+
 pub(crate) async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, ReadError> {
     if response
         .content_length()

@@ -124,8 +124,8 @@ impl Endpoint {
         timeout: Duration,
         body: &B,
     ) -> Result<T, WorkspaceError> {
-        let mut request = client
-            .post(format!("{}/{step}", self.base_url.trim_end_matches('/')))
+        let url = format!("{}/{step}", self.base_url.trim_end_matches('/'));
+        let mut request = crate::http::traced(client.post(url))
             .timeout(timeout)
             .json(body);
         if let Some(token) = &self.token {

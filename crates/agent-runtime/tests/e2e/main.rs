@@ -25,4 +25,5 @@ mod sdk_flow;
 mod secrets;
 mod skills;
 mod studio;
+mod traces;
 mod workspaces;

@@ -384,26 +384,24 @@ impl Engine {
                 tools: specs.clone(),
                 max_output_tokens: None,
             };
-            let Some((response, marks)) = self
-                .model_step(&mut run, &state, (&request, &mut route), owner)
-                .await?
-            else {
-                return Ok(());
+            // One trace per step: its model call, tool calls and commits are its spans.
+            let span = tracing::trace_span!(target: ar_core::trace::TARGET, "run_step",
+                app_id = %run.app_id, run_id = %run.id, step = state.step + 1);
+            let step = async {
+                let Some((response, marks)) = self
+                    .model_step(&mut run, &state, (&request, &mut route), owner)
+                    .await?
+                else {
+                    return Ok(Flow::Stop);
+                };
+                state.step += 1;
+                state.turn_steps += 1;
+                state.usage.add(&response.usage);
+                let tools = (tools.as_slice(), &skills);
+                self.handle_response(&mut run, &agent, tools, &mut state, response, marks)
+                    .await
             };
-            state.step += 1;
-            state.turn_steps += 1;
-            state.usage.add(&response.usage);
-            if let Flow::Stop = self
-                .handle_response(
-                    &mut run,
-                    &agent,
-                    (tools.as_slice(), &skills),
-                    &mut state,
-                    response,
-                    marks,
-                )
-                .await?
-            {
+            if let Flow::Stop = tracing::Instrument::instrument(step, span).await? {
                 return Ok(());
             }
         }
@@ -656,6 +654,18 @@ impl Engine {
 
     /// Runs one tool: through the run's MCP server that grants it, else the tool host.
     pub(crate) async fn run_tool(
+        &self,
+        run: &Run,
+        context: &ar_core::tool::ToolContext,
+        tool: &ToolDefinition,
+        input: Value,
+    ) -> ToolRun {
+        let span = tracing::trace_span!(target: ar_core::trace::TARGET, "tool_call",
+            tool = %tool.name, run_id = %run.id);
+        tracing::Instrument::instrument(self.run_tool_here(run, context, tool, input), span).await
+    }
+
+    async fn run_tool_here(
         &self,
         run: &Run,
         context: &ar_core::tool::ToolContext,

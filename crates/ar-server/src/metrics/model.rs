@@ -30,7 +30,15 @@ impl ModelClient for MeteredModels {
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
-        let answer = self.inner.complete(route, request, on_delta).await;
+        let span = tracing::trace_span!(target: ar_core::trace::TARGET, "model_call",
+            provider = %route.provider, model = %route.model,
+            input_tokens = tracing::field::Empty, output_tokens = tracing::field::Empty);
+        let call = self.inner.complete(route, request, on_delta);
+        let answer = tracing::Instrument::instrument(call, span.clone()).await;
+        if let Ok(response) = &answer {
+            span.record("input_tokens", response.usage.input_tokens);
+            span.record("output_tokens", response.usage.output_tokens);
+        }
         let seconds = started.elapsed().as_secs_f64();
         let provider = route.provider.clone();
         let metrics = &self.metrics;

@@ -192,7 +192,9 @@ impl Store for MeteredStore {
     async fn commit(&self, change: RunChange) -> StoreResult<Committed> {
         let seen = Seen::of(&change);
         let started = Instant::now();
-        let committed = self.inner.commit(change).await?;
+        let span = tracing::trace_span!(target: ar_core::trace::TARGET, "store_commit",
+            run_id = %change.run_id, events = change.events.len());
+        let committed = tracing::Instrument::instrument(self.inner.commit(change), span).await?;
         self.observe(seen, started);
         Ok(committed)
     }

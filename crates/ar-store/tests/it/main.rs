@@ -24,6 +24,7 @@ conformance! {
     runs::run_app_scoping,
     runs::run_list_newest_first,
     runs::run_search_and_pagination,
+    runs::runs_counted_by_status,
     commit::commit_version_guard,
     commit::commit_without_run_keeps_version,
     commit::commit_assigns_sequences,

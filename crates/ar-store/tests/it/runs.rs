@@ -379,3 +379,21 @@ pub async fn run_search_and_pagination(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(total, 0);
 }
+
+pub async fn runs_counted_by_status(store: Arc<dyn Store>) {
+    assert!(store.count_runs_by_status().await.unwrap().is_empty());
+    for index in 0..5_i64 {
+        let app = if index < 3 { "app-a" } else { "app-b" };
+        let mut run = run(app, &format!("count-{index}"), index);
+        if index % 2 == 0 {
+            set_status(&mut run, RunStatus::Running);
+        }
+        create(store.as_ref(), &run).await;
+    }
+    let mut counts = store.count_runs_by_status().await.unwrap();
+    counts.sort_by_key(|(status, _)| status.as_str());
+    let queued = run("x", "count-x", 0).status();
+    let mut expected = vec![(RunStatus::Running, 3), (queued, 2)];
+    expected.sort_by_key(|(status, _)| status.as_str());
+    assert_eq!(counts, expected, "every app's runs, by status");
+}
