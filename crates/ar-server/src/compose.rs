@@ -606,9 +606,7 @@ impl Service {
     ) -> anyhow::Result<Service> {
         let dir = data_dir(&settings);
         let auth = resolve_auth(&settings, listen_addr, &dir)?;
-        let metrics = Arc::new(Metrics::new());
-        watch_outboxes(&metrics, &settings.events, &settings.app_config);
-        let store = MeteredStore::wrap(open_store(&settings.store).await?, metrics.clone());
+        let (metrics, store) = metered_store(&settings).await?;
         let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
@@ -634,10 +632,7 @@ impl Service {
         let deps = EngineDeps {
             store: store.clone(),
             bus: event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref()),
-            models: MeteredModels::wrap(
-                Arc::new(ar_llm::LlmClient::new().context("model client")?),
-                metrics.clone(),
-            ),
+            models: model_client(&metrics)?,
             tools: Arc::new(tools),
             context: Arc::new(context),
             clock: Arc::new(SystemClock),
@@ -820,6 +815,22 @@ fn workspaces(
 /// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with
 /// `callback`), delivered through the durable outbox. Their cursors are made before the
 /// service takes a request, so no event committed from then on is missed.
+/// The metrics, and the store wrapped by their recorder.
+async fn metered_store(
+    settings: &ServiceSettings,
+) -> anyhow::Result<(Arc<Metrics>, Arc<dyn Store>)> {
+    let metrics = Arc::new(Metrics::new());
+    watch_outboxes(&metrics, &settings.events, &settings.app_config);
+    let store = MeteredStore::wrap(open_store(&settings.store).await?, metrics.clone());
+    Ok((metrics, store))
+}
+
+/// The model client (every vendor's dialect), wrapped by the metrics' recorder.
+fn model_client(metrics: &Arc<Metrics>) -> anyhow::Result<Arc<dyn ar_core::model::ModelClient>> {
+    let client = ar_llm::LlmClient::new().context("model client")?;
+    Ok(MeteredModels::wrap(Arc::new(client), metrics.clone()))
+}
+
 /// Names every outbox cursor (the apps' callbacks, the global callback, the NATS sink) so
 /// `/metrics` reports its lag.
 fn watch_outboxes(metrics: &Metrics, events: &EventSettings, apps: &AppConfig) {
