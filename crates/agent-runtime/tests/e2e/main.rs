@@ -13,6 +13,7 @@ mod cli_bridge;
 mod cli_workspaces;
 mod config_cli;
 mod durability;
+mod egress;
 mod embedded;
 mod live_replicas;
 mod mcp_bridge;

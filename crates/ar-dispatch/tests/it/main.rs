@@ -3,6 +3,7 @@
 mod cli;
 mod composite;
 mod contracts;
+mod egress;
 mod fake;
 mod local;
 mod node;
