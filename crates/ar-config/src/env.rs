@@ -68,14 +68,6 @@ impl EnvVar {
             ..self
         }
     }
-
-    /// Supported, except for `values`, which are refused.
-    const fn except_values(self, values: &'static [(&'static str, Capability)]) -> Self {
-        EnvVar {
-            support: Support::ExceptValues(values),
-            ..self
-        }
-    }
 }
 
 const SERVER: &str = "server";
@@ -259,9 +251,8 @@ pub const NATIVE_PROVIDER: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_NATIVE_PROVIDER",
     Some("anthropic"),
-    "Default model provider for native agents that name none (`openai_chatgpt` is not supported yet).",
-)
-.except_values(&[("openai_chatgpt", Capability::ChatGpt)]);
+    "Default model provider for native agents that name none (`openai_chatgpt` only with AGENT_RUNTIME_CHATGPT_ENABLED; its runs must bring an `oauth` credential).",
+);
 /// Model of agents that name neither provider nor model.
 pub const NATIVE_MODEL: EnvVar = EnvVar::new(
     MODELS,
@@ -277,14 +268,20 @@ pub const ALLOW_DETERMINISTIC_FALLBACK: EnvVar = EnvVar::new(
     "The original's stand-in reply when no model is configured. Refused by design unless off: a run without a model fails with a clear message instead.",
 )
 .not_yet(Capability::DeterministicModel);
-/// Not supported yet (issue 12).
+/// The `openai_chatgpt` provider (ChatGPT subscriptions), off unless enabled.
 pub const CHATGPT_ENABLED: EnvVar = EnvVar::new(
     MODELS,
     "AGENT_RUNTIME_CHATGPT_ENABLED",
     Some("false"),
-    "Enable the `openai_chatgpt` provider (run credentials only). Not supported yet: refused unless off.",
-)
-.not_yet(Capability::ChatGpt);
+    "Serve the `openai_chatgpt` provider: Responses requests to the ChatGPT subscription backend with a run's `oauth` credential (access token, expiry, account, connection), renewed only through the app's `model_credential_callback`. Truthy: 1, true, t, yes, y, on.",
+);
+/// Where `openai_chatgpt` requests go.
+pub const CHATGPT_BASE_URL: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_CHATGPT_BASE_URL",
+    Some("https://chatgpt.com/backend-api/codex"),
+    "Base URL of the ChatGPT subscription backend (`{base}/responses`); an addition of this version, for tests and proxies.",
+);
 /// Key that encrypts per-run model credentials at rest.
 pub const MODEL_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(MODELS, "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "AES-256 key for per-run model credentials: 32 raw bytes or base64 of 32 bytes. Same value on API and workers.");
 
@@ -565,6 +562,7 @@ pub const ALL: &[EnvVar] = &[
     NATIVE_MODEL,
     ALLOW_DETERMINISTIC_FALLBACK,
     CHATGPT_ENABLED,
+    CHATGPT_BASE_URL,
     MODEL_CREDENTIAL_ENCRYPTION_KEY,
     EVENT_SINK,
     NATS_URL,
@@ -943,6 +941,10 @@ pub struct ModelSettings {
     pub openai: ProviderSettings,
     pub anthropic: ProviderSettings,
     pub openrouter: ProviderSettings,
+    /// `openai_chatgpt` is served (AGENT_RUNTIME_CHATGPT_ENABLED).
+    pub chatgpt_enabled: bool,
+    /// Base URL of the ChatGPT subscription backend.
+    pub chatgpt_base_url: Url,
     pub native_provider: String,
     /// The default provider's model for agents that name none: the configured one, else the
     /// provider's default.
@@ -1299,20 +1301,22 @@ fn bracket_ipv6(host: &str) -> String {
 }
 
 fn read_provider(r: &mut Reader<'_>, key: &EnvVar, base: &EnvVar) -> ProviderSettings {
+    ProviderSettings {
+        api_key: r.secret(key),
+        base_url: read_base_url(r, base),
+        base_url_overridden: r.get(base).is_some(),
+    }
+}
+
+/// A provider's base URL: the variable's, else its default.
+fn read_base_url(r: &mut Reader<'_>, base: &EnvVar) -> Url {
     let default = base.default.unwrap_or_default();
-    let overridden = r.get(base).is_some();
-    let base_url = r
-        .url(base, Some(default))
+    r.url(base, Some(default))
         .or_else(|| Url::parse(default).ok())
         // Reached only when the variable held an invalid URL: that is already reported, so
         // `from_env` returns `Err` and this placeholder is discarded. Parsing a literal URL
         // cannot fail.
-        .unwrap_or_else(|| Url::parse("https://invalid.invalid").expect("literal URL parses"));
-    ProviderSettings {
-        api_key: r.secret(key),
-        base_url,
-        base_url_overridden: overridden,
-    }
+        .unwrap_or_else(|| Url::parse("https://invalid.invalid").expect("literal URL parses"))
 }
 
 fn read_models(r: &mut Reader<'_>) -> ModelSettings {
@@ -1334,10 +1338,19 @@ fn read_models(r: &mut Reader<'_>) -> ModelSettings {
     let native_model = r
         .get(&NATIVE_MODEL)
         .unwrap_or_else(|| default_native_model(&native_provider).to_string());
+    let chatgpt_enabled = r.flag(&CHATGPT_ENABLED);
+    if native_provider == "openai_chatgpt" && !chatgpt_enabled {
+        r.report(
+            &NATIVE_PROVIDER,
+            "openai_chatgpt needs AGENT_RUNTIME_CHATGPT_ENABLED=true",
+        );
+    }
     ModelSettings {
         openai,
         anthropic,
         openrouter,
+        chatgpt_enabled,
+        chatgpt_base_url: read_base_url(r, &CHATGPT_BASE_URL),
         native_provider,
         native_model,
         credential_encryption_key: r.key(&MODEL_CREDENTIAL_ENCRYPTION_KEY),
@@ -1889,11 +1902,8 @@ mod tests {
             ("AGENT_RUNTIME_CHATGPT_ENABLED", "yes"),
         ]))
         .unwrap_err();
-        assert_eq!(
-            paths(&err),
-            vec!["AGENT_RUNTIME_CHATGPT_ENABLED", "TEMPORAL_NAMESPACE"]
-        );
-        assert!(err[1].message.contains("durable execution (Temporal)"));
+        assert_eq!(paths(&err), vec!["TEMPORAL_NAMESPACE"]);
+        assert!(err[0].message.contains("durable execution (Temporal)"));
     }
 
     #[test]
@@ -1923,14 +1933,37 @@ mod tests {
     }
 
     #[test]
-    fn chatgpt_as_the_default_provider_is_refused() {
+    fn chatgpt_is_served_only_when_enabled() {
         let err = ServiceSettings::from_env(lookup(&[(
             "AGENT_RUNTIME_NATIVE_PROVIDER",
             "openai_chatgpt",
         )]))
         .unwrap_err();
         assert_eq!(paths(&err), vec!["AGENT_RUNTIME_NATIVE_PROVIDER"]);
-        assert!(err[0].message.contains("ChatGPT"), "{err:?}");
+        assert!(
+            err[0].message.contains("AGENT_RUNTIME_CHATGPT_ENABLED"),
+            "{err:?}"
+        );
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("AGENT_RUNTIME_NATIVE_PROVIDER", "openai_chatgpt"),
+            ("AGENT_RUNTIME_CHATGPT_ENABLED", "true"),
+            (
+                "AGENT_RUNTIME_CHATGPT_BASE_URL",
+                "http://127.0.0.1:9/backend-api/codex",
+            ),
+        ]))
+        .unwrap();
+        assert!(settings.models.chatgpt_enabled);
+        assert_eq!(
+            settings.models.chatgpt_base_url.as_str(),
+            "http://127.0.0.1:9/backend-api/codex"
+        );
+        let settings = ServiceSettings::from_env(lookup(&[])).unwrap();
+        assert!(!settings.models.chatgpt_enabled);
+        assert_eq!(
+            settings.models.chatgpt_base_url.as_str(),
+            "https://chatgpt.com/backend-api/codex"
+        );
     }
 
     #[test]
@@ -1956,7 +1989,6 @@ mod tests {
             ),
             "{table}"
         );
-        assert!(table.contains("yes, except `openai_chatgpt`"), "{table}");
     }
 
     #[test]

@@ -15,8 +15,6 @@ pub enum Capability {
     Durable,
     /// Browser tools and their artifact uploads.
     Browser,
-    /// The `openai_chatgpt` provider on ChatGPT subscriptions (issue 12).
-    ChatGpt,
     /// A deterministic stand-in model when no model is configured. Refused by design, not for
     /// lack of time: see [`Capability::reason`].
     DeterministicModel,
@@ -28,7 +26,6 @@ impl Capability {
         match self {
             Capability::Durable => "durable execution (Temporal)",
             Capability::Browser => "browser tools",
-            Capability::ChatGpt => "the openai_chatgpt provider (ChatGPT subscriptions)",
             Capability::DeterministicModel => "a deterministic stand-in model",
         }
     }

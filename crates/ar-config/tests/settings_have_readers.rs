@@ -160,6 +160,16 @@ const ENV_READERS: &[Reader] = &[
         &["&models.openrouter", "base_url: provider.base_url.as_str()"],
     ),
     reader(
+        "AGENT_RUNTIME_CHATGPT_ENABLED",
+        COMPOSE,
+        &["settings.models.chatgpt_enabled.then_some(ar_engine::model_route::CHATGPT)"],
+    ),
+    reader(
+        "AGENT_RUNTIME_CHATGPT_BASE_URL",
+        COMPOSE,
+        &["base_url: models.chatgpt_base_url.as_str()"],
+    ),
+    reader(
         "AGENT_RUNTIME_NATIVE_PROVIDER",
         COMPOSE,
         &["default_provider: settings.models.native_provider.clone()"],

@@ -105,7 +105,7 @@ pub fn normalize_service_tier(value: &str) -> String {
 }
 
 /// Where and as whom a request goes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelRoute {
     /// `openai`, `openai_compatible`, `anthropic`, …
     pub provider: String,
@@ -116,13 +116,19 @@ pub struct ModelRoute {
     pub api_key: Option<Secret>,
     /// Model controls as given by the host (reasoning effort, service tier, …).
     pub controls: Option<serde_json::Value>,
+    /// The ChatGPT account a subscription token acts for (`openai_chatgpt`: sent as the
+    /// `ChatGPT-Account-ID` header); `None` for every other provider.
+    pub account_id: Option<String>,
 }
 
 /// One model call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
+    /// The most the answer may spend (`None`: the provider's default of this runtime). Set
+    /// when the agent configures its context window, so that input and output fit in it.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// A piece of a streamed answer, in arrival order.
@@ -171,6 +177,10 @@ pub enum ModelError {
     /// The account's quota or credit is spent: retrying cannot help until someone pays.
     #[error("model provider quota exhausted (status {status}): {message}")]
     QuotaExhausted { status: u16, message: String },
+    /// The request does not fit the model's context window (a 4xx saying so): the transcript
+    /// must shrink before the call can succeed.
+    #[error("model context window exceeded (status {status}): {message}")]
+    ContextOverflow { status: u16, message: String },
     /// The request could not be sent or built, or the stream broke or stalled.
     #[error("model transport error: {message}")]
     Transport {
@@ -214,6 +224,13 @@ impl PartialEq for ModelError {
             | (
                 QuotaExhausted { status, message },
                 QuotaExhausted {
+                    status: other_status,
+                    message: other_message,
+                },
+            )
+            | (
+                ContextOverflow { status, message },
+                ContextOverflow {
                     status: other_status,
                     message: other_message,
                 },

@@ -14,7 +14,7 @@ use ar_core::{
 use crate::engine::Engine;
 use crate::error::{EngineError, EngineResult};
 use crate::model_route::{
-    agent_controls, default_model, normalized_controls, validate_run_model, RunCredential,
+    agent_controls, default_model, normalized_controls, validate_run_model, RunCredential, CHATGPT,
 };
 
 /// Sealed-secret kind of the run model credential.
@@ -315,6 +315,14 @@ impl Engine {
         }
         let allowed_tools = narrowed_tools(agent, &request.allowed_tools)?;
         let model = self.pinned_model(request, agent)?;
+        if agent.runtime_kind != RuntimeKind::NativeSdk
+            && model.as_ref().is_some_and(|m| m.provider == CHATGPT)
+        {
+            return Err(EngineError::invalid(format!(
+                "provider {CHATGPT} serves native_sdk runs only, not runtime kind {}",
+                agent.runtime_kind
+            )));
+        }
         if agent.runtime_kind != RuntimeKind::NativeSdk && !self.serves_cli(agent.runtime_kind) {
             return Err(EngineError::invalid(format!(
                 "runtime kind {} is not available on this runtime",

@@ -18,6 +18,8 @@ pub struct ApprovedEndpoint {
 pub struct AppPolicy {
     pub model_endpoints: Vec<ApprovedEndpoint>,
     pub require_run_model_credentials: bool,
+    /// The app has a `model_credential_callback` (needed for `openai_chatgpt` credentials).
+    pub credential_callback: bool,
 }
 
 /// A provider the runtime can reach with its own (global) configuration.

@@ -11,6 +11,10 @@ use serde_json::Value;
 use crate::config::{AppPolicy, EngineConfig};
 use crate::error::{EngineError, EngineResult};
 
+/// The ChatGPT subscription provider: run credentials only (an OAuth access token renewed
+/// through the app's callback), served when the deployment enables it.
+pub const CHATGPT: &str = "openai_chatgpt";
+
 /// Providers the contract knows.
 pub const KNOWN_PROVIDERS: &[&str] = &[
     "openai",
@@ -304,10 +308,16 @@ pub fn validate_run_model(
         normalized_controls(provider, controls, "model.controls")?;
     }
     validate_endpoint(policy, provider, model.endpoint.as_ref(), credential)?;
+    ensure_served(config, provider)?;
     if let Some(credential) = credential {
         credential.validate_for(provider)?;
     }
-    ensure_served(config, provider)
+    if provider == CHATGPT && !policy.credential_callback {
+        return Err(EngineError::invalid(
+            "provider openai_chatgpt requires the app's model_credential_callback: ChatGPT access tokens are renewed only through it (the runtime never holds a refresh token)",
+        ));
+    }
+    Ok(())
 }
 
 /// The app's rule for run credentials, and the credential itself when one is sent.
@@ -427,11 +437,16 @@ fn validate_approved_endpoint(
 
 /// Refuses a provider this runtime does not serve.
 fn ensure_served(config: &EngineConfig, provider: &str) -> EngineResult<()> {
-    if !config
+    let served = config
         .served_providers
         .iter()
-        .any(|served| served == provider)
-    {
+        .any(|served| served == provider);
+    if !served && provider == CHATGPT {
+        return Err(EngineError::invalid(
+            "ChatGPT subscription access is not enabled on this runtime (AGENT_RUNTIME_CHATGPT_ENABLED)",
+        ));
+    }
+    if !served {
         return Err(EngineError::invalid(format!(
             "model provider {provider} is not available on this runtime"
         )));
@@ -504,12 +519,17 @@ pub fn resolve_route(
             (defaults.base_url.clone(), key)
         }
     };
+    // A ChatGPT subscription token acts for one account, named on every request.
+    let account_id = (model.provider == CHATGPT)
+        .then(|| credential.map(|c| c.account_id.clone()))
+        .flatten();
     Ok(ModelRoute {
         provider: model.provider.clone(),
         model: model.model.clone(),
         base_url,
         api_key,
         controls: model.controls.clone(),
+        account_id,
     })
 }
 

@@ -224,6 +224,7 @@ pub(crate) fn scripted_route(run: &Run) -> ModelRoute {
         base_url: String::new(),
         api_key: None,
         controls: None,
+        account_id: None,
     }
 }
 

@@ -11,8 +11,8 @@ use ar_sse::{Decoder as SseDecoder, Event as SseEvent};
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use crate::error::{error_message, is_quota_exhausted, LlmError};
-use crate::providers::{anthropic, chat, responses};
+use crate::error::{from_status, LlmError};
+use crate::providers::{anthropic, chat, chatgpt, responses};
 use crate::retry::{parse_retry_after, RetryPolicy};
 
 /// The vendor wire formats this crate speaks.
@@ -24,21 +24,24 @@ pub enum WireApi {
     Responses,
     /// Anthropic Messages (`{base}/v1/messages`, or `{base}/messages` when base ends in `/v1`).
     AnthropicMessages,
+    /// OpenAI Responses as the ChatGPT subscription backend takes it (`{base}/responses`).
+    ChatGptResponses,
 }
 
 impl WireApi {
     /// The wire format of a provider name from the service contract: `openai_compatible` →
-    /// Chat Completions; `openai`, `openrouter`, `openrouter_responses`, `openai_chatgpt` →
-    /// Responses; `anthropic` → Messages. Aliases `chat_completions`, `responses`, `messages`
-    /// name a wire format directly.
+    /// Chat Completions; `openai`, `openrouter`, `openrouter_responses` → Responses;
+    /// `openai_chatgpt` → Responses for the subscription backend; `anthropic` → Messages.
+    /// Aliases `chat_completions`, `responses`, `messages` name a wire format directly.
     pub fn for_provider(provider: &str) -> Option<WireApi> {
         match provider {
             "openai_compatible" | "chat_completions" | "openai_chat" => {
                 Some(WireApi::ChatCompletions)
             }
-            "openai" | "openrouter" | "openrouter_responses" | "openai_chatgpt" | "responses" => {
+            "openai" | "openrouter" | "openrouter_responses" | "responses" => {
                 Some(WireApi::Responses)
             }
+            "openai_chatgpt" => Some(WireApi::ChatGptResponses),
             "anthropic" | "messages" | "anthropic_messages" => Some(WireApi::AnthropicMessages),
             _ => None,
         }
@@ -50,6 +53,7 @@ impl WireApi {
             "openai" => Some("https://api.openai.com/v1"),
             "openrouter" | "openrouter_responses" => Some("https://openrouter.ai/api/v1"),
             "anthropic" => Some("https://api.anthropic.com"),
+            "openai_chatgpt" => Some("https://chatgpt.com/backend-api/codex"),
             _ => None,
         }
     }
@@ -155,27 +159,28 @@ impl LlmClient {
         };
         let encode = |error: serde_json::Error| LlmError::request(error);
         let as_bytes = |body: serde_json::Value| serde_json::to_vec(&body).map_err(encode);
-        let (url, body, parser): (String, Vec<u8>, Box<dyn StreamParser>) = match wire {
+        let (url, body) = match wire {
             WireApi::ChatCompletions => (
                 chat::endpoint(base),
                 chat::body(route, request).map_err(encode)?,
-                Box::new(chat::Parser::default()),
             ),
             WireApi::Responses => (
                 responses::endpoint(base),
                 as_bytes(responses::body(route, request))?,
-                Box::new(responses::Parser::default()),
+            ),
+            WireApi::ChatGptResponses => (
+                chatgpt::endpoint(base),
+                as_bytes(chatgpt::body(route, request))?,
             ),
             WireApi::AnthropicMessages => (
                 anthropic::endpoint(base),
                 as_bytes(anthropic::body(route, request))?,
-                Box::new(anthropic::Parser::default()),
             ),
         };
         // Serialised once; every retry re-sends the same bytes.
         let bytes = bytes::Bytes::from(body);
-        let response = self
-            .send_with_retry(|| {
+        let send = || {
+            self.send_with_retry(|| {
                 let builder = self
                     .http
                     .post(&url)
@@ -184,6 +189,7 @@ impl LlmClient {
                     .body(bytes.clone());
                 match wire {
                     WireApi::AnthropicMessages => anthropic::auth(builder, route),
+                    WireApi::ChatGptResponses => chatgpt::auth(builder, route),
                     WireApi::ChatCompletions | WireApi::Responses => {
                         match route.api_key.as_ref().filter(|k| !k.is_empty()) {
                             Some(key) => builder.bearer_auth(key.expose()),
@@ -192,8 +198,27 @@ impl LlmClient {
                     }
                 }
             })
-            .await?;
-        self.read_stream(response, parser, on_delta).await
+        };
+        let mut emitted = false;
+        let mut sink = |delta: StreamDelta| {
+            emitted = true;
+            on_delta(delta);
+        };
+        let answer = self
+            .read_stream(send().await?, parser_for(wire), &mut sink)
+            .await;
+        match answer {
+            // The subscription backend sometimes ends a stream before its first output; with
+            // nothing shown yet, asking once more repeats nothing (the original does the same).
+            Err(LlmError::Stream { .. } | LlmError::Decode { .. })
+                if wire == WireApi::ChatGptResponses && !emitted =>
+            {
+                tracing::debug!("the ChatGPT stream broke before any output; asking once more");
+                self.read_stream(send().await?, parser_for(wire), on_delta)
+                    .await
+            }
+            answer => answer,
+        }
     }
 
     async fn send_with_retry<F>(&self, make: F) -> Result<reqwest::Response, LlmError>
@@ -255,21 +280,20 @@ impl LlmClient {
     }
 }
 
+/// A fresh stream parser for a wire format.
+fn parser_for(wire: WireApi) -> Box<dyn StreamParser> {
+    match wire {
+        WireApi::ChatCompletions => Box::new(chat::Parser::default()),
+        WireApi::Responses | WireApi::ChatGptResponses => Box::new(responses::Parser::default()),
+        WireApi::AnthropicMessages => Box::new(anthropic::Parser::default()),
+    }
+}
+
 async fn status_error(resp: reqwest::Response) -> LlmError {
     let status = resp.status().as_u16();
     let retry_after = parse_retry_after(resp.headers());
     let text = resp.text().await.unwrap_or_default();
-    if is_quota_exhausted(status, &text) {
-        return LlmError::QuotaExhausted {
-            status,
-            message: error_message(&text),
-        };
-    }
-    LlmError::Status {
-        status,
-        message: error_message(&text),
-        retry_after,
-    }
+    from_status(status, &text, retry_after)
 }
 
 #[async_trait]

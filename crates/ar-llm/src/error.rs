@@ -23,6 +23,9 @@ pub enum LlmError {
     /// never retried.
     #[error("quota exhausted (HTTP {status}): {message}")]
     QuotaExhausted { status: u16, message: String },
+    /// The request does not fit the model's context window (never retried as it is).
+    #[error("context window exceeded (HTTP {status}): {message}")]
+    ContextOverflow { status: u16, message: String },
     /// The request could not be sent or no response head arrived (nothing consumed).
     #[error("request failed: {0}")]
     Connect(#[source] reqwest::Error),
@@ -133,6 +136,56 @@ pub(crate) fn is_quota_exhausted(status: u16, body: &str) -> bool {
         })
 }
 
+/// Whether an error answer says the request is too long for the model's context window:
+/// OpenAI's `context_length_exceeded` (Chat Completions and Responses), Anthropic's "prompt is
+/// too long", and the usual wordings of compatible servers.
+pub(crate) fn is_context_overflow(status: u16, code: &str, message: &str) -> bool {
+    if !matches!(status, 400 | 413 | 422) {
+        return false;
+    }
+    let message = message.to_ascii_lowercase();
+    code == "context_length_exceeded"
+        || [
+            "context_length_exceeded",
+            "maximum context length",
+            "exceeds the context window",
+            "context window exceeded",
+            "prompt is too long",
+            "exceed context limit",
+        ]
+        .iter()
+        .any(|wording| message.contains(wording))
+}
+
+/// The `code` (else `type`) of a vendor error body, `""` when it has none.
+fn error_code(body: &str) -> String {
+    let Ok(parsed) = serde_json::from_str::<serde_json::Value>(body) else {
+        return String::new();
+    };
+    ["/error/code", "/code", "/error/type"]
+        .iter()
+        .find_map(|pointer| parsed.pointer(pointer).and_then(|v| v.as_str()))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The error an unsuccessful answer stands for: a spent quota, a context overflow, or a
+/// plain status (retried when transient).
+pub(crate) fn from_status(status: u16, body: &str, retry_after: Option<Duration>) -> LlmError {
+    let message = error_message(body);
+    if is_quota_exhausted(status, body) {
+        return LlmError::QuotaExhausted { status, message };
+    }
+    if is_context_overflow(status, &error_code(body), &message) {
+        return LlmError::ContextOverflow { status, message };
+    }
+    LlmError::Status {
+        status,
+        message,
+        retry_after,
+    }
+}
+
 /// 408, 409 (lock conflicts), 429 and server errors (incl. Anthropic's 529) are transient.
 pub fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
@@ -150,6 +203,9 @@ impl From<LlmError> for ModelError {
             },
             LlmError::QuotaExhausted { status, message } => {
                 ModelError::QuotaExhausted { status, message }
+            }
+            LlmError::ContextOverflow { status, message } => {
+                ModelError::ContextOverflow { status, message }
             }
             LlmError::Connect(cause) => ModelError::Transport {
                 message: cause.to_string(),
@@ -213,20 +269,22 @@ pub(crate) fn in_stream(err: &serde_json::Value) -> LlmError {
         .and_then(|m| m.as_str())
         .map(str::to_string)
         .unwrap_or_else(|| err.to_string());
-    LlmError::InStream {
-        status: status_for_error_kind(kind),
-        message,
+    let status = status_for_error_kind(kind);
+    if is_context_overflow(status, kind, &message) {
+        return LlmError::ContextOverflow { status, message };
     }
+    LlmError::InStream { status, message }
 }
 
 /// Pulls a human message out of a vendor error body (`{"error":{"message"}}` for OpenAI and
-/// Anthropic alike), falling back to the raw text.
+/// Anthropic alike, `{"detail"}` for the ChatGPT backend), falling back to the raw text.
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let from_json = parsed.as_ref().and_then(|v| {
         v.pointer("/error/message")
             .or_else(|| v.get("message"))
             .or_else(|| v.get("error"))
+            .or_else(|| v.get("detail"))
             .and_then(|m| m.as_str())
             .map(str::to_string)
     });
@@ -283,6 +341,11 @@ mod tests {
             in_stream(&serde_json::json!({"code": "context_length_exceeded", "message": "long"}));
         assert!(matches!(
             ModelError::from(e),
+            ModelError::ContextOverflow { status: 400, .. }
+        ));
+        let e = in_stream(&serde_json::json!({"code": "invalid_prompt", "message": "no"}));
+        assert!(matches!(
+            ModelError::from(e),
             ModelError::Rejected { status: 400, .. }
         ));
     }
@@ -308,6 +371,30 @@ mod tests {
         assert!(matches!(
             ModelError::from(e),
             ModelError::QuotaExhausted { status: 402, .. }
+        ));
+    }
+
+    #[test]
+    fn a_context_overflow_is_told_apart_from_other_refusals() {
+        let openai = r#"{"error": {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#;
+        assert!(matches!(
+            from_status(400, openai, None),
+            LlmError::ContextOverflow { status: 400, .. }
+        ));
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 9000 tokens > 8192 maximum"}}"#;
+        assert!(matches!(
+            from_status(400, anthropic, None),
+            LlmError::ContextOverflow { .. }
+        ));
+        let other = r#"{"error": {"message": "bad tool schema", "type": "invalid_request_error"}}"#;
+        assert!(matches!(
+            from_status(400, other, None),
+            LlmError::Status { status: 400, .. }
+        ));
+        // A server error that mentions the window is still a server error.
+        assert!(matches!(
+            from_status(500, openai, None),
+            LlmError::Status { status: 500, .. }
         ));
     }
 

@@ -30,7 +30,8 @@ use crate::state::{AppState, RuntimeFacts};
 /// What the other replicas send, as the link's adapter receives it.
 type ReplicaInbound = futures::stream::BoxStream<'static, LinkMessage>;
 
-/// Providers the model client speaks (ChatGPT subscriptions are not enabled).
+/// Providers the model client speaks; `openai_chatgpt` joins them when the deployment
+/// enables ChatGPT subscriptions.
 const SERVED_PROVIDERS: &[&str] = &[
     "openai",
     "openai_compatible",
@@ -166,6 +167,7 @@ fn app_policies(apps: &AppConfig) -> HashMap<String, AppPolicy> {
                     })
                     .collect(),
                 require_run_model_credentials: app.require_run_model_credentials,
+                credential_callback: app.model_credential_callback.is_some(),
             };
             (app_id.clone(), policy)
         })
@@ -233,6 +235,9 @@ fn provider_facts(
             base_url_overridden: provider.base_url_overridden,
         });
     }
+    let (chatgpt_defaults, chatgpt) = chatgpt_facts(models, credentials);
+    defaults.insert(chatgpt.name.clone(), chatgpt_defaults);
+    providers.push(chatgpt);
     providers.push(ar_wire::ProviderCapability {
         protocols: vec!["chat_completions".to_string()],
         controls: Vec::new(),
@@ -246,6 +251,43 @@ fn provider_facts(
         base_url_overridden: false,
     });
     (providers, defaults)
+}
+
+/// `openai_chatgpt`: the subscription backend's URL and no key of ours (its runs bring an
+/// `oauth` credential), listed whether or not it is enabled (`configured` says which).
+fn chatgpt_facts(
+    models: &ar_config::env::ModelSettings,
+    credentials: bool,
+) -> (ProviderDefaults, ar_wire::ProviderCapability) {
+    let name = ar_engine::model_route::CHATGPT;
+    let default_model = if name == models.native_provider {
+        models.native_model.clone()
+    } else {
+        ar_config::env::default_native_model(name).to_string()
+    };
+    let defaults = ProviderDefaults {
+        base_url: models
+            .chatgpt_base_url
+            .as_str()
+            .trim_end_matches('/')
+            .to_string(),
+        api_key: None,
+        default_model: default_model.clone(),
+    };
+    let capability = ar_wire::ProviderCapability {
+        protocols: vec!["responses".to_string()],
+        controls: vec!["reasoning_effort".to_string(), "service_tier".to_string()],
+        transcript_continuation: true,
+        lossless_response_replay: false,
+        auth_modes: vec!["oauth".to_string()],
+        run_credentials_configured: credentials,
+        name: name.to_string(),
+        configured: models.chatgpt_enabled,
+        default_model,
+        base_url_overridden: models.chatgpt_base_url.as_str()
+            != ar_config::env::CHATGPT_BASE_URL.default.unwrap_or_default(),
+    };
+    (defaults, capability)
 }
 
 /// How clients authenticate, decided at startup.
@@ -752,7 +794,14 @@ fn engine_config(settings: &ServiceSettings) -> EngineConfig {
         sweep_interval: settings.sweep_interval,
         served_providers: SERVED_PROVIDERS
             .iter()
-            .map(|name| name.to_string())
+            .copied()
+            .chain(
+                settings
+                    .models
+                    .chatgpt_enabled
+                    .then_some(ar_engine::model_route::CHATGPT),
+            )
+            .map(str::to_string)
             .collect(),
         default_provider: settings.models.native_provider.clone(),
         mcp: ar_engine::mcp::McpSettings {

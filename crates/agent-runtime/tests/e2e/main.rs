@@ -9,6 +9,7 @@ mod shapes;
 pub const BIN: &str = env!("CARGO_BIN_EXE_agent-runtime");
 
 mod callbacks;
+mod chatgpt;
 mod cli_bridge;
 mod cli_workspaces;
 mod config_cli;

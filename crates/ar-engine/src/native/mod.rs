@@ -382,6 +382,7 @@ impl Engine {
             let request = ModelRequest {
                 messages: state.transcript.clone(),
                 tools: specs.clone(),
+                max_output_tokens: None,
             };
             let Some((response, marks)) = self
                 .model_step(&mut run, &state, (&request, &mut route), owner)

@@ -101,9 +101,13 @@ pub(crate) fn body(route: &ModelRoute, request: &ModelRequest) -> Value {
             ),
         }
     }
-    let max_tokens = control(route, "max_tokens")
-        .or_else(|| control(route, "max_output_tokens"))
-        .and_then(Value::as_u64)
+    let max_tokens = request
+        .max_output_tokens
+        .or_else(|| {
+            control(route, "max_tokens")
+                .or_else(|| control(route, "max_output_tokens"))
+                .and_then(Value::as_u64)
+        })
         .unwrap_or(DEFAULT_MAX_TOKENS);
     let mut body = json!({
         "model": route.model,

@@ -43,6 +43,7 @@ pub(crate) fn body(
         stream_options: StreamOptions {
             include_usage: true,
         },
+        max_tokens: request.max_output_tokens,
         tools,
     })
 }
@@ -53,6 +54,9 @@ struct WireRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     stream: bool,
     stream_options: StreamOptions,
+    /// Sent only when the run bounds its answers (a configured context window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod chat;
+pub(crate) mod chatgpt;
 pub(crate) mod responses;
 
 use ar_core::model::{ModelToolCall, StreamDelta};

@@ -59,7 +59,7 @@ pub(crate) fn body(route: &ModelRoute, request: &ModelRequest) -> Value {
         "input": input,
         "stream": true,
         "store": false,
-        "max_output_tokens": DEFAULT_MAX_OUTPUT_TOKENS,
+        "max_output_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
     });
     if !instructions.is_empty() {
         body["instructions"] = Value::from(instructions.join("\n\n"));

@@ -76,6 +76,7 @@ async fn base_url_with_v1_and_tool_result_merging() {
             ChatMessage::user("and now?"),
         ],
         tools: vec![bash_tool()],
+        max_output_tokens: None,
     };
     let mut r = route("anthropic", mock.base_url());
     r.controls = Some(json!({"max_tokens": 256}));

@@ -136,6 +136,7 @@ async fn serialises_tool_history() {
             ChatMessage::tool_result("c1", "a.txt"),
         ],
         tools: vec![bash_tool()],
+        max_output_tokens: None,
     };
     let (res, _) = call(
         &client(0),

@@ -291,3 +291,36 @@ async fn reasoning_is_streamed_in_every_wire_format() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_request_over_the_context_window_is_a_context_overflow_in_every_format() {
+    for p in PROVIDERS {
+        let mock = mock().await;
+        mock.set_context_window(Some(40));
+        mock.set_fallback(Some(Reply::text("not reached")));
+        let (res, _) = call(&client(3), &route(p, mock.base_url()), &simple_request()).await;
+        assert!(
+            matches!(res, Err(ModelError::ContextOverflow { status: 400, .. })),
+            "{p}: {res:?}"
+        );
+        assert_eq!(mock.request_count(), 1, "{p}: not retried");
+    }
+}
+
+#[tokio::test]
+async fn openais_spent_quota_429_is_not_a_rate_limit() {
+    let mock = mock().await;
+    mock.push(Reply::quota_exhausted());
+    mock.set_fallback(Some(Reply::text("should not be reached")));
+    let (res, _) = call(
+        &client(3),
+        &route("openai", mock.base_url()),
+        &simple_request(),
+    )
+    .await;
+    assert!(
+        matches!(res, Err(ModelError::QuotaExhausted { status: 429, .. })),
+        "{res:?}"
+    );
+    assert_eq!(mock.request_count(), 1);
+}

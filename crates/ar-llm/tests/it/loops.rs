@@ -27,6 +27,7 @@ async fn five_step_agent_in_every_wire_format_concurrently() {
                 let request = ModelRequest {
                     messages: messages.clone(),
                     tools: vec![bash_tool()],
+                    max_output_tokens: None,
                 };
                 let mut sink = |_d: StreamDelta| {};
                 let res = client.complete(&r, &request, &mut sink).await.unwrap();

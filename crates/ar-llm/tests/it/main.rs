@@ -3,6 +3,7 @@
 
 mod anthropic;
 mod chat;
+mod chatgpt;
 mod failures;
 mod loops;
 mod responses;
@@ -24,6 +25,7 @@ pub fn route(provider: &str, base_url: String) -> ModelRoute {
         base_url,
         api_key: Some(Secret::new("sk-test")),
         controls: None,
+        account_id: None,
     }
 }
 
@@ -47,6 +49,7 @@ pub fn simple_request() -> ModelRequest {
     ModelRequest {
         messages: vec![ChatMessage::system("be brief"), ChatMessage::user("hi")],
         tools: vec![bash_tool()],
+        max_output_tokens: None,
     }
 }
 

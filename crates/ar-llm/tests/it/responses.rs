@@ -76,6 +76,7 @@ async fn serialises_function_call_history() {
             ChatMessage::tool_result("c1", "out"),
         ],
         tools: vec![bash_tool()],
+        max_output_tokens: None,
     };
     let (res, _) = call(&client(0), &route("openai", mock.base_url()), &request).await;
     assert_eq!(res.unwrap().finish_reason, "stop");

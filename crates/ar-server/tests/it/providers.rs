@@ -185,3 +185,86 @@ async fn controls_are_normalised_and_an_explicit_object_replaces_the_agents() {
     }
     server.stop().await;
 }
+
+/// An `oauth` credential for `openai_chatgpt`, expiring in an hour.
+fn chatgpt_credential() -> Value {
+    json!({"type": "oauth", "access_token": "at-1",
+           "expires_at": (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
+           "connection_id": "conn_1", "account_id": "acct-1"})
+}
+
+#[tokio::test]
+async fn chatgpt_runs_are_refused_until_enabled_and_need_the_callback_and_an_oauth_credential() {
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(Reply::text("not reached")));
+    let chatgpt = |credential: Value| json!({"model": {"provider": "openai_chatgpt", "model": "gpt-sub"}, "model_credential": credential});
+    // Not enabled: refused by name.
+    let dir = tempfile::tempdir().unwrap();
+    let server = keyless_server(&mock, &dir).await;
+    let agent = server.agent("subscriber", json!({})).await;
+    let (status, refused) = run_to_end(&server, &agent, chatgpt(chatgpt_credential())).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("AGENT_RUNTIME_CHATGPT_ENABLED"),
+        "{refused}"
+    );
+    let (_, caps) = server.get("/v1/capabilities").await;
+    let listed = caps["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "openai_chatgpt")
+        .cloned()
+        .expect("listed even when off");
+    assert_eq!(listed["configured"], false, "{listed}");
+    server.stop().await;
+
+    // Enabled, but the app has no refresh callback: the token could never be renewed.
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("gpt.db").display().to_string());
+    env.insert("AGENT_RUNTIME_CHATGPT_ENABLED".into(), "true".into());
+    env.insert("AGENT_RUNTIME_CHATGPT_BASE_URL".into(), mock.chatgpt_url());
+    let server = TestServer::start_with(env.clone()).await;
+    let agent = server.agent("subscriber", json!({})).await;
+    let (status, refused) = run_to_end(&server, &agent, chatgpt(chatgpt_credential())).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("model_credential_callback"),
+        "{refused}"
+    );
+    server.stop().await;
+
+    // With a callback: only an oauth credential bound to an account and a connection, and
+    // only for openai_chatgpt.
+    let apps = json!({"apps": [{"app_id": APP,
+        "model_credential_callback": {"url": "http://127.0.0.1:9/refresh", "token": "t"}}]});
+    env.insert("AGENT_RUNTIME_APP_CONFIG".into(), apps.to_string());
+    let server = TestServer::start_with(env).await;
+    let agent = server.agent("subscriber", json!({})).await;
+    let mut unbound = chatgpt_credential();
+    unbound.as_object_mut().unwrap().remove("account_id");
+    let mut undated = chatgpt_credential();
+    undated.as_object_mut().unwrap().remove("expires_at");
+    for (body, wanted) in [
+        (chatgpt(credential("sk-key")), "oauth"),
+        (chatgpt(unbound), "account_id"),
+        (chatgpt(undated), "expires_at"),
+        (
+            json!({"model": {"provider": "openai", "model": "m"}, "model_credential": chatgpt_credential()}),
+            "only valid for provider openai_chatgpt",
+        ),
+    ] {
+        let (status, refused) = run_to_end(&server, &agent, body).await;
+        assert_eq!(status, 400, "{refused}");
+        let error = refused["error"].as_str().unwrap_or_default();
+        assert!(error.contains(wanted), "{wanted}: {refused}");
+    }
+    assert_eq!(mock.request_count(), 0);
+    server.stop().await;
+}

@@ -38,9 +38,11 @@
 mod anthropic;
 mod auto;
 mod chat;
+pub mod chatgpt;
 mod reply;
 mod responses;
 mod sse;
+pub mod window;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -89,6 +91,8 @@ pub struct RecordedRequest {
     pub body: Value,
     /// The wire format when this was a model request.
     pub wire: Option<WireFormat>,
+    /// The request's input tokens as the mock counts them ([`window::request_tokens`]).
+    pub tokens: u64,
 }
 
 impl RecordedRequest {
@@ -117,6 +121,19 @@ pub(crate) struct Shared {
     models: Mutex<Vec<String>>,
     /// Keys answered with 401 (as `Authorization: Bearer …` or `x-api-key`).
     rejected_keys: Mutex<Vec<String>>,
+    /// The model's context window in tokens (`None`: unbounded).
+    context_window: Mutex<Option<u64>>,
+    /// Pause between streamed events of replies that set none of their own.
+    chunk_delay: Mutex<std::time::Duration>,
+}
+
+/// Which backend's rules a model endpoint follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dialect {
+    /// The vendor's public API.
+    Public,
+    /// The ChatGPT subscription backend ([`chatgpt`]).
+    ChatGpt,
 }
 
 /// A running mock provider. Dropping it stops the server and ends open streams.
@@ -146,6 +163,8 @@ impl MockProvider {
                 "claude-sonnet-4-5".to_string(),
             ]),
             rejected_keys: Mutex::new(Vec::new()),
+            context_window: Mutex::new(None),
+            chunk_delay: Mutex::new(std::time::Duration::ZERO),
         });
         let router = Router::new()
             .route(
@@ -158,6 +177,7 @@ impl MockProvider {
             )
             .route("/v1/responses", model_endpoint(WireFormat::Responses))
             .route("/responses", model_endpoint(WireFormat::Responses))
+            .route("/backend-api/codex/responses", chatgpt_endpoint())
             .route(
                 "/v1/messages",
                 model_endpoint(WireFormat::AnthropicMessages),
@@ -189,6 +209,12 @@ impl MockProvider {
     /// `http://127.0.0.1:PORT/v1` — what OpenAI-style clients take as base URL.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/backend-api/codex` — the ChatGPT subscription backend's base
+    /// (`openai_chatgpt`, `AGENT_RUNTIME_CHATGPT_BASE_URL`); see [`chatgpt`].
+    pub fn chatgpt_url(&self) -> String {
+        format!("http://{}/backend-api/codex", self.addr)
     }
 
     /// `http://127.0.0.1:PORT` — what Anthropic-style clients (`ANTHROPIC_BASE_URL`) take.
@@ -241,6 +267,17 @@ impl MockProvider {
     /// taken from the queue (a key the vendor revoked).
     pub fn reject_key(&self, key: &str) {
         self.shared.rejected_keys.lock().push(key.to_string());
+    }
+
+    /// Gives the model a context window of `tokens` (`None`: unbounded): a request that does
+    /// not fit is refused as the vendor refuses it (see [`window`]).
+    pub fn set_context_window(&self, tokens: Option<u64>) {
+        *self.shared.context_window.lock() = tokens;
+    }
+
+    /// Streams slowly: this pause between the events of every reply that sets none itself.
+    pub fn set_chunk_delay(&self, delay: std::time::Duration) {
+        *self.shared.chunk_delay.lock() = delay;
     }
 
     /// Removes the responder.
@@ -331,6 +368,11 @@ fn record(
     if !shared.recording.load(Ordering::Relaxed) {
         return;
     }
+    let tokens = if wire.is_some() {
+        window::request_tokens(&body)
+    } else {
+        0
+    };
     shared.log.lock().push(RecordedRequest {
         method: method.to_string(),
         path: uri.path().to_string(),
@@ -338,6 +380,7 @@ fn record(
         headers,
         body,
         wire,
+        tokens,
     });
 }
 
@@ -369,6 +412,7 @@ fn refusal(shared: &Shared, body: &Value, headers: &HeaderMap) -> Option<ErrorRe
         status,
         message: message.into(),
         retry_after: None,
+        code: None,
     })
 }
 
@@ -406,23 +450,58 @@ fn model_endpoint(wire: WireFormat) -> MethodRouter<Arc<Shared>> {
               method: Method,
               uri: Uri,
               headers: HeaderMap,
-              bytes: Bytes| model_request(shared, wire, method, uri, headers, bytes),
+              bytes: Bytes| {
+            let request = (method, uri, headers, bytes);
+            model_request(shared, (wire, Dialect::Public), request)
+        },
     )
+}
+
+/// `POST /backend-api/codex/responses`: Responses in the ChatGPT backend's dialect.
+fn chatgpt_endpoint() -> MethodRouter<Arc<Shared>> {
+    post(
+        move |State(shared): State<Arc<Shared>>,
+              method: Method,
+              uri: Uri,
+              headers: HeaderMap,
+              bytes: Bytes| {
+            let request = (method, uri, headers, bytes);
+            model_request(shared, (WireFormat::Responses, Dialect::ChatGpt), request)
+        },
+    )
+}
+
+/// The answer a request gets before any reply is chosen, if any: a malformed body or a
+/// rejected key, what the ChatGPT backend refuses, a request over the context window.
+fn early_answer(
+    shared: &Shared,
+    (wire, dialect): (WireFormat, Dialect),
+    body: &Value,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    if let Some(err) = refusal(shared, body, headers) {
+        return Some(error_response(wire, &err));
+    }
+    if dialect == Dialect::ChatGpt {
+        if let Some(refused) = chatgpt::refusal(body, headers) {
+            return Some(refused);
+        }
+    }
+    let window = (*shared.context_window.lock())?;
+    window::overflow(wire, body, window::request_tokens(body), window)
+        .map(|err| error_response(wire, &err))
 }
 
 async fn model_request(
     shared: Arc<Shared>,
-    wire: WireFormat,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    bytes: Bytes,
+    (wire, dialect): (WireFormat, Dialect),
+    (method, uri, headers, bytes): (Method, Uri, HeaderMap, Bytes),
 ) -> Response {
     let body = parse_body(&bytes);
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed) + 1;
-    if let Some(err) = refusal(&shared, &body, &headers) {
+    if let Some(answer) = early_answer(&shared, (wire, dialect), &body, &headers) {
         record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
-        return error_response(wire, &err);
+        return answer;
     }
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let ctx = RenderCtx {
@@ -441,11 +520,12 @@ async fn model_request(
     let reply = next_reply(&shared, &Conversation::new(wire, &body));
     // Recorded after choosing the reply so the body moves into the log instead of being cloned.
     record(shared.as_ref(), &method, &uri, headers, body, Some(wire));
-    let Some(reply) = reply else {
+    let Some(mut reply) = reply else {
         let err = ErrorReply {
             status: 500,
             message: format!("mock provider: no scripted reply for request #{seq} ({wire:?})"),
             retry_after: None,
+            code: None,
         };
         return error_response(wire, &err);
     };
@@ -466,10 +546,17 @@ async fn model_request(
         Body::Turn => {}
     }
     if stream {
+        if reply.chunk_delay.is_zero() {
+            reply.chunk_delay = *shared.chunk_delay.lock();
+        }
         let parts: StreamParts = match wire {
             WireFormat::ChatCompletions => chat::render_stream(&reply, &ctx),
             WireFormat::Responses => responses::render_stream(&reply, &ctx),
             WireFormat::AnthropicMessages => anthropic::render_stream(&reply, &ctx),
+        };
+        let parts = match dialect {
+            Dialect::ChatGpt => chatgpt::with_keepalives(parts),
+            Dialect::Public => parts,
         };
         sse::response(parts, &reply, &shared)
     } else {
@@ -539,6 +626,12 @@ pub(crate) fn openai_error_body(err: &ErrorReply) -> Value {
         429 => ("rate_limit_error", Value::from("rate_limit_exceeded")),
         _ => ("server_error", Value::Null),
     };
+    // OpenAI's spent quota is a 429 of its own type (`insufficient_quota`).
+    let kind = match err.code.as_deref() {
+        Some("insufficient_quota") => "insufficient_quota",
+        _ => kind,
+    };
+    let code = err.code.clone().map_or(code, Value::from);
     serde_json::json!({
         "error": { "message": err.message, "type": kind, "param": null, "code": code }
     })
@@ -635,6 +728,7 @@ async fn fallback(
         status: 404,
         message: format!("mock provider: no route for {method} {}", uri.path()),
         retry_after: None,
+        code: None,
     };
     let json = openai_error_body(&err);
     json_response(StatusCode::NOT_FOUND, &json, WireFormat::ChatCompletions)

@@ -110,6 +110,8 @@ pub struct ErrorReply {
     pub message: String,
     /// Value of a `Retry-After` header (seconds), if any.
     pub retry_after: Option<u64>,
+    /// The OpenAI error `code` (e.g. `insufficient_quota`), else the one the status implies.
+    pub code: Option<String>,
 }
 
 /// How a stream ends.
@@ -236,6 +238,7 @@ impl Reply {
                 status,
                 message: message.into(),
                 retry_after: None,
+                code: None,
             }),
             ..Self::default()
         }
@@ -244,6 +247,18 @@ impl Reply {
     /// 429 with a `Retry-After` header.
     pub fn rate_limited(retry_after_secs: u64) -> Self {
         Self::error(429, "Rate limit reached (mock)").retry_after(retry_after_secs)
+    }
+
+    /// OpenAI's 429 for a spent quota (`insufficient_quota`): no wait cures it.
+    pub fn quota_exhausted() -> Self {
+        let mut reply = Self::error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details (mock)",
+        );
+        if let Body::Error(error) = &mut reply.body {
+            error.code = Some("insufficient_quota".to_string());
+        }
+        reply
     }
 
     /// 500 server error.
@@ -340,6 +355,7 @@ impl Reply {
             status,
             message: message.into(),
             retry_after: None,
+            code: None,
         });
         self
     }
