@@ -343,7 +343,7 @@ const ENV_READERS: &[Reader] = &[
         "AGENT_RUNTIME_NODES",
         COMPOSE,
         &[
-            "&settings.nodes,",
+            "let nodes = &settings.nodes;",
             "nodes.service_url.as_ref()",
             "nodes.health_interval",
             ".nodes.iter()",

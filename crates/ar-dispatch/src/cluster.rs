@@ -36,6 +36,8 @@ use crate::spec::RunSpec;
 
 /// The machine name that always means this one.
 pub const LOCAL_MACHINE: &str = "local";
+/// How long a placement waits for nodes whose first health check has not come back.
+pub const FIRST_CHECK_PATIENCE: Duration = Duration::from_secs(30);
 
 /// A node as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +138,11 @@ impl Peer {
             Some(slots) => self.max - slots.available_permits(),
             None => 0,
         }
+    }
+
+    /// Whether the first health check of this node is still to come.
+    fn unchecked(&self) -> bool {
+        self.remote.is_some() && lock(&self.health).checked_at.is_none()
     }
 
     /// Why this node cannot take a run of `agent` now (`None`: it can).
@@ -270,6 +277,12 @@ impl ClusterRouter {
         });
         for (peer, found) in futures::future::join_all(checks).await {
             let health = match found {
+                // A node still probing its CLIs is not checked yet: runs wait for it.
+                Ok(caps) if caps.inventory.is_none() && caps.accepting => NodeHealth {
+                    error: "probing its agent CLIs".into(),
+                    capabilities: Some(caps),
+                    ..NodeHealth::default()
+                },
                 Ok(caps) => NodeHealth {
                     ready: caps.accepting,
                     checked_at: Some(Utc::now()),
@@ -379,13 +392,16 @@ impl ClusterRouter {
         }))
     }
 
-    /// Places a run: a slot on the chosen machine, waiting while every eligible node is full.
+    /// Places a run: a slot on the chosen machine, waiting while every eligible node is full
+    /// (and, for at most [`FIRST_CHECK_PATIENCE`], for nodes not checked yet).
     pub async fn place(&self, placement: &Placement) -> Result<Slot, PlaceError> {
+        let since = tokio::time::Instant::now();
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(slot) = self.try_place(placement)? {
+            let patient = since.elapsed() < FIRST_CHECK_PATIENCE;
+            if let Some(slot) = self.try_place(placement, patient)? {
                 return Ok(slot);
             }
             // Every eligible node is full: wait for a place or a health change (and look
@@ -394,8 +410,9 @@ impl ClusterRouter {
         }
     }
 
-    /// One attempt: a slot, `None` when every eligible node is full, or why none is eligible.
-    fn try_place(&self, placement: &Placement) -> Result<Option<Slot>, PlaceError> {
+    /// One attempt: a slot, `None` when every eligible node is full (or, while `patient`, not
+    /// checked yet), or why none is eligible.
+    fn try_place(&self, placement: &Placement, patient: bool) -> Result<Option<Slot>, PlaceError> {
         let agent = placement.agent.as_str();
         if placement.local_only {
             return match &placement.machine {
@@ -423,14 +440,21 @@ impl ClusterRouter {
         };
         let mut reasons = Vec::new();
         let mut eligible = Vec::new();
+        let mut unchecked = false;
         for peer in candidates {
             if placement.avoid.contains(&peer.name) {
                 reasons.push(format!("node {:?} lost this run", peer.name));
+            } else if peer.unchecked() && patient {
+                // Its first health check is on its way (the service or the node just started).
+                unchecked = true;
             } else if let Some(why) = peer.unfit(agent) {
                 reasons.push(why);
             } else {
                 eligible.push(peer);
             }
+        }
+        if eligible.is_empty() && unchecked {
+            return Ok(None);
         }
         if eligible.is_empty() {
             let pinned = placement.machine.is_some() || !placement.labels.is_empty();

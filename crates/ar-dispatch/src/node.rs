@@ -331,7 +331,10 @@ pub async fn serve_node(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let state = new_state(config);
-    state.refresh_inventory().await;
+    // The CLIs are probed while the node already serves: until the inventory is there its
+    // capabilities carry none, and routers wait for it before sending runs.
+    let probing = state.clone();
+    tokio::spawn(async move { probing.refresh_inventory().await });
     let sweeper = CancellationToken::new();
     if let Some(root) = state.config.workdir_root.clone() {
         remove_stale_workdirs(&root, &HashSet::new()).await;

@@ -82,6 +82,10 @@ pub struct TurnRoute {
         skip_serializing_if = "Option::is_none"
     )]
     pub api_key: Option<Secret>,
+    /// The ChatGPT account a subscription token acts for: the proxy adds it to every call as
+    /// `ChatGPT-Account-ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
 }
 
 /// What a turn's CLI may do without asking (nobody is there to answer a prompt).
@@ -274,6 +278,11 @@ async fn start_proxy(
     let egress = EgressRoute {
         base_url: route.base_url.clone(),
         credential: route.api_key.clone(),
+        headers: route
+            .account_id
+            .iter()
+            .map(|account| ("chatgpt-account-id".to_string(), account.clone()))
+            .collect(),
     };
     let proxy = EgressProxy::start(
         &egress,

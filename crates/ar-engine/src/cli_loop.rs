@@ -266,6 +266,7 @@ impl Engine {
             return Ok(());
         }
         let mut avoid: Vec<String> = Vec::new();
+        let mut lost: Option<String> = None;
         loop {
             let Some(mut request) = self
                 .begin_cli_turn(&mut run, &agent, &mut state, owner)
@@ -281,6 +282,10 @@ impl Engine {
             let turn = match started {
                 Ok(turn) => turn,
                 Err(AgentCliError::NoPlacement(reason)) => {
+                    let reason = match &lost {
+                        Some(last) => format!("{reason} (the turn was lost: {last})"),
+                        None => reason,
+                    };
                     return self.pause_unplaced(run, reason).await;
                 }
                 Err(error) => {
@@ -305,6 +310,7 @@ impl Engine {
             if !self.fail_over(&mut run, owner, &machine, &ended.2).await? {
                 return Ok(());
             }
+            lost = Some(format!("{machine}: {}", ended.2));
             avoid.push(machine);
         }
     }

@@ -203,6 +203,7 @@ impl DispatchAgentCli {
             base_url: route.base_url.trim_end_matches('/').to_string(),
             model: route.model.clone(),
             api_key: route.api_key.clone().filter(|key| !key.is_empty()),
+            account_id: route.account_id.clone(),
         });
         let permissions = match (request.read_only, self.config.bypass_permissions) {
             (true, _) => TurnPermissions::ReadOnly,

@@ -439,10 +439,12 @@ struct AgentClis {
 
 fn agent_clis(
     dir: &Path,
-    bridge: Option<crate::agent_cli::McpBridge>,
-    nodes: &ar_config::nodes::NodesConfig,
+    settings: &ServiceSettings,
+    (options, listen_addr): (&ServiceOptions, SocketAddr),
     stop: &CancellationToken,
 ) -> anyhow::Result<AgentClis> {
+    let nodes = &settings.nodes;
+    let bridge = mcp_bridge(options, listen_addr);
     let mut cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
     cli_config.bridge = bridge;
     cli_config.node_service_url = nodes.service_url.as_ref().map(|url| url.to_string());
@@ -651,12 +653,7 @@ impl Service {
         let bus = Arc::new(Bus::new());
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
         let background = CancellationToken::new();
-        let clis = agent_clis(
-            &dir,
-            mcp_bridge(&options, listen_addr),
-            &settings.nodes,
-            &background,
-        )?;
+        let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
         let config = EngineConfig {
             instance_id: instance_id(&settings, &dir)?,
             apps: app_policies(&apps),

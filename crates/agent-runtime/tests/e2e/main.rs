@@ -16,6 +16,7 @@ mod config_cli;
 mod durability;
 mod egress;
 mod embedded;
+mod fleet;
 mod live_replicas;
 mod mcp_bridge;
 mod nats;

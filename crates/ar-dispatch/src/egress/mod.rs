@@ -58,6 +58,9 @@ pub struct EgressRoute {
     pub base_url: String,
     /// The key sent upstream in place of the placeholder; `None`: nothing is sent.
     pub credential: Option<Secret>,
+    /// Headers the route needs on every call besides the key (a ChatGPT subscription's
+    /// `ChatGPT-Account-ID`); they replace the client's own of the same name.
+    pub headers: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for EgressRoute {
@@ -65,6 +68,7 @@ impl std::fmt::Debug for EgressRoute {
         f.debug_struct("EgressRoute")
             .field("base_url", &self.base_url)
             .field("credential", &self.credential)
+            .field("headers", &self.headers)
             .finish()
     }
 }
@@ -169,6 +173,7 @@ impl EgressProxy {
             prefix,
             placeholder: Secret::new(new_placeholder()),
             credential: route.credential.clone().filter(|key| !key.is_empty()),
+            headers: route_headers(&route.headers)?,
             client,
             limits,
             stopped: CancellationToken::new(),
@@ -243,6 +248,23 @@ fn route_origin(base_url: &str) -> Result<String, EgressError> {
     })
 }
 
+/// The route's extra headers, checked.
+fn route_headers(
+    pairs: &[(String, String)],
+) -> Result<Vec<(HeaderName, HeaderValue)>, EgressError> {
+    pairs
+        .iter()
+        .map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| EgressError::Route(format!("header name {name:?} is not valid")))?;
+            let value = HeaderValue::from_str(value).map_err(|_| {
+                EgressError::Route(format!("header {name} has a value that is not valid"))
+            })?;
+            Ok((name, value))
+        })
+        .collect()
+}
+
 struct Shared {
     /// `scheme://host[:port]` of the route.
     origin: String,
@@ -250,6 +272,7 @@ struct Shared {
     prefix: String,
     placeholder: Secret,
     credential: Option<Secret>,
+    headers: Vec<(HeaderName, HeaderValue)>,
     client: reqwest::Client,
     limits: EgressLimits,
     stopped: CancellationToken,
@@ -510,6 +533,9 @@ fn upstream_headers(shared: &Shared, incoming: &HeaderMap) -> HeaderMap {
             continue;
         }
         headers.append(name.clone(), value.clone());
+    }
+    for (name, value) in &shared.headers {
+        headers.insert(name.clone(), value.clone());
     }
     if let Some(key) = &shared.credential {
         let (name, value) = if as_api_key {

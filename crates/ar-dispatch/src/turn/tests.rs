@@ -29,6 +29,7 @@ fn setup(permissions: TurnPermissions) -> TurnSetup {
             base_url: "http://127.0.0.1:9/v1".into(),
             model: "mock-model".into(),
             api_key: Some(Secret::new(KEY)),
+            account_id: None,
         }),
         permissions,
         bridge: None,

@@ -17,6 +17,7 @@ async fn proxy_for(mock: &MockProvider, cli_path: &str, limits: EgressLimits) ->
     let route = EgressRoute {
         base_url: mock.base_url(),
         credential: Some(Secret::new(KEY)),
+        headers: vec![("chatgpt-account-id".into(), "acct_test".into())],
     };
     EgressProxy::start(&route, cli_path, limits, upstream_client().unwrap())
         .await
@@ -73,6 +74,7 @@ async fn the_placeholder_is_swapped_for_the_key_and_usage_is_counted() {
         Some(format!("Bearer {KEY}").as_str())
     );
     assert_eq!(seen[1].header("x-api-key"), Some(KEY));
+    assert_eq!(seen[0].header("chatgpt-account-id"), Some("acct_test"));
     assert!(seen[1].header("authorization").is_none());
     for request in &seen {
         let headers = format!("{:?}", request.headers);
