@@ -17,6 +17,7 @@ mod durability;
 mod egress;
 mod embedded;
 mod fleet;
+mod fuzz;
 mod live_replicas;
 mod mcp_bridge;
 mod nats;
