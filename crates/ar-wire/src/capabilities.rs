@@ -43,7 +43,7 @@ pub struct Capabilities {
 }
 
 /// A node of the fleet (`agent-runtime node`) as the service sees it (our addition).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct NodeInfo {
     /// Its name (what `execution_config.placement.machine` names).
