@@ -20,6 +20,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod codex_login;
 pub mod composite;
 pub mod consts;
 pub mod contracts;

@@ -6,6 +6,7 @@ mod contracts;
 mod egress;
 mod fake;
 mod local;
+mod login;
 mod node;
 mod subscription;
 mod support;
