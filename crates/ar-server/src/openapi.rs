@@ -401,6 +401,7 @@ pub fn wire_defaults() -> Vec<(String, Value)> {
         DurableInfo,
         SkillInfo,
         RunMCPCapability,
+        NodeInfo,
         AppSummary,
         AppComponent,
         HealthResponse,

@@ -36,6 +36,8 @@ pub struct AppState {
     pub mcp_providers: Arc<ar_tools::McpProviders>,
     /// What `/metrics` reports.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The fleet's router when nodes are configured (their health and inventory).
+    pub fleet: Option<Arc<ar_dispatch::ClusterRouter>>,
 }
 
 impl AppState {
