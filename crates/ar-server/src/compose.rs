@@ -692,14 +692,7 @@ impl Service {
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
-            let owners = engine.clone();
-            replicas.spawn(
-                inbound,
-                bus.clone(),
-                store.clone(),
-                move |run_id, signal| owners.owner_signal_received(run_id, signal),
-                background.clone(),
-            );
+            serve_replica_link(replicas, inbound, &engine, (&bus, &store), &background);
         }
         let state = AppState {
             engine: engine.clone(),
@@ -860,6 +853,24 @@ fn workspaces(
 /// Per-app event callbacks and the legacy global one (`AGENT_RUNTIME_EVENT_SINK` with
 /// `callback`), delivered through the durable outbox. Their cursors are made before the
 /// service takes a request, so no event committed from then on is missed.
+/// Hands what the other replicas send to this one's bus and to the runs' owners.
+fn serve_replica_link(
+    replicas: &ar_events::Replicas,
+    inbound: ReplicaInbound,
+    engine: &Engine,
+    (bus, store): (&Arc<Bus>, &Arc<dyn Store>),
+    background: &CancellationToken,
+) {
+    let owners = engine.clone();
+    replicas.spawn(
+        inbound,
+        bus.clone(),
+        store.clone(),
+        move |run_id, signal| owners.owner_signal_received(run_id, signal),
+        background.clone(),
+    );
+}
+
 /// The metrics, and the store wrapped by their recorder.
 async fn metered_store(
     settings: &ServiceSettings,
