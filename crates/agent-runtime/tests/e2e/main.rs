@@ -16,6 +16,7 @@ mod config_cli;
 mod durability;
 mod embedded;
 mod live_replicas;
+mod long_runs;
 mod mcp_bridge;
 mod nats;
 mod postgres;

@@ -39,6 +39,7 @@ mod anthropic;
 mod auto;
 mod chat;
 pub mod chatgpt;
+mod long_run;
 mod reply;
 mod responses;
 mod sse;
@@ -60,6 +61,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use auto::{shell_call, AutoScript, Conversation};
+pub use long_run::LongRun;
 pub use reply::{ErrorReply, FinishReason, Reply, StreamEnd, ToolCall, Usage};
 
 use reply::Body;
@@ -251,6 +253,12 @@ impl MockProvider {
     /// runs, no shared queue): see [`AutoScript`].
     pub fn auto(&self, script: AutoScript) {
         let script = Arc::new(script);
+        self.respond_with(move |conv| Some(script.reply_for(conv)));
+    }
+
+    /// Answers as a long run's model (see [`LongRun`]); keep a clone of `script` to read its
+    /// counters.
+    pub fn long_run(&self, script: LongRun) {
         self.respond_with(move |conv| Some(script.reply_for(conv)));
     }
 
