@@ -30,7 +30,7 @@ mod skills;
 pub mod studio;
 pub mod studio_replay;
 pub mod transcript;
-mod window;
+pub mod window;
 mod workspace;
 
 pub use admission::{StartRun, TurnPolicyRequest};

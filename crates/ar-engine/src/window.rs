@@ -196,7 +196,7 @@ fn floor_boundary(text: &str, mut at: usize) -> usize {
 
 /// `text` cut to its first `head` and last `tail` bytes (on char boundaries) around a marker
 /// saying how much was left out; `None` when it is short enough already.
-pub(crate) fn head_and_tail(text: &str, head: usize, tail: usize) -> Option<String> {
+pub fn head_and_tail(text: &str, head: usize, tail: usize) -> Option<String> {
     if text.len() <= head + tail + 128 {
         return None;
     }
@@ -224,7 +224,7 @@ fn turn_starts(transcript: &[ChatMessage]) -> Vec<usize> {
 /// The first message of the newest turns worth about `keep_tokens` (the newest turn always):
 /// what is before it may be cut down or summarized. Never inside a turn, never the system
 /// prompt (index 0).
-pub(crate) fn recent_start(transcript: &[ChatMessage], keep_tokens: u64) -> usize {
+pub fn recent_start(transcript: &[ChatMessage], keep_tokens: u64) -> usize {
     let starts = turn_starts(transcript);
     let mut kept = 0u64;
     let mut cut = transcript.len();
@@ -242,7 +242,7 @@ pub(crate) fn recent_start(transcript: &[ChatMessage], keep_tokens: u64) -> usiz
 
 /// Cuts the tool outputs before `recent` that are larger than the policy allows an old output
 /// to their head and tail; how many were cut.
-pub(crate) fn trim_old_outputs(
+pub fn trim_old_outputs(
     transcript: &mut [ChatMessage],
     recent: usize,
     policy: &ContextPolicy,
@@ -286,7 +286,7 @@ fn is_summary(message: &ChatMessage) -> bool {
 
 /// The calls of `turns` whose results say their outcome is unknown, as recovery markers the
 /// summary carries: the agent must still check them before repeating them.
-pub(crate) fn unknown_outcomes(turns: &[ChatMessage]) -> Vec<String> {
+pub fn unknown_outcomes(turns: &[ChatMessage]) -> Vec<String> {
     let mut markers = Vec::new();
     for result in turns.iter().filter(|m| m.role == ChatRole::Tool) {
         if !result.content.starts_with(UNKNOWN_OUTCOME) {
@@ -346,7 +346,7 @@ fn conversation_view(turns: &[ChatMessage], output_bytes: usize, max_tokens: u64
 }
 
 /// The summary turn for the messages before `cut`: no tools, the summary's output room.
-pub(crate) fn summary_request(
+pub fn summary_request(
     transcript: &[ChatMessage],
     cut: usize,
     policy: &ContextPolicy,
@@ -373,7 +373,7 @@ pub(crate) fn summary_request(
 /// the summary (with the recovery markers of calls whose outcome is unknown), the latest
 /// request of the user when it was summarized (kept word for word), then the recent turns,
 /// without tool results whose call is no longer in it.
-pub(crate) fn replace_with_summary(
+pub fn replace_with_summary(
     transcript: &[ChatMessage],
     cut: usize,
     summary: &str,
@@ -404,7 +404,7 @@ pub(crate) fn replace_with_summary(
 }
 
 /// Removes tool results whose call is not in the transcript (a provider refuses them).
-pub(crate) fn drop_orphaned_results(transcript: &mut Vec<ChatMessage>) {
+pub fn drop_orphaned_results(transcript: &mut Vec<ChatMessage>) {
     let calls: std::collections::HashSet<String> = transcript
         .iter()
         .flat_map(|m| &m.tool_calls)
