@@ -132,6 +132,9 @@ impl Turn {
 
 /// A model step's answer: the response, or the provider's refusal of a request too long for
 /// its window (the loop compacts the context and asks again).
+// Returned once per step and unpacked at once: boxing the response would only add an
+// allocation to every step.
+#[allow(clippy::large_enum_variant)]
 enum Answer {
     Response(ModelResponse, StreamMarks),
     Overflow,
