@@ -11,6 +11,7 @@ pub mod compose;
 pub mod connections;
 pub mod convert;
 pub mod error;
+pub mod openapi;
 mod routes;
 pub mod state;
 pub mod studio_console;

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::de::{nd, raw};
 
 /// An app-scoped, reusable agent definition (`/v1/agents`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Agent {
     /// Runtime-assigned (or host-chosen on PUT) agent id.
@@ -58,7 +58,7 @@ pub struct Agent {
 }
 
 /// Reference to a skill, by id or by key (optionally pinned to a version).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SkillRef {
     /// Host skill id.

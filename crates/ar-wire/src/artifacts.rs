@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::de::{nd, raw};
 
 /// One artifact produced for a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AgentRunArtifact {
     /// Artifact id.
@@ -43,7 +43,7 @@ pub struct AgentRunArtifact {
 }
 
 /// Body of `POST /v1/runs/{id}/artifacts`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AppendArtifactRequest {
     /// Artifact type (required).

@@ -7,7 +7,7 @@ use crate::model::ModelEndpoint;
 use crate::tools::Tool;
 
 /// Response of `GET /v1/capabilities`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Capabilities {
     /// Supported runtime kinds (always written).
@@ -40,7 +40,7 @@ pub struct Capabilities {
 }
 
 /// One model provider as seen by the runtime.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ProviderCapability {
     /// Wire protocols.
@@ -76,7 +76,7 @@ pub struct ProviderCapability {
 }
 
 /// Store backend info.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct StoreInfo {
     /// `memory`, `sqlite` or `postgres`.
@@ -88,7 +88,7 @@ pub struct StoreInfo {
 }
 
 /// Durable execution info.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DurableInfo {
     /// Durable execution available.
@@ -103,7 +103,7 @@ pub struct DurableInfo {
 }
 
 /// A skill listed in capabilities.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SkillInfo {
     /// Skill key.
@@ -118,7 +118,7 @@ pub struct SkillInfo {
 }
 
 /// Run-scoped MCP support.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunMCPCapability {
     /// Supported.
@@ -148,7 +148,7 @@ pub struct RunMCPCapability {
 }
 
 /// One app's configuration summary; also the response of `GET /v1/app-health`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AppSummary {
     /// Approved model endpoint bindings.
@@ -166,7 +166,7 @@ pub struct AppSummary {
 }
 
 /// One configured host component (URLs/tokens are never exposed beyond `url`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AppComponent {
     /// Component name.
@@ -202,7 +202,7 @@ pub struct AppComponent {
 }
 
 /// Body of `GET /healthz`: `{"status":"ok"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct HealthResponse {
     /// Always `ok` when serving.

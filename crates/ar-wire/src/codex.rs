@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::de::nd;
 
 /// Legacy Codex auth state (`POST …/codex-auth/device-code/start|cancel`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CodexAuthState {
     /// Provider.

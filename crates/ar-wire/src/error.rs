@@ -6,7 +6,7 @@ use crate::de::nd;
 
 /// Every non-2xx JSON response: `{"error": "<message>"}`. Where the original's message is a
 /// fixed phrase ("invalid request body"), `detail` (our addition) says what exactly was wrong.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ErrorBody {
     /// Human-readable message.

@@ -9,7 +9,7 @@ use crate::de::{is_zero, nd};
 
 /// A persisted (or callback/NATS-delivered) event. v2 adds `schema_version`, `turn_id`,
 /// `segment_id`, `revision` and `base_revision`; v1 leaves them empty, so they are omitted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct EventEnvelope {
     /// Unique event id (NATS dedup id, callback idempotency key).
@@ -54,7 +54,7 @@ pub struct EventEnvelope {
 }
 
 /// The bare form of a transient (never persisted) event, as sent on SSE for deltas.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Event {
     /// App id.
@@ -135,7 +135,7 @@ impl Event {
 }
 
 /// `data` of `assistant_message_started|delta|completed`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AssistantMessageEventData {
     /// Message id.
@@ -150,7 +150,7 @@ pub struct AssistantMessageEventData {
 }
 
 /// `data` of `reasoning_message_started|delta|completed`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ReasoningMessageEventData {
     /// Message id.
@@ -168,7 +168,7 @@ pub struct ReasoningMessageEventData {
 }
 
 /// `data` of `tool_call_started|args_delta|result|finished`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ToolCallEventData {
     /// Tool call id.
@@ -207,7 +207,7 @@ pub struct ToolCallEventData {
 }
 
 /// `data` of `plan_updated`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PlanUpdatedEventData {
     /// Rendered plan / explanation.
@@ -225,7 +225,7 @@ pub struct PlanUpdatedEventData {
 }
 
 /// One plan step.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunPlanStep {
     /// Step text.
@@ -237,7 +237,7 @@ pub struct RunPlanStep {
 }
 
 /// Token usage (cumulative per run unless `usage_semantic` says otherwise).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Usage {
     /// Total tokens.
@@ -265,7 +265,7 @@ impl Usage {
 }
 
 /// `data` of `usage.checkpoint`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct UsageCheckpointEventData {
     /// Usage gauge (struct value: always written).
@@ -277,7 +277,7 @@ pub struct UsageCheckpointEventData {
 }
 
 /// `data` of `codex_auth.state_changed` (legacy).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CodexAuthStateEventData {
     /// Provider.
@@ -310,7 +310,7 @@ pub struct CodexAuthStateEventData {
 }
 
 /// Response of `GET /v2/runs/{id}/events`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct EventListResponse {
     /// Events after `after_sequence` (always written).
@@ -325,7 +325,7 @@ pub struct EventListResponse {
 }
 
 /// Query string of `GET /v2/runs/{id}/events`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct EventListQuery {
     /// Owning app.
@@ -343,7 +343,7 @@ pub struct EventListQuery {
 pub const MAX_EVENT_PAGE_SIZE: i64 = 1000;
 
 /// Materialized v2 stream state through `through_sequence` (`state.events` = all v2 envelopes).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct StreamStateSnapshot {
     /// Always `"2"`.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::de::{nd, raw};
 
 /// A request for a human (input, approval, review, authentication) and its resolution.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AgentRunInteraction {
     /// Interaction id.

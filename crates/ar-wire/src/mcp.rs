@@ -10,7 +10,7 @@ use crate::agents::SkillRef;
 use crate::de::nd;
 
 /// Attaches an app-managed remote MCP server to one run. Only ever sent in `StartRunRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunMCPServer {
     /// Host server id, unique per run.
@@ -37,7 +37,7 @@ pub struct RunMCPServer {
 }
 
 /// One authorized tool on a run MCP server.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunMCPTool {
     /// Tool name as advertised by the server.
@@ -49,7 +49,7 @@ pub struct RunMCPTool {
 }
 
 /// Request-only credential for one run MCP server. `Debug` redacts secrets.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunMCPCredential {
     /// `bearer_token` or `headers`; see [`credential_type`].
@@ -86,7 +86,7 @@ impl fmt::Debug for RunMCPCredential {
 }
 
 /// Body of `PUT /v1/runs/{id}/mcp-servers/{server_id}/credential`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct UpdateRunMCPCredentialRequest {
     /// Replacement credential.
@@ -95,7 +95,7 @@ pub struct UpdateRunMCPCredentialRequest {
 }
 
 /// Acknowledges an MCP credential rotation without echoing secrets.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunMCPCredentialUpdate {
     /// Run id.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::de::{nd, raw};
 
 /// One transcript message.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AgentRunMessage {
     /// Message id.
@@ -46,7 +46,7 @@ pub struct AgentRunMessage {
 }
 
 /// Body of `POST /v1/runs/{id}/messages`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AppendMessageRequest {
     /// Role (server default `user`; always written).

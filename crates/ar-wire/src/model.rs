@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::de::nd;
 
 /// Pins a run to a provider/model route without modifying the agent. Secret-free.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunModel {
     /// Provider; see [`provider`].
@@ -26,7 +26,7 @@ pub struct RunModel {
 }
 
 /// An administrator-approved Chat Completions destination; must match app configuration exactly.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ModelEndpoint {
     /// Binding id from the app's `model_endpoints`.
@@ -41,7 +41,7 @@ pub struct ModelEndpoint {
 }
 
 /// Model request options only (not execution or tool limits). Pointer fields in Go: `Some("")` is kept.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ModelControls {
     /// See [`reasoning_effort`].
@@ -56,7 +56,7 @@ pub struct ModelControls {
 }
 
 /// OpenRouter routing preferences.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct OpenRouterModelControls {
     /// Provider preferences.
@@ -65,7 +65,7 @@ pub struct OpenRouterModelControls {
 }
 
 /// Restricts the OpenRouter provider's quantization.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct OpenRouterProviderPreferences {
     /// Allowed quantizations.
@@ -74,7 +74,7 @@ pub struct OpenRouterProviderPreferences {
 }
 
 /// Request-only model credential supplied by the host backend. `Debug` redacts secrets.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ModelCredential {
     /// See [`credential_type`].
@@ -114,7 +114,7 @@ impl fmt::Debug for ModelCredential {
 }
 
 /// Body of `PUT /v1/runs/{id}/model-credential`; also the host's refresh-callback response.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct UpdateRunModelCredentialRequest {
     /// Replacement credential.
@@ -123,7 +123,7 @@ pub struct UpdateRunModelCredentialRequest {
 }
 
 /// Response of `PUT /v1/runs/{id}/model-credential`; never echoes the secret.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunModelCredentialUpdate {
     /// Run id.

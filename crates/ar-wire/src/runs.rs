@@ -11,7 +11,7 @@ use crate::target::TargetRef;
 use crate::workspace::WorkspaceLease;
 
 /// One execution of an agent against a target.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AgentRun {
     /// Runtime run id (`run_…`).
@@ -83,7 +83,7 @@ pub struct AgentRun {
 }
 
 /// The run's admitted input (secret-free).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunInput {
     /// Pinned model route.
@@ -113,7 +113,7 @@ pub struct RunInput {
 }
 
 /// How a run's turns end.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct TurnPolicy {
     /// See [`turn_policy_mode`]; empty = `complete_on_finish`.
@@ -136,7 +136,7 @@ pub struct TurnPolicy {
 /// Body of `POST /v1/runs`. Strict: unknown fields at any depth are rejected (400), as in Go's
 /// `DisallowUnknownFields`; free-form maps (`trigger`, `metadata`, `target.metadata`, skill
 /// `config`, credential `headers`) are not checked inside.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StartRunRequest {
     /// Pinned model route.
@@ -196,7 +196,7 @@ pub struct StartRunRequest {
 }
 
 /// Body of `POST /v1/runs/{id}/resume`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ResumeRunRequest {
     /// See [`message_provenance`].
@@ -231,7 +231,7 @@ pub struct ResumeRunRequest {
 }
 
 /// Body of `POST /v1/runs/{id}/request-changes`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RequestChangesRequest {
     /// Requested changes.
@@ -243,7 +243,7 @@ pub struct RequestChangesRequest {
 }
 
 /// Response of `GET /v1/runs/search`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunPage {
     /// Matching runs (always written; `[]` when none).
@@ -261,7 +261,7 @@ pub struct RunPage {
 }
 
 /// Query string of `GET /v1/runs/search` (`app_id`, `q`, `status`, `limit`, `offset`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunSearchQuery {
     /// Owning app.
@@ -287,7 +287,7 @@ pub const SEARCH_DEFAULT_LIMIT: i64 = 25;
 pub const SEARCH_MAX_LIMIT: i64 = 100;
 
 /// Response of `GET /v1/runs/{id}/execution`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunExecutionInfo {
     /// `lightweight` or `durable`.

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::de::nd;
 
 /// What a run works on: an app-defined `{type, id}` pair plus optional display data and metadata.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct TargetRef {
     /// App-defined target type, e.g. `workspace`, `ticket`.
@@ -24,7 +24,7 @@ pub struct TargetRef {
 }
 
 /// Human-facing presentation of a target.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct TargetDisplay {
     /// Display title.

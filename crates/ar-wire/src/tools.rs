@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::de::{is_false, nd, object_or_null, raw};
 
 /// A tool definition as listed by capabilities and the run tool gateway.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Tool {
     /// Canonical tool name.
@@ -33,7 +33,7 @@ pub struct Tool {
 }
 
 /// Durable audit record of one tool call.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ToolCall {
     /// Record id.
@@ -68,7 +68,7 @@ pub struct ToolCall {
 }
 
 /// Result of `POST /v1/runs/{id}/tools` (MCP-shaped).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ToolCallResult {
     /// Content items (always written).
@@ -89,7 +89,7 @@ pub struct ToolCallResult {
 }
 
 /// One content item of a tool result.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ContentItem {
     /// Item type (`text`).
@@ -111,7 +111,7 @@ impl ContentItem {
 }
 
 /// Body of `POST /v1/runs/{id}/tools`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RunToolCallRequest {
     /// Tool name (required).
@@ -123,7 +123,7 @@ pub struct RunToolCallRequest {
 }
 
 /// Response of `GET /v1/runs/{id}/tools`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ToolListResponse {
     /// Effective tools of the run.

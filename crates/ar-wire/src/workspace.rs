@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::de::nd;
 
 /// A prepared workspace for a run (must not contain secrets).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct WorkspaceLease {
     /// Lease id.

@@ -15,6 +15,7 @@ mod cli_workspaces;
 mod config_cli;
 mod durability;
 mod embedded;
+mod fuzz;
 mod live_replicas;
 mod long_runs;
 mod mcp_bridge;

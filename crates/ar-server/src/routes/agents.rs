@@ -1,5 +1,6 @@
 //! `/v1/agents`: list, create, get, upsert.
 
+use crate::openapi::*;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -9,6 +10,8 @@ use crate::convert::{agent_from_wire, agent_to_wire};
 use crate::error::{json, ApiError, ApiJson, ApiResult};
 use crate::state::AppState;
 
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", params(AppQuery),
+    responses((status = 200, description = "The app's agents", body = [ar_wire::Agent])))]
 pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let agents = state.store.list_agents(&app_id).await?;
@@ -19,6 +22,8 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
 /// `POST /v1/agents`. As in the original service, the app configuration does not gate agents:
 /// an app it does not list (or any app, when there is none) gets its agent; such an app's runs
 /// use the defaults (static target context, no approved model endpoints).
+#[utoipa::path(post, path = "/v1/agents", tag = "agents", request_body = ar_wire::Agent,
+    responses((status = 201, description = "The agent, created", body = ar_wire::Agent)))]
 pub async fn create(
     State(state): State<AppState>,
     ApiJson(agent): ApiJson<ar_wire::Agent>,
@@ -30,6 +35,9 @@ pub async fn create(
     Ok(json(StatusCode::CREATED, &agent_to_wire(&created)))
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents", params(AgentPath, AppQuery),
+    responses((status = 200, description = "The agent", body = ar_wire::Agent),
+              (status = 404, description = "No such agent in this app", body = ar_wire::ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
     RunPath(agent_id): RunPath,
@@ -45,6 +53,10 @@ pub async fn get(
 }
 
 /// Upsert: the path id wins; `app_id` from the query, else from the body.
+#[utoipa::path(put, path = "/v1/agents/{agent_id}", tag = "agents", params(AgentPath, OptionalAppQuery),
+    request_body = ar_wire::Agent,
+    responses((status = 200, description = "The agent, replaced", body = ar_wire::Agent),
+              (status = 201, description = "The agent, created", body = ar_wire::Agent)))]
 pub async fn upsert(
     State(state): State<AppState>,
     RunPath(agent_id): RunPath,

@@ -1,6 +1,7 @@
 //! Event endpoints: the v1 SSE stream (with ids, resume and heartbeats), the v1 history,
 //! and the v2 pages and stream-state snapshot.
 
+use crate::openapi::*;
 use std::convert::Infallible;
 
 use ar_core::event::LiveEvent;
@@ -42,6 +43,9 @@ fn frame_for(event: &LiveEvent, v2: bool) -> String {
 /// `GET /v1/runs/{id}/events`: replays after the cursor (`Last-Event-ID` or
 /// `?after_sequence=`), then streams live, `: ping` every 15 s, and ends after the terminal event
 /// (at once when the cursor is at or past the terminal event of a run that has ended).
+#[utoipa::path(get, path = "/v1/runs/{run_id}/events", tag = "events", params(RunIdPath, EventStreamQuery, LastEventIdHeader),
+    responses((status = 200, description = "Server-sent events: each persisted event as `id: <sequence_no>`, `event: <type>` and its v1 envelope (v2 for a v2 app), transient deltas without an id, `: ping` every 15 s; the stream ends after the terminal event",
+               content_type = "text/event-stream", body = String)))]
 pub async fn stream_v1(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -127,6 +131,8 @@ fn with_heartbeats(
 }
 
 /// `GET /v1/runs/{id}/events/history`: every persisted event in sequence order.
+#[utoipa::path(get, path = "/v1/runs/{run_id}/events/history", tag = "events", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "Every persisted event of the run, in sequence order", body = [ar_wire::EventEnvelope])))]
 pub async fn history(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -187,6 +193,8 @@ async fn snapshot(
 
 /// `GET /v2/runs/{id}/events?after_sequence=N[&page_size=K]`, checked in the original's order
 /// (app, page size, run); an `after_sequence` that is not a whole number counts as 0, as there.
+#[utoipa::path(get, path = "/v2/runs/{run_id}/events", tag = "events", params(RunIdPath, V2EventsQuery),
+    responses((status = 200, description = "Persisted v2 events after the cursor", body = ar_wire::EventListResponse)))]
 pub async fn list_v2(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -230,6 +238,8 @@ pub async fn list_v2(
 }
 
 /// `GET /v2/runs/{id}/stream-state`.
+#[utoipa::path(get, path = "/v2/runs/{run_id}/stream-state", tag = "events", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The run's materialised v2 stream state", body = ar_wire::StreamStateSnapshot)))]
 pub async fn stream_state(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,

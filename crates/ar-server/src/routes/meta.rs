@@ -1,5 +1,6 @@
 //! `/healthz`, `/readyz`, `/v1/capabilities`, `/v1/app-health`.
 
+use crate::openapi::*;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -11,12 +12,17 @@ use crate::convert::tool_to_wire;
 use crate::error::{json, ApiError, ApiResult};
 use crate::state::AppState;
 
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process serves", body = ar_wire::HealthResponse)))]
 pub async fn healthz() -> Response {
     json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
 }
 
 /// 200 `{"status":"ready"}`, or 503 `{"status":"not_ready"}` while a required MCP provider
 /// has not loaded its catalogue or the server is draining.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, description = "Ready: `{\"status\":\"ready\"}`", body = ar_wire::HealthResponse),
+              (status = 503, description = "Not ready: `{\"status\":\"not_ready\"}`", body = ar_wire::HealthResponse)))]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let waiting = state.mcp_providers.waiting_for();
     if waiting.is_empty() && !state.draining.is_cancelled() {
@@ -65,6 +71,8 @@ fn static_summary(state: &AppState, app_id: &str) -> ar_wire::AppSummary {
     }
 }
 
+#[utoipa::path(get, path = "/v1/capabilities", tag = "meta", params(OptionalAppQuery),
+    responses((status = 200, description = "What this runtime offers", body = ar_wire::Capabilities)))]
 pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_filter = params.get("app_id").map(str::to_string);
     let apps: Vec<ar_wire::AppSummary> = match &app_filter {
@@ -175,6 +183,8 @@ async fn probe(state: &AppState, component: &mut ar_wire::AppComponent) {
     }
 }
 
+#[utoipa::path(get, path = "/v1/app-health", tag = "meta", params(AppQuery),
+    responses((status = 200, description = "The app's components and their health", body = ar_wire::AppSummary)))]
 pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     if !state.apps.apps.contains_key(&app_id) && !state.apps.apps.is_empty() {

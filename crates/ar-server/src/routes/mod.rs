@@ -1,11 +1,11 @@
 //! The router: `/v1` (and its `/internal` alias), `/v2`, `/healthz`, `/readyz`, JSON 404/405 answers.
 
-mod agents;
+pub(crate) mod agents;
 pub(crate) mod events;
-mod meta;
+pub(crate) mod meta;
 mod params;
-mod records;
-mod runs;
+pub(crate) mod records;
+pub(crate) mod runs;
 
 use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
@@ -84,11 +84,11 @@ fn run_routes(events: EventsRoute) -> Router<AppState> {
         )
         .route(
             "/runs/{run_id}/codex-auth/device-code/start",
-            run(post(runs::codex_auth)),
+            run(post(runs::codex_auth_start)),
         )
         .route(
             "/runs/{run_id}/codex-auth/device-code/cancel",
-            run(post(runs::codex_auth)),
+            run(post(runs::codex_auth_cancel)),
         );
     match events {
         EventsRoute::V1 => router.route("/runs/{run_id}/events", run(get(events::stream_v1))),
@@ -138,6 +138,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
         .merge(authenticated)
         .fallback(not_found)
         .layer(middleware::map_response(json_method_not_allowed))

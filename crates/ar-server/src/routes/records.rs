@@ -3,6 +3,7 @@
 //! As in the original, a list of an unknown run's records is an empty list: the store is asked
 //! by app and run, so another app's run has none either.
 
+use crate::openapi::*;
 use ar_engine::NewArtifact;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -35,6 +36,8 @@ fn json_list<T, W: serde::Serialize>(rows: &[T], to_wire: fn(&T) -> W) -> Respon
     )
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}/messages", tag = "records", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The run's messages", body = [ar_wire::AgentRunMessage])))]
 pub async fn list_messages(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -45,6 +48,8 @@ pub async fn list_messages(
     Ok(json_list(&rows, message_to_wire))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/messages", tag = "records", params(RunIdPath, AppQuery),
+    request_body = ar_wire::AppendMessageRequest, responses((status = 201, description = "The message, appended", body = ar_wire::AgentRunMessage)))]
 pub async fn append_message(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -65,6 +70,8 @@ pub async fn append_message(
     Ok(json(StatusCode::CREATED, &message_to_wire(&row)))
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}/artifacts", tag = "records", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The run's artifacts", body = [ar_wire::AgentRunArtifact])))]
 pub async fn list_artifacts(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -75,6 +82,8 @@ pub async fn list_artifacts(
     Ok(json_list(&rows, artifact_to_wire))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/artifacts", tag = "records", params(RunIdPath, AppQuery),
+    request_body = ar_wire::AppendArtifactRequest, responses((status = 201, description = "The artifact, appended", body = ar_wire::AgentRunArtifact)))]
 pub async fn append_artifact(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -99,6 +108,8 @@ pub async fn append_artifact(
     Ok(json(StatusCode::CREATED, &artifact_to_wire(&row)))
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}/interactions", tag = "records", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The run's interactions", body = [ar_wire::AgentRunInteraction])))]
 pub async fn list_interactions(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -109,6 +120,8 @@ pub async fn list_interactions(
     Ok(json_list(&rows, interaction_to_wire))
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}/tool-calls", tag = "records", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The run's tool calls", body = [ar_wire::ToolCall])))]
 pub async fn list_tool_calls(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -119,6 +132,8 @@ pub async fn list_tool_calls(
     Ok(json_list(&rows, tool_call_to_wire))
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}/tools", tag = "tools", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The tools the run may call", body = ar_wire::ToolListResponse)))]
 pub async fn list_tools(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -136,6 +151,8 @@ pub async fn list_tools(
     Ok(json(StatusCode::OK, &body))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/tools", tag = "tools", params(RunIdPath, AppQuery),
+    request_body = ar_wire::RunToolCallRequest, responses((status = 200, description = "The call's result, or that it waits for approval", body = ar_wire::ToolCallResult)))]
 pub async fn call_tool(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,

@@ -1,5 +1,6 @@
 //! `/v1/runs`: start, list, search, get, execution info, and the lifecycle actions.
 
+use crate::openapi::*;
 use ar_core::RunStatus;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -10,6 +11,8 @@ use crate::convert::{credential_from_wire, resume_from_wire, run_to_wire, start_
 use crate::error::{json, ApiError, ApiJson, ApiResult, NoBody, OptionalJson};
 use crate::state::AppState;
 
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(AppQuery),
+    responses((status = 200, description = "The app's runs", body = [ar_wire::AgentRun])))]
 pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let runs = state.store.list_runs(&app_id).await?;
@@ -19,6 +22,10 @@ pub async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Re
 
 /// `POST /v1/runs`: strict body (unknown fields are a 400, see `StartRunRequest`), the host's
 /// `X-Agent-Runtime-Event-Protocol` checked against the app's, 202 on admission.
+#[utoipa::path(post, path = "/v1/runs", tag = "runs", params(EventProtocolHeader),
+    request_body = ar_wire::StartRunRequest,
+    responses((status = 202, description = "The run, admitted", body = ar_wire::AgentRun),
+              (status = 409, description = "The host's event protocol is not the app's", body = ar_wire::ErrorBody)))]
 pub async fn start(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -52,6 +59,8 @@ fn check_event_protocol(state: &AppState, headers: &HeaderMap, app_id: &str) -> 
 /// `GET /v1/runs/search`, as lenient as the original: a `limit` or `offset` that is not an
 /// integer counts as unset, a limit outside 1..=100 is the default or the maximum, and a
 /// `status` no run can have finds nothing.
+#[utoipa::path(get, path = "/v1/runs/search", tag = "runs", params(SearchQuery),
+    responses((status = 200, description = "One page of the app's matching runs, newest first", body = ar_wire::RunPage)))]
 pub async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Response> {
     let app_id = params.app_id()?;
     let lenient = |key: &str| params.get(key).and_then(|text| text.parse::<i64>().ok());
@@ -98,6 +107,8 @@ pub(crate) async fn load(state: &AppState, app_id: &str, run_id: &str) -> ApiRes
         .ok_or_else(|| ApiError::not_found("run not found"))
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}", tag = "runs", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "The run", body = ar_wire::AgentRun)))]
 pub async fn get(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -108,6 +119,8 @@ pub async fn get(
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
+#[utoipa::path(get, path = "/v1/runs/{run_id}/execution", tag = "runs", params(RunIdPath, AppQuery),
+    responses((status = 200, description = "How the run executes", body = ar_wire::RunExecutionInfo)))]
 pub async fn execution(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -149,6 +162,9 @@ fn apply_resume_headers(headers: &HeaderMap, request: &mut ar_wire::ResumeRunReq
     }
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/resume", tag = "runs", params(RunIdPath, AppQuery, ResumeHeaders),
+    request_body = ar_wire::ResumeRunRequest,
+    responses((status = 200, description = "The run, resumed", body = ar_wire::AgentRun)))]
 pub async fn resume(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -165,12 +181,17 @@ pub async fn resume(
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
+/// The optional body of `approve`.
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ApproveBody {
+    /// The person who approves.
     external_actor_id: String,
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/approve", tag = "runs", params(RunIdPath, AppQuery, ResumeHeaders),
+    request_body(content = Option<ApproveBody>, description = "Optional: who approves"),
+    responses((status = 200, description = "The run, approved and resumed", body = ar_wire::AgentRun)))]
 pub async fn approve(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -192,6 +213,9 @@ pub async fn approve(
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/request-changes", tag = "runs", params(RunIdPath, AppQuery, ResumeHeaders),
+    request_body = ar_wire::RequestChangesRequest,
+    responses((status = 200, description = "The run, resumed with the requested changes", body = ar_wire::AgentRun)))]
 pub async fn request_changes(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -214,6 +238,9 @@ pub async fn request_changes(
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/cancel", tag = "runs", params(RunIdPath, AppQuery),
+    request_body(content = Option<EmptyObject>, description = "None, or an object whose fields are ignored"),
+    responses((status = 200, description = "The run, cancelled", body = ar_wire::AgentRun)))]
 pub async fn cancel(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -225,6 +252,9 @@ pub async fn cancel(
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/pause", tag = "runs", params(RunIdPath, AppQuery),
+    request_body(content = Option<EmptyObject>, description = "None, or an object whose fields are ignored"),
+    responses((status = 200, description = "The run; a running run pauses at its next checkpoint", body = ar_wire::AgentRun)))]
 pub async fn pause(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -236,6 +266,9 @@ pub async fn pause(
     Ok(json(StatusCode::OK, &run_to_wire(&run)))
 }
 
+#[utoipa::path(put, path = "/v1/runs/{run_id}/model-credential", tag = "credentials", params(RunIdPath, AppQuery),
+    request_body = ar_wire::UpdateRunModelCredentialRequest,
+    responses((status = 200, description = "The credential, replaced (never echoed)", body = ar_wire::RunModelCredentialUpdate)))]
 pub async fn update_model_credential(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -259,6 +292,8 @@ pub async fn update_model_credential(
     ))
 }
 
+#[utoipa::path(delete, path = "/v1/runs/{run_id}/model-credential", tag = "credentials", params(RunIdPath, AppQuery),
+    responses((status = 204, description = "The credential, revoked")))]
 pub async fn revoke_model_credential(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -276,6 +311,9 @@ pub async fn revoke_model_credential(
 
 /// `PUT /v1/runs/{id}/mcp-servers/{server_id}/credential`: rotates an attached server's
 /// sealed credential; answers without the secret.
+#[utoipa::path(put, path = "/v1/runs/{run_id}/mcp-servers/{server_id}/credential", tag = "credentials",
+    params(RunIdPath, ServerIdPath, AppQuery), request_body = ar_wire::UpdateRunMCPCredentialRequest,
+    responses((status = 200, description = "The server's credential, rotated (never echoed)", body = ar_wire::RunMCPCredentialUpdate)))]
 pub async fn update_mcp_credential(
     State(state): State<AppState>,
     RunPath(run_id): RunPath,
@@ -300,9 +338,31 @@ pub async fn update_mcp_credential(
     ))
 }
 
+#[utoipa::path(post, path = "/v1/runs/{run_id}/codex-auth/device-code/start", tag = "runs", params(RunIdPath, AppQuery),
+    request_body(content = Option<EmptyObject>, description = "None, or an object whose fields are ignored"),
+    responses((status = 200, description = "Never: this runtime has no Codex auth manager", body = ar_wire::CodexAuthState)))]
+pub async fn codex_auth_start(
+    path: RunPath,
+    params: Params,
+    body: OptionalJson<NoBody>,
+) -> ApiResult<Response> {
+    codex_auth(path, params, body).await
+}
+
+#[utoipa::path(post, path = "/v1/runs/{run_id}/codex-auth/device-code/cancel", tag = "runs", params(RunIdPath, AppQuery),
+    request_body(content = Option<EmptyObject>, description = "None, or an object whose fields are ignored"),
+    responses((status = 200, description = "Never: this runtime has no Codex auth manager", body = ar_wire::CodexAuthState)))]
+pub async fn codex_auth_cancel(
+    path: RunPath,
+    params: Params,
+    body: OptionalJson<NoBody>,
+) -> ApiResult<Response> {
+    codex_auth(path, params, body).await
+}
+
 /// Legacy Codex device-code login: this runtime has no Codex auth manager (the original's
 /// answer when it has none, whatever the run).
-pub async fn codex_auth(
+async fn codex_auth(
     RunPath(_): RunPath,
     params: Params,
     _: OptionalJson<NoBody>,

@@ -18,6 +18,7 @@ mod mcp_providers;
 mod native_loop;
 mod nats;
 mod nul;
+mod openapi;
 mod parity;
 mod providers;
 mod recovery;

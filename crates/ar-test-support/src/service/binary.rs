@@ -234,6 +234,22 @@ pub async fn sqlite_execute(dir: &Path, sql: &str) {
     db.close().await.ok();
 }
 
+/// The first column of each row `sql` selects, as text, from the SQLite store of a service
+/// started with [`sqlite_env`] on `dir`.
+pub async fn sqlite_strings(dir: &Path, sql: &str) -> Vec<String> {
+    use sqlx::Connection as _;
+    let url = format!("sqlite://{}", dir.join("data").join("runtime.db").display());
+    let mut db = sqlx::SqliteConnection::connect(&url)
+        .await
+        .unwrap_or_else(|error| panic!("opening {url}: {error}"));
+    let rows: Vec<(String,)> = sqlx::query_as(sql)
+        .fetch_all(&mut db)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    db.close().await.ok();
+    rows.into_iter().map(|(value,)| value).collect()
+}
+
 /// A configured service on the SQLite file `dir/data/runtime.db`, pointed at `mock`.
 pub fn sqlite_env(dir: &Path, mock: &MockProvider) -> Env {
     let mut env = base_env(dir);

@@ -19,7 +19,9 @@ use serde_json::{json, Value};
 
 use crate::mock_provider::MockProvider;
 
-pub use binary::{base_env, run_command, sqlite_env, sqlite_execute, ChildGuard, Server};
+pub use binary::{
+    base_env, run_command, sqlite_env, sqlite_execute, sqlite_strings, ChildGuard, Server,
+};
 pub use client::{assert_contiguous, event_types, http_client, Api};
 pub use in_process::{env_for, TestServer};
 pub use postgres::{on_fresh_database, on_postgres};
