@@ -261,7 +261,7 @@ fn start_node(token: &str, commands: &[&str], root: &std::path::Path) -> Node {
     let (found, listening) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.strip_prefix("node listening on ") {
+            if let Some((_, rest)) = line.split_once(" listening on ") {
                 let url = rest
                     .split_whitespace()
                     .next()

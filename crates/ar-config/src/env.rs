@@ -469,6 +469,13 @@ pub const NODE_TOKEN: EnvVar = EnvVar::secret(
     "AGENT_RUNTIME_NODE_TOKEN",
     "Bearer token between the cluster router and nodes.",
 );
+/// The fleet: nodes that run this service's agent-CLI runs.
+pub const NODES: EnvVar = EnvVar::new(
+    NODE,
+    "AGENT_RUNTIME_NODES",
+    None,
+    "Nodes (`agent-runtime node`) that run this service's agent-CLI runs: JSON or YAML inline, or `@/path/to/file`; a list of `{name, url, token | token_env, labels, max_concurrent_runs, allow_http}`, or a mapping with `nodes`, `service_url` (how the nodes' MCP bridges reach this service) and `health_interval_seconds`. Unset: CLI runs run on this machine.",
+);
 
 // --- MCP bridge (`agent-runtime mcp-bridge`, read by the bridge only) -----------------------
 
@@ -586,6 +593,7 @@ pub const ALL: &[EnvVar] = &[
     STUDIO_MAX_RUNS_PER_EXPERIMENT,
     NODE_ADDR,
     NODE_TOKEN,
+    NODES,
     API_BASE_URL,
     APP_ID,
     RUN_ID,
@@ -1054,6 +1062,8 @@ pub struct ServiceSettings {
     /// `AGENT_RUNTIME_GITHUB_TOKEN`, else `GITHUB_TOKEN`, else `GH_TOKEN`: the GitHub token
     /// of repository workspaces whose spec's auth carries none.
     pub github_token: Option<Secret>,
+    /// `AGENT_RUNTIME_NODES`: the fleet (no nodes when unset).
+    pub nodes: crate::nodes::NodesConfig,
 }
 
 impl ServiceSettings {
@@ -1098,6 +1108,7 @@ impl ServiceSettings {
                 r.secret(var)
                     .filter(|token| !token.expose().trim().is_empty())
             });
+        let nodes = read_nodes(&mut r);
         if !r.diagnostics.is_empty() {
             return Err(r.diagnostics);
         }
@@ -1117,6 +1128,7 @@ impl ServiceSettings {
             mcp,
             github_api_base,
             github_token,
+            nodes,
         })
     }
 
@@ -1132,6 +1144,20 @@ fn read_instance_id(r: &mut Reader<'_>) -> Option<String> {
         r.report(&INSTANCE_ID, message);
     }
     Some(id)
+}
+
+/// `AGENT_RUNTIME_NODES`, with its diagnostics added to the environment's.
+fn read_nodes(r: &mut Reader<'_>) -> crate::nodes::NodesConfig {
+    let Some(source) = (r.lookup)(NODES.name).filter(|v| !v.trim().is_empty()) else {
+        return crate::nodes::NodesConfig::default();
+    };
+    match crate::nodes::NodesConfig::load(NODES.name, &source, r.lookup) {
+        Ok(config) => config,
+        Err(diagnostics) => {
+            r.diagnostics.extend(diagnostics);
+            crate::nodes::NodesConfig::default()
+        }
+    }
 }
 
 /// `AGENT_RUNTIME_APP_CONFIG`, with its diagnostics added to the environment's.

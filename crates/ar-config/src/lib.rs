@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod env;
+pub mod nodes;
 pub mod support;
 
 use std::fmt;

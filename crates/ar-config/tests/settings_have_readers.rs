@@ -340,6 +340,16 @@ const ENV_READERS: &[Reader] = &[
         ],
     ),
     reader(
+        "AGENT_RUNTIME_NODES",
+        COMPOSE,
+        &[
+            "let nodes = &settings.nodes;",
+            "nodes.service_url.as_ref()",
+            "nodes.health_interval",
+            ".nodes.iter()",
+        ],
+    ),
+    reader(
         "AGENT_RUNTIME_API_BASE_URL",
         MCP_BRIDGE,
         &["required(&API_BASE_URL,", "Url::parse(&base)"],

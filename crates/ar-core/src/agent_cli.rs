@@ -11,6 +11,14 @@
 //! are then offered to the CLI as an MCP server whose calls go through the service's run tool
 //! gateway, so they pass the approval gate and are recorded there. Those calls are the
 //! gateway's to record: the adapter does not report them again as [`CliEvent`]s.
+//!
+//! Where a turn runs is the adapter's choice within the run's [`CliPlacement`] (this machine or
+//! a node of a fleet); [`CliTurn::machine`] says where. A turn whose machine went away before
+//! it ended ends [`CliOutcome::Lost`]: the engine runs it again elsewhere from the turn's
+//! checkpoint, avoiding that machine, or pauses the run when no machine can take it
+//! ([`AgentCliError::NoPlacement`]).
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -25,6 +33,68 @@ use crate::{RuntimeKind, Usage};
 pub struct ToolGatewayAccess {
     pub app_id: String,
     pub token: Secret,
+}
+
+/// Where an agent's CLI runs may go (`execution_config.placement`): a machine by name, or
+/// labels every chosen node must carry; empty: anywhere the CLI is ready.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CliPlacement {
+    /// `local`, or a node's name.
+    pub machine: Option<String>,
+    /// Labels of the node (all of them).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl CliPlacement {
+    /// Reads `execution_config.placement` (`{"machine": "...", "labels": {"k": "v"}}`);
+    /// `None` when absent; an error naming the problem when it is malformed.
+    pub fn from_execution_config(
+        config: Option<&serde_json::Value>,
+    ) -> Result<Option<Self>, String> {
+        let Some(value) = config.and_then(|c| c.get("placement")) else {
+            return Ok(None);
+        };
+        let Some(object) = value.as_object() else {
+            return Err("execution_config.placement must be an object".into());
+        };
+        let mut placement = CliPlacement::default();
+        for (key, field) in object {
+            match key.as_str() {
+                "machine" => match field.as_str().map(str::trim) {
+                    Some(name) if !name.is_empty() => placement.machine = Some(name.to_string()),
+                    _ => {
+                        return Err(
+                            "execution_config.placement.machine must be a non-empty string".into(),
+                        )
+                    }
+                },
+                "labels" => placement.labels = placement_labels(field)?,
+                other => {
+                    return Err(format!(
+                        "execution_config.placement.{other} is not supported (machine, labels)"
+                    ))
+                }
+            }
+        }
+        if placement.machine.is_some() && !placement.labels.is_empty() {
+            return Err("execution_config.placement takes a machine or labels, not both".into());
+        }
+        Ok(Some(placement))
+    }
+}
+
+fn placement_labels(field: &serde_json::Value) -> Result<BTreeMap<String, String>, String> {
+    let Some(map) = field.as_object() else {
+        return Err("execution_config.placement.labels must be an object of strings".into());
+    };
+    map.iter()
+        .map(|(key, value)| match value.as_str() {
+            Some(text) if !key.trim().is_empty() => Ok((key.clone(), text.to_string())),
+            _ => Err(format!(
+                "execution_config.placement.labels.{key} must be a string"
+            )),
+        })
+        .collect()
 }
 
 /// What one CLI turn needs.
@@ -48,6 +118,10 @@ pub struct CliTurnRequest {
     pub env: Vec<(String, String)>,
     /// The run's tools for the CLI, through the gateway; `None` when the run has none to offer.
     pub tool_gateway: Option<ToolGatewayAccess>,
+    /// Where the turn may run.
+    pub placement: CliPlacement,
+    /// Machines that lost this turn before: not to be used again for it.
+    pub avoid_machines: Vec<String>,
 }
 
 /// How a CLI turn ended.
@@ -59,6 +133,22 @@ pub enum CliOutcome {
     Failed,
     /// The turn was cancelled and the process group killed.
     Cancelled,
+    /// The machine running the turn went away before it ended (died, unreachable, shut
+    /// down): the turn may run again elsewhere.
+    Lost,
+}
+
+/// What a turn's model egress proxy saw (the CLI never held the route's key).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CliEgress {
+    /// Model calls forwarded.
+    pub requests: u64,
+    /// Calls refused (wrong token, another host, outside the route).
+    pub refused: u64,
+    /// Token usage the route's answers reported.
+    pub usage: Usage,
+    /// Why a model call failed at the proxy (an answer over its bound); empty when none did.
+    pub error: String,
 }
 
 /// One thing a CLI did, in arrival order.
@@ -88,6 +178,8 @@ pub enum CliEvent {
     Usage(Usage),
     /// A diagnostic line (stderr, unclassified output); not part of the transcript.
     Diagnostic { text: String },
+    /// What the turn's model egress proxy saw; just before `Exited`.
+    Egress(CliEgress),
     /// The process ended; always the last event.
     Exited {
         outcome: CliOutcome,
@@ -118,6 +210,9 @@ pub enum AgentCliError {
     /// Delivering input failed.
     #[error("signal failed: {0}")]
     Signal(String),
+    /// No machine the run's placement allows can take the turn now (the run waits).
+    #[error("{0}")]
+    NoPlacement(String),
 }
 
 /// Control of a running turn.
@@ -129,10 +224,12 @@ pub trait CliControl: Send + Sync {
     async fn signal(&self, input: &str) -> Result<(), AgentCliError>;
 }
 
-/// A started turn: its events (ending after `Exited`) and its control.
+/// A started turn: its events (ending after `Exited`), its control, and where it runs.
 pub struct CliTurn {
     pub events: BoxStream<'static, CliEvent>,
     pub control: std::sync::Arc<dyn CliControl>,
+    /// `local`, or the node's name.
+    pub machine: String,
 }
 
 impl std::fmt::Debug for CliTurn {
@@ -150,4 +247,20 @@ pub trait AgentCli: Send + Sync + 'static {
     fn bridges_tools(&self, kind: RuntimeKind) -> bool;
     /// Starts one turn. On error nothing was started.
     async fn start_turn(&self, request: CliTurnRequest) -> Result<CliTurn, AgentCliError>;
+    /// Whether runs of `kind` with this placement can run here at all (a machine that
+    /// exists, labels some node carries, a workspace kept on this machine); an error naming
+    /// the problem otherwise. Checked when a run is admitted.
+    fn check_placement(
+        &self,
+        kind: RuntimeKind,
+        placement: &CliPlacement,
+        has_workspace: bool,
+    ) -> Result<(), String> {
+        let _ = (kind, has_workspace);
+        match &placement.machine {
+            Some(machine) if machine != "local" => Err(format!("unknown machine {machine:?}")),
+            _ if !placement.labels.is_empty() => Err("no node is configured".into()),
+            _ => Ok(()),
+        }
+    }
 }

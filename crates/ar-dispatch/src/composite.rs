@@ -1,6 +1,6 @@
-//! Composite runtimes: the authority mux (keeps the subscription lane apart) and the cluster router.
+//! The authority mux: keeps the subscription lane apart from the legacy one (the cluster
+//! router, the other composite, is in [`crate::cluster`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -49,47 +49,6 @@ impl Runtime for AuthorityMux {
                 code: ERROR_CHAT_POLICY_UNAVAILABLE,
                 message: format!("unknown authority {other:?}"),
             }),
-        }
-    }
-}
-
-/// Routes by `RunSpec::machine`: empty or the local machine's name → local runtime; a peer
-/// name → that peer's runtime (normally a [`crate::RemoteRuntime`]); anything else → error.
-pub struct ClusterRouter {
-    local_name: String,
-    local: Arc<dyn Runtime>,
-    peers: HashMap<String, Arc<dyn Runtime>>,
-}
-
-impl ClusterRouter {
-    /// A router whose local machine is called `local_name`.
-    pub fn new(local_name: impl Into<String>, local: Arc<dyn Runtime>) -> Self {
-        Self {
-            local_name: local_name.into(),
-            local,
-            peers: HashMap::new(),
-        }
-    }
-
-    /// Adds a peer.
-    pub fn with_peer(mut self, name: impl Into<String>, runtime: Arc<dyn Runtime>) -> Self {
-        self.peers.insert(name.into(), runtime);
-        self
-    }
-}
-
-#[async_trait]
-impl Runtime for ClusterRouter {
-    fn name(&self) -> &str {
-        "cluster"
-    }
-    async fn dispatch(&self, spec: RunSpec) -> Result<Run, DispatchError> {
-        if spec.machine.is_empty() || spec.machine == self.local_name {
-            return self.local.dispatch(spec).await;
-        }
-        match self.peers.get(&spec.machine) {
-            Some(peer) => peer.dispatch(spec).await,
-            None => Err(DispatchError::UnknownMachine(spec.machine.clone())),
         }
     }
 }

@@ -48,6 +48,9 @@ pub const ERROR_PROVIDER_RESULT_UNKNOWN: &str = "provider_result_unknown";
 
 /// Set as `error_code` on the `exited` event of a cancelled run, so remote clients see why it ended.
 pub const EXIT_CODE_CANCELED: &str = "canceled";
+/// Our extension: `exited.error_code` of a run a node cancelled because it is shutting down
+/// (its caller may run it again elsewhere).
+pub const EXIT_CODE_NODE_SHUTDOWN: &str = "node_shutdown";
 
 /// ChatGPT plans the subscription policy accepts.
 pub const KNOWN_ACCOUNT_PLANS: &[&str] = &[

@@ -235,6 +235,9 @@ pub struct RunEvent {
     /// Response evidence of a subscription turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<ResponseMetadata>,
+    /// Our extension, on `exited`: what the turn's model egress proxy saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::egress::EgressReport>,
 }
 
 impl RunEvent {
@@ -248,6 +251,7 @@ impl RunEvent {
             code: 0,
             error_code: String::new(),
             response: None,
+            egress: None,
         }
     }
 

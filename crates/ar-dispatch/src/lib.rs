@@ -19,10 +19,14 @@
 //! - [`bench::run_bench`] measures dispatch overhead and streaming under load.
 
 pub mod bench;
+pub mod cluster;
+pub mod codex_login;
 pub mod composite;
 pub mod consts;
 pub mod contracts;
+pub mod egress;
 pub mod event;
+pub mod inventory;
 pub mod local;
 pub mod node;
 pub mod providers;
@@ -31,17 +35,20 @@ pub mod run;
 pub mod spec;
 pub mod stream;
 pub mod subscription;
+pub mod turn;
 
-pub use composite::{AuthorityMux, ClusterRouter};
+pub use cluster::{ClusterRouter, NodeSpec, NodeStatus, PlaceError, Placement, Slot};
+pub use composite::AuthorityMux;
 pub use event::{EventType, ProviderUsage, ResponseMetadata, RunEvent, State, Status};
 pub use local::{AgentOutput, LocalConfig, LocalRuntime};
-pub use node::{serve_node, NodeConfig, NodeError};
+pub use node::{serve_node, NodeConfig, NodeError, NodeOptions};
 pub use providers::{
     ClaudeProvider, CodexProvider, CodexSandbox, CommandProvider, NamedCommandProvider,
     OpenCodeProvider, Provider,
 };
-pub use remote::RemoteRuntime;
+pub use remote::{NodeCapabilities, RemoteRuntime};
 pub use run::{DispatchError, Run, RunControl, RunError, RunEvents, RunSink, Runtime};
 pub use spec::{AuthorityMode, RunSpec, SpecError, TextOnlyPolicy};
 pub use stream::{AgentEvent, StreamParser};
 pub use subscription::{CodexExecutable, SubscriptionConfig, SubscriptionRuntime};
+pub use turn::{TurnBridge, TurnPermissions, TurnResources, TurnRoute, TurnSetup};

@@ -23,20 +23,31 @@ use crate::providers::{
 use crate::run::{run_id_for, DispatchError, Run, RunControl, RunError, RunSink, Runtime};
 use crate::spec::{RunSpec, SpecError};
 use crate::stream::{AgentEvent, StreamParser, WireProjection};
+use crate::turn::{TurnResources, TurnScratch};
 
 /// Configuration of a [`LocalRuntime`].
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
-    /// Where per-run directories (`<root>/<run id>`) are made for specs without a `Workdir`.
+    /// Where per-run directories (`<root>/<run id>`) are made for specs without a `Workdir`,
+    /// and turns' private homes and bridge files (`<root>/.homes`, `<root>/.bridges`).
     pub workspace_root: PathBuf,
+    /// What CLI turns (`RunSpec.turn`) are set up with; `None`: specs with a turn are refused.
+    pub turns: Option<TurnResources>,
 }
 
 impl LocalConfig {
-    /// Runs under `workspace_root`.
+    /// Runs under `workspace_root`, without turn setups.
     pub fn new(workspace_root: impl Into<PathBuf>) -> Self {
         Self {
             workspace_root: workspace_root.into(),
+            turns: None,
         }
+    }
+
+    /// Sets CLI turns up with `resources`.
+    pub fn with_turns(mut self, resources: TurnResources) -> Self {
+        self.turns = Some(resources);
+        self
     }
 }
 
@@ -103,6 +114,18 @@ impl LocalRuntime {
         self
     }
 
+    /// The agent names served with the program each runs (`None` for command agents),
+    /// sorted by name.
+    pub fn agent_programs(&self) -> Vec<(String, Option<String>)> {
+        let mut v: Vec<(String, Option<String>)> = self
+            .providers
+            .iter()
+            .map(|(agent, provider)| (agent.clone(), provider.program().map(str::to_string)))
+            .collect();
+        v.sort();
+        v
+    }
+
     /// The agent names served, sorted.
     pub fn agents(&self) -> Vec<String> {
         let mut v: Vec<String> = self.providers.keys().cloned().collect();
@@ -124,15 +147,10 @@ impl LocalRuntime {
         Ok(p)
     }
 
-    /// Starts the agent of `spec` like [`Runtime::dispatch`], but hands over its typed output
-    /// instead of the wire events (the service reads its agent-CLI turns this way).
-    pub async fn start(&self, spec: RunSpec) -> Result<Run<AgentOutput>, DispatchError> {
-        self.launch(spec, |_, output| vec![output])
-    }
-
     /// Spawns the agent of `spec` and supervises it in the background; `to_events` turns
-    /// each piece of its output into the run's events.
-    fn launch<E, F>(&self, spec: RunSpec, to_events: F) -> Result<Run<E>, DispatchError>
+    /// each piece of its output into the run's events. A spec with a turn is set up first
+    /// ([`crate::turn`]): its scratch and egress proxy end with the process.
+    async fn launch<E, F>(&self, spec: RunSpec, to_events: F) -> Result<Run<E>, DispatchError>
     where
         E: Send + 'static,
         F: FnMut(&str, AgentOutput) -> Vec<E> + Send + 'static,
@@ -140,7 +158,34 @@ impl LocalRuntime {
         let provider = self.provider_for(&spec)?;
         let run_id = run_id_for(&spec)?;
         let workdir = self.workdir_for(&spec, &run_id)?;
-        let spec_env = spec.env_pairs()?;
+        let mut spec_env = spec.env_pairs()?;
+        let (provider, spec, scratch) = match &spec.turn {
+            None => (provider, spec, None),
+            Some(_) => {
+                let resources =
+                    self.config
+                        .turns
+                        .as_ref()
+                        .ok_or_else(|| DispatchError::Policy {
+                            code: "turns_unavailable",
+                            message: "this runtime does not set up agent CLI turns".into(),
+                        })?;
+                let root = &self.config.workspace_root;
+                let prepared = crate::turn::prepare(
+                    resources,
+                    root,
+                    &spec,
+                    &run_id,
+                    &workdir,
+                    provider.as_ref(),
+                )
+                .await?;
+                let mut env = prepared.env;
+                env.append(&mut spec_env);
+                spec_env = env;
+                (prepared.provider, prepared.spec, Some(prepared.scratch))
+            }
+        };
         let cmd = provider.command(&spec)?;
         let mut process = ar_process::spawn(&self.process_spec(&cmd, workdir, spec_env))?;
         let token = CancellationToken::new();
@@ -161,6 +206,7 @@ impl LocalRuntime {
             control: control.clone(),
             to_events,
             turns_ended: 0,
+            scratch,
         };
         tokio::spawn(supervisor.run());
         Ok(Run::new(parts, control))
@@ -221,29 +267,47 @@ pub enum AgentOutput {
     },
     /// One stderr line.
     Stderr(String),
-    /// The process ended; always last.
-    Exited { code: i32, canceled: bool },
+    /// The place that ran the agent went away before it ended (a node that died or became
+    /// unreachable, a node shutting down); the next item is `Exited`.
+    Lost(String),
+    /// The process ended; always last. `egress` is the turn's proxy report, when it had one.
+    Exited {
+        code: i32,
+        canceled: bool,
+        egress: Option<crate::egress::EgressReport>,
+    },
 }
 
-/// The wire events of one piece of a run's output.
+/// The wire events of one piece of a run's output; `raw`: every stdout line as a `stdout`
+/// event (a turn's caller parses the lines itself).
 fn wire_events(
     projection: &mut WireProjection,
+    raw: bool,
     run_id: &str,
     agent: &str,
     output: AgentOutput,
 ) -> Vec<RunEvent> {
     match output {
         AgentOutput::Started => vec![RunEvent::new(run_id, EventType::Started, agent)],
+        AgentOutput::Line { text, .. } if raw => {
+            vec![RunEvent::new(run_id, EventType::Stdout, text)]
+        }
         AgentOutput::Line { text, events } => projection.line(run_id, text, events),
         AgentOutput::Stderr(text) => vec![RunEvent::new(run_id, EventType::Stderr, text)],
+        AgentOutput::Lost(reason) => vec![RunEvent::error(run_id, reason, "")],
         AgentOutput::Exited {
             code,
-            canceled: true,
-        } => vec![RunEvent::exited_canceled(run_id, code)],
-        AgentOutput::Exited {
-            code,
-            canceled: false,
-        } => vec![RunEvent::exited(run_id, code)],
+            canceled,
+            egress,
+        } => {
+            let mut exited = if canceled {
+                RunEvent::exited_canceled(run_id, code)
+            } else {
+                RunEvent::exited(run_id, code)
+            };
+            exited.egress = egress;
+            vec![exited]
+        }
     }
 }
 
@@ -322,10 +386,16 @@ impl Runtime for LocalRuntime {
 
     async fn dispatch(&self, spec: RunSpec) -> Result<Run, DispatchError> {
         let agent = spec.agent.clone();
+        let raw = spec.turn.is_some();
         let mut projection = WireProjection::default();
         self.launch(spec, move |run_id, output| {
-            wire_events(&mut projection, run_id, &agent, output)
+            wire_events(&mut projection, raw, run_id, &agent, output)
         })
+        .await
+    }
+
+    async fn start(&self, spec: RunSpec) -> Result<Run<AgentOutput>, DispatchError> {
+        self.launch(spec, |_, output| vec![output]).await
     }
 }
 
@@ -338,6 +408,8 @@ struct Supervisor<E, F> {
     control: Arc<LocalControl>,
     to_events: F,
     turns_ended: usize,
+    /// A turn's scratch and proxy, finished once the process has ended.
+    scratch: Option<TurnScratch>,
 }
 
 /// How the supervised process ended.
@@ -358,9 +430,14 @@ where
         self.control.stdin.lock().await.take();
         let canceled = ending.canceled || self.sink.cancel_token().is_cancelled();
         let status = final_status(ending.exit, canceled, &self.process.stderr_tail());
+        let egress = match self.scratch.as_mut() {
+            Some(scratch) => scratch.finish().await,
+            None => None,
+        };
         let exited = AgentOutput::Exited {
             code: status.exit_code,
             canceled: status.state == State::Canceled,
+            egress,
         };
         let last = (self.to_events)(self.sink.id(), exited);
         self.sink.finish(status, last).await;

@@ -64,6 +64,21 @@ pub trait Provider: Send + Sync {
     fn command(&self, spec: &RunSpec) -> Result<ProviderCommand, DispatchError>;
     /// A fresh reader of one run's stdout.
     fn parser(&self) -> Box<dyn StreamParser>;
+    /// The CLI program, for agents whose turns the runtime sets up ([`crate::turn`]).
+    fn program(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A fresh reader of the stdout of `agent` (what a caller reading a remote run's raw lines
+/// parses them with): the agent CLI's parser, else one message per line.
+pub fn parser_for(agent: &str) -> Box<dyn StreamParser> {
+    match agent {
+        "codex" => Box::new(CodexParser),
+        "claude" => Box::<ClaudeParser>::default(),
+        "opencode" => Box::new(OpenCodeParser),
+        _ => Box::new(LineParser),
+    }
 }
 
 /// An agent CLI's arguments: its fixed ones, the spec's model (after `model_flag`, when set),
@@ -144,6 +159,9 @@ impl Provider for CodexProvider {
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(CodexParser)
     }
+    fn program(&self) -> Option<&str> {
+        Some(&self.program)
+    }
 }
 
 /// `claude -p --output-format stream-json --verbose --input-format stream-json`: the prompt
@@ -206,6 +224,9 @@ impl Provider for ClaudeProvider {
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::<ClaudeParser>::default()
     }
+    fn program(&self) -> Option<&str> {
+        Some(&self.program)
+    }
 }
 
 /// `opencode run --format json`.
@@ -238,6 +259,9 @@ impl Provider for OpenCodeProvider {
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(OpenCodeParser)
+    }
+    fn program(&self) -> Option<&str> {
+        Some(&self.program)
     }
 }
 

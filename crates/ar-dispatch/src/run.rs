@@ -44,6 +44,12 @@ pub enum DispatchError {
     /// The process could not be started.
     #[error(transparent)]
     Process(#[from] ar_process::ProcessError),
+    /// Setting the run up failed on this side (its directories, its egress proxy).
+    #[error("setting up the run: {0}")]
+    Setup(String),
+    /// This runtime does not hand over typed output ([`Runtime::start`]).
+    #[error("runtime {0:?} does not hand over typed output")]
+    Unsupported(String),
     /// The remote node refused or could not be reached.
     #[error("remote node: {message}")]
     Remote {
@@ -63,6 +69,8 @@ impl DispatchError {
             DispatchError::UnknownMachine(_) => "unknown_machine",
             DispatchError::Policy { code, .. } => code,
             DispatchError::Process(_) => "spawn_failed",
+            DispatchError::Setup(_) => "setup_failed",
+            DispatchError::Unsupported(_) => "unsupported",
             DispatchError::Remote { .. } => "remote_failed",
         }
     }
@@ -71,7 +79,10 @@ impl DispatchError {
     pub fn is_client_error(&self) -> bool {
         !matches!(
             self,
-            DispatchError::Process(_) | DispatchError::Remote { .. }
+            DispatchError::Process(_)
+                | DispatchError::Remote { .. }
+                | DispatchError::Setup(_)
+                | DispatchError::Unsupported(_)
         )
     }
 }
@@ -106,6 +117,13 @@ pub trait Runtime: Send + Sync {
     fn name(&self) -> &str;
     /// Starts a run. On error nothing was started.
     async fn dispatch(&self, spec: RunSpec) -> Result<Run, DispatchError>;
+    /// Starts a run like [`Runtime::dispatch`] but hands over its typed output: what the
+    /// agent's parser read in each line (the service reads its agent-CLI turns this way,
+    /// here or on a node). Runtimes that cannot refuse with [`DispatchError::Unsupported`].
+    async fn start(&self, spec: RunSpec) -> Result<Run<crate::local::AgentOutput>, DispatchError> {
+        let _ = spec;
+        Err(DispatchError::Unsupported(self.name().to_string()))
+    }
 }
 
 /// The control side a runtime gives its `Run`: cancel and signal.

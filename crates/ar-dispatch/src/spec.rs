@@ -144,6 +144,9 @@ pub struct RunSpec {
     pub text_only_policy: Option<TextOnlyPolicy>,
     /// In-process only: the policy revision the caller expects. Never serialized.
     pub expected_policy_revision: String,
+    /// Our extension: how the runtime sets up a coding-agent CLI turn (model route through
+    /// the egress proxy, permissions, MCP bridge). Emitted only when set; legacy lane only.
+    pub turn: Option<crate::turn::TurnSetup>,
 }
 
 #[derive(Serialize)]
@@ -170,6 +173,8 @@ struct RunSpecOut<'a> {
     runtime_contract: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     text_only_policy: Option<&'a TextOnlyPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<&'a crate::turn::TurnSetup>,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +204,8 @@ struct RunSpecIn {
     runtime_contract: Option<String>,
     #[serde(default)]
     text_only_policy: Option<TextOnlyPolicy>,
+    #[serde(default)]
+    turn: Option<crate::turn::TurnSetup>,
 }
 
 impl TryFrom<RunSpecIn> for RunSpec {
@@ -230,6 +237,7 @@ impl TryFrom<RunSpecIn> for RunSpec {
             runtime_contract: w.runtime_contract.unwrap_or_default(),
             text_only_policy: w.text_only_policy,
             expected_policy_revision: String::new(),
+            turn: w.turn,
         })
     }
 }
@@ -256,6 +264,7 @@ impl Serialize for RunSpec {
             authority: self.authority.as_str(),
             runtime_contract: &self.runtime_contract,
             text_only_policy: self.text_only_policy.as_ref(),
+            turn: self.turn.as_ref(),
         }
         .serialize(s)
     }
@@ -306,6 +315,9 @@ impl RunSpec {
         }
         if self.authority.as_str() != AUTHORITY_CHAT_SUBSCRIPTION_ISOLATED_V1 {
             return fail(format!("unknown authority {:?}", self.authority.as_str()));
+        }
+        if self.turn.is_some() {
+            return fail("the subscription lane owns its setup; turn must be absent".into());
         }
         if self.agent != AGENT_CODEX_SUBSCRIPTION {
             return fail(format!(

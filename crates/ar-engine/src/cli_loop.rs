@@ -32,10 +32,24 @@
 //!   is parked by the gateway and the CLI told to end its turn; when it does, the run pauses
 //!   `human_approval`. Approving resumes it with a fresh turn that is told the call was
 //!   approved; the CLI makes it again and the gateway runs it, consuming the approval.
+//! - Where a turn runs is the adapter's choice within the agent's `execution_config.placement`
+//!   (checked at admission). A turn whose machine went away before it ended (a node that died,
+//!   became unreachable or shut down) runs again, from the turn-start checkpoint and the
+//!   conversation so far, on another machine (the lost one avoided for this turn); when no
+//!   machine can take it the run pauses (`manual`) and `output_summary.pause_detail` says why.
+//!   Each move is listed in `output_summary.failovers`, and a turn on a node names it in
+//!   `output_summary.machine`.
+//! - The CLI reaches the model through the turn's egress proxy, never holding the key; what the
+//!   proxy saw adds up in `output_summary.model_egress`, its usage stands in for the CLI's when
+//!   the CLI reported none, and a model call it cut (an answer over its bound) is the turn's
+//!   failure reason.
 
 use std::collections::HashMap;
 
-use ar_core::agent_cli::{CliEvent, CliOutcome, CliTurnRequest, ToolGatewayAccess};
+use ar_core::agent_cli::{
+    AgentCliError, CliEgress, CliEvent, CliOutcome, CliPlacement, CliTurn, CliTurnRequest,
+    ToolGatewayAccess,
+};
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
 use ar_core::model::{ChatMessage, ChatRole, ModelRoute};
@@ -164,6 +178,10 @@ struct TurnMarks {
     texts: Vec<String>,
     usage: Usage,
     workdir: String,
+    /// What the turn's egress proxy saw.
+    egress: Option<CliEgress>,
+    /// Where the turn ran (`local` or a node's name).
+    machine: String,
 }
 
 impl Engine {
@@ -219,7 +237,8 @@ impl Engine {
             .then(|| path.to_string())
     }
 
-    /// Executes one CLI turn of the run, then completes, pauses or fails it.
+    /// Executes one CLI turn of the run, then completes, pauses or fails it; a turn whose
+    /// machine went away runs again elsewhere.
     pub(crate) async fn cli_loop(
         &self,
         mut run: Run,
@@ -246,27 +265,128 @@ impl Engine {
         {
             return Ok(());
         }
-        let Some(request) = self
-            .begin_cli_turn(&mut run, &agent, &mut state, owner)
-            .await?
-        else {
-            return Ok(());
-        };
-        let turn = match cli.start_turn(request).await {
-            Ok(turn) => turn,
-            Err(error) => {
-                self.fail_step(&mut run, &state, &error.to_string()).await?;
+        let mut avoid: Vec<String> = Vec::new();
+        let mut lost: Option<String> = None;
+        loop {
+            let Some(mut request) = self
+                .begin_cli_turn(&mut run, &agent, &mut state, owner)
+                .await?
+            else {
+                return Ok(());
+            };
+            request.avoid_machines.clone_from(&avoid);
+            let started = tokio::select! {
+                () = owner.inbox.stopped() => return Ok(()),
+                started = cli.start_turn(request) => started,
+            };
+            let turn = match started {
+                Ok(turn) => turn,
+                Err(AgentCliError::NoPlacement(reason)) => {
+                    let reason = match &lost {
+                        Some(last) => format!("{reason} (the turn was lost: {last})"),
+                        None => reason,
+                    };
+                    return self.pause_unplaced(run, reason).await;
+                }
+                Err(error) => {
+                    self.fail_step(&mut run, &state, &error.to_string()).await?;
+                    return Ok(());
+                }
+            };
+            let machine = turn.machine.clone();
+            let mut marks = TurnMarks {
+                machine: machine.clone(),
+                ..TurnMarks::default()
+            };
+            let Some(ended) = self
+                .follow_cli_turn(&mut run, turn, owner, &mut marks)
+                .await?
+            else {
+                return Ok(());
+            };
+            if ended.0 != CliOutcome::Lost {
+                return self.cli_finish(run, state, marks, ended, owner).await;
+            }
+            if !self.fail_over(&mut run, owner, &machine, &ended.2).await? {
                 return Ok(());
             }
-        };
-        let mut marks = TurnMarks::default();
-        let Some(ended) = self
-            .follow_cli_turn(&mut run, turn, owner, &mut marks)
-            .await?
-        else {
+            lost = Some(format!("{machine}: {}", ended.2));
+            avoid.push(machine);
+        }
+    }
+
+    /// Records that the turn's machine went away; false when the run stopped running (or
+    /// was paused here, on a pause requested meanwhile).
+    async fn fail_over(
+        &self,
+        run: &mut Run,
+        owner: &mut Owner,
+        machine: &str,
+        reason: &str,
+    ) -> EngineResult<bool> {
+        tracing::warn!(run_id = %run.id, machine, reason, "the machine running a CLI turn went away; running the turn again elsewhere");
+        let entry = json!({"machine": machine, "reason": reason, "at": self.now().to_rfc3339()});
+        let pause = owner.inbox.pause_requested() || run.state.pause_requested();
+        let running = self
+            .cli_commit(run, |run, change| {
+                let failovers = run
+                    .output_summary
+                    .entry("failovers")
+                    .or_insert_with(|| json!([]));
+                if let Some(list) = failovers.as_array_mut() {
+                    list.push(entry.clone());
+                }
+                if pause {
+                    mark_paused(run, change, PauseReason::Manual)?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(running && !pause)
+    }
+
+    /// No machine can take the turn now: the run waits (`manual`) with the reason in
+    /// `output_summary.pause_detail`; resuming tries again.
+    async fn pause_unplaced(&self, mut run: Run, reason: String) -> EngineResult<()> {
+        tracing::warn!(run_id = %run.id, %reason, "no machine can take the CLI turn; pausing the run");
+        let detail = format!("no machine can run this turn now: {reason}");
+        self.cli_commit(&mut run, |run, change| {
+            run.output_summary
+                .insert("pause_detail".into(), json!(detail.clone()));
+            mark_paused(run, change, PauseReason::Manual)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Checks an agent's `execution_config.placement` when a run is admitted: only CLI runs
+    /// take one, and the adapter must be able to honour it (a known machine, labels some
+    /// node carries, no workspace sent away from its lease).
+    pub(crate) fn check_placement(&self, agent: &Agent, run: &Run) -> EngineResult<()> {
+        let placement = CliPlacement::from_execution_config(agent.execution_config.as_ref())
+            .map_err(crate::error::EngineError::invalid)?;
+        let Some(placement) = placement else {
             return Ok(());
         };
-        self.cli_finish(run, state, marks, ended, owner).await
+        let Some(cli) = self
+            .deps()
+            .agent_cli
+            .as_ref()
+            .filter(|_| self.serves_cli(run.runtime_kind))
+        else {
+            return Err(crate::error::EngineError::invalid(format!(
+                "execution_config.placement applies to agent CLI runs (codex, claude_code, opencode), not {}",
+                run.runtime_kind
+            )));
+        };
+        let has_workspace = crate::workspace::requested(agent, run)
+            .ok()
+            .flatten()
+            .is_some();
+        cli.check_placement(run.runtime_kind, &placement, has_workspace)
+            .map_err(|problem| {
+                crate::error::EngineError::invalid(format!("execution_config.placement: {problem}"))
+            })
     }
 
     /// The preamble with the run's skill instructions compiled in; `None` when the skills
@@ -343,6 +463,10 @@ impl Engine {
                 Ok(())
             })
             .await?;
+        let placement = CliPlacement::from_execution_config(agent.execution_config.as_ref())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         Ok(committed.then(|| CliTurnRequest {
             run_id: run.id.clone(),
             kind: run.runtime_kind,
@@ -358,6 +482,8 @@ impl Engine {
                 ("AGENT_RUNTIME_APP_ID".to_string(), run.app_id.clone()),
             ],
             tool_gateway,
+            placement,
+            avoid_machines: Vec::new(),
         }))
     }
 
@@ -406,7 +532,7 @@ impl Engine {
     async fn follow_cli_turn(
         &self,
         run: &mut Run,
-        turn: ar_core::agent_cli::CliTurn,
+        turn: CliTurn,
         owner: &mut Owner,
         marks: &mut TurnMarks,
     ) -> EngineResult<Option<CliExit>> {
@@ -503,6 +629,10 @@ impl Engine {
             }
             CliEvent::Usage(usage) => {
                 marks.usage.add(&usage);
+                Ok(true)
+            }
+            CliEvent::Egress(egress) => {
+                marks.egress = Some(egress);
                 Ok(true)
             }
             CliEvent::Diagnostic { mut text } => {
@@ -666,7 +796,11 @@ impl Engine {
     ) -> EngineResult<()> {
         state.step += 1;
         state.turn_steps += 1;
-        state.usage.add(&marks.usage);
+        // A CLI that reports no usage: what its model answers reported through the proxy.
+        match &marks.egress {
+            Some(egress) if marks.usage.is_zero() => state.usage.add(&egress.usage),
+            _ => state.usage.add(&marks.usage),
+        }
         let reply = marks.texts.join("\n\n");
         if outcome == CliOutcome::Succeeded {
             state
@@ -683,12 +817,16 @@ impl Engine {
             }
             CliOutcome::Failed => Some(error),
             CliOutcome::Cancelled => Some("the agent CLI was stopped".to_string()),
+            CliOutcome::Lost => Some(format!(
+                "the machine running the agent CLI went away: {error}"
+            )),
         };
         // A call parked by the gateway during the turn: the run now waits for the person.
         let awaiting_approval = failure.is_none() && self.awaits_approval(&run).await?;
         let now = self.now();
         self.cli_commit(&mut run, |run, change| {
             change.checkpoint = Some(checkpoint.clone());
+            note_turn_place(run, &marks);
             if !usage.is_zero() {
                 change.events.push(usage_checkpoint(&usage));
             }
@@ -711,6 +849,25 @@ impl Engine {
         })
         .await?;
         Ok(())
+    }
+}
+
+/// Where the turn ran (a node) and what its egress proxy saw, added to the run's summary.
+fn note_turn_place(run: &mut Run, marks: &TurnMarks) {
+    if !marks.machine.is_empty() && marks.machine != "local" {
+        run.output_summary
+            .insert("machine".into(), json!(marks.machine));
+    }
+    let Some(egress) = &marks.egress else {
+        return;
+    };
+    let total = run
+        .output_summary
+        .entry("model_egress")
+        .or_insert_with(|| json!({"requests": 0, "refused": 0}));
+    for (key, add) in [("requests", egress.requests), ("refused", egress.refused)] {
+        let before = total.get(key).and_then(Value::as_u64).unwrap_or(0);
+        total[key] = json!(before + add);
     }
 }
 

@@ -427,23 +427,67 @@ fn mcp_bridge(
     })
 }
 
-/// Agent CLIs found on PATH run `codex`, `claude_code` and `opencode` agents, offered `bridge`.
-fn detect_agent_clis(
+/// The agent CLIs: those found on PATH and the fleet's nodes (`AGENT_RUNTIME_NODES`) run
+/// `codex`, `claude_code` and `opencode` agents, offered `bridge`; the nodes' health is
+/// checked in the background until `stop`.
+struct AgentClis {
+    cli: Option<Arc<dyn AgentCli>>,
+    /// The kinds whose CLI is on this machine.
+    local_kinds: Vec<String>,
+    fleet: Option<Arc<ar_dispatch::ClusterRouter>>,
+}
+
+fn agent_clis(
     dir: &Path,
-    bridge: Option<crate::agent_cli::McpBridge>,
-) -> (Option<Arc<dyn AgentCli>>, Vec<String>) {
+    settings: &ServiceSettings,
+    (options, listen_addr): (&ServiceOptions, SocketAddr),
+    stop: &CancellationToken,
+) -> anyhow::Result<AgentClis> {
+    let nodes = &settings.nodes;
+    let bridge = mcp_bridge(options, listen_addr);
     let mut cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
     cli_config.bridge = bridge;
-    let kinds: Vec<String> = cli_config
+    cli_config.node_service_url = nodes.service_url.as_ref().map(|url| url.to_string());
+    let local_kinds: Vec<String> = cli_config
         .kinds()
         .iter()
         .map(|kind| kind.as_str().to_string())
         .collect();
-    if kinds.is_empty() {
-        return (None, kinds);
+    if local_kinds.is_empty() && nodes.nodes.is_empty() {
+        return Ok(AgentClis {
+            cli: None,
+            local_kinds,
+            fleet: None,
+        });
     }
-    let cli: Arc<dyn AgentCli> = Arc::new(crate::agent_cli::DispatchAgentCli::new(cli_config));
-    (Some(cli), kinds)
+    let specs = settings_nodes(nodes);
+    let cli = crate::agent_cli::DispatchAgentCli::with_nodes(cli_config, specs)
+        .context("agent CLIs and nodes")?;
+    let router = cli.router().clone();
+    let fleet = router.has_nodes().then(|| {
+        router.spawn_health(nodes.health_interval, stop.clone());
+        router
+    });
+    Ok(AgentClis {
+        cli: Some(Arc::new(cli)),
+        local_kinds,
+        fleet,
+    })
+}
+
+/// The configured nodes as the cluster router takes them.
+fn settings_nodes(nodes: &ar_config::nodes::NodesConfig) -> Vec<ar_dispatch::NodeSpec> {
+    nodes
+        .nodes
+        .iter()
+        .map(|node| ar_dispatch::NodeSpec {
+            name: node.name.clone(),
+            url: node.url.as_str().trim_end_matches('/').to_string(),
+            token: node.token.clone(),
+            labels: node.labels.clone(),
+            max_concurrent_runs: node.max_concurrent_runs,
+        })
+        .collect()
 }
 
 /// Where the engine publishes: the bus, behind the replica link, the NATS sink's live deltas
@@ -608,7 +652,8 @@ impl Service {
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
-        let (agent_cli, cli_kinds) = detect_agent_clis(&dir, mcp_bridge(&options, listen_addr));
+        let background = CancellationToken::new();
+        let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
         let config = EngineConfig {
             instance_id: instance_id(&settings, &dir)?,
             apps: app_policies(&apps),
@@ -621,7 +666,6 @@ impl Service {
         let context =
             ar_tools::ContextRouter::from_app_config(&apps).context("context endpoints")?;
         let nats = nats_sink(&settings.events, &apps, &store).await?;
-        let background = CancellationToken::new();
         let (replicas, inbound) =
             replica_link(&settings, nats.as_ref(), &config.instance_id, &background)
                 .await?
@@ -636,7 +680,7 @@ impl Service {
             sealer,
             mcp_sealer,
             mcp,
-            agent_cli,
+            agent_cli: clis.cli,
             replicas: replicas.as_ref().map(ar_events::Replicas::link),
             skills: skill_lookup(&apps)?,
             workspaces: workspaces(&apps, &settings)?,
@@ -660,7 +704,8 @@ impl Service {
             bus: bus.clone(),
             apps: apps.clone(),
             service_token: auth.token.clone(),
-            facts: Arc::new(runtime_facts(&settings, providers, &cli_kinds)),
+            facts: Arc::new(runtime_facts(&settings, providers, &clis.local_kinds)),
+            fleet: clis.fleet,
             http: probe_client()?,
             draining: CancellationToken::new(),
             mcp_providers: mcp_providers.clone(),

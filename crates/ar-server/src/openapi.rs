@@ -400,6 +400,7 @@ pub fn wire_defaults() -> Vec<(String, Value)> {
         DurableInfo,
         SkillInfo,
         RunMCPCapability,
+        NodeInfo,
         AppSummary,
         AppComponent,
         HealthResponse,

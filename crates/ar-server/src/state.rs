@@ -34,6 +34,8 @@ pub struct AppState {
     pub draining: CancellationToken,
     /// The apps' MCP providers (their health and the readiness they hold).
     pub mcp_providers: Arc<ar_tools::McpProviders>,
+    /// The fleet's router when nodes are configured (their health and inventory).
+    pub fleet: Option<Arc<ar_dispatch::ClusterRouter>>,
 }
 
 impl AppState {

@@ -37,6 +37,49 @@ pub struct Capabilities {
     /// Run-scoped MCP support.
     #[serde(deserialize_with = "nd")]
     pub run_mcp: RunMCPCapability,
+    /// The fleet's nodes that run agent-CLI runs (our addition; written when configured).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeInfo>,
+}
+
+/// A node of the fleet (`agent-runtime node`) as the service sees it (our addition).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(default)]
+pub struct NodeInfo {
+    /// Its name (what `execution_config.placement.machine` names).
+    #[serde(deserialize_with = "nd")]
+    pub name: String,
+    /// Its base URL.
+    #[serde(deserialize_with = "nd")]
+    pub url: String,
+    /// Its labels.
+    #[serde(
+        deserialize_with = "nd",
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// It answers its health checks and takes runs.
+    #[serde(deserialize_with = "nd")]
+    pub ready: bool,
+    /// Why it is not ready.
+    #[serde(deserialize_with = "nd", skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// When it was last checked (RFC 3339; empty before the first check).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "String::is_empty")]
+    pub checked_at: String,
+    /// This service's runs on it.
+    #[serde(deserialize_with = "nd")]
+    pub active_runs: i64,
+    /// This service's limit of runs on it.
+    #[serde(deserialize_with = "nd")]
+    pub max_concurrent_runs: i64,
+    /// The agent CLIs ready on it (`codex`, `claude`, `opencode`).
+    #[serde(deserialize_with = "nd", skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// Its inventory as seed 000's `AgentSourceInventorySnapshot` (CLIs, versions, readiness
+    /// with evidence), as it last reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<serde_json::Value>,
 }
 
 /// One model provider as seen by the runtime.

@@ -59,8 +59,8 @@ pub mod workspace;
 pub use agents::{Agent, SkillRef};
 pub use artifacts::{AgentRunArtifact, AppendArtifactRequest};
 pub use capabilities::{
-    AppComponent, AppSummary, Capabilities, DurableInfo, HealthResponse, ProviderCapability,
-    RunMCPCapability, SkillInfo, StoreInfo,
+    AppComponent, AppSummary, Capabilities, DurableInfo, HealthResponse, NodeInfo,
+    ProviderCapability, RunMCPCapability, SkillInfo, StoreInfo,
 };
 pub use codex::CodexAuthState;
 pub use error::ErrorBody;

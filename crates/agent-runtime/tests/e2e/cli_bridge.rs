@@ -75,7 +75,7 @@ where
 /// was declared instead (the test then fails on it). Each CLI names bridged tools its own way:
 /// `mcp__agent_runtime__get_context` (Claude Code), `agent_runtime_get_context` (opencode),
 /// or, from codex, `get_context` in the namespace tool `mcp__agent_runtime`.
-fn call_bridged(conv: &Conversation<'_>, suffix: &str, arguments: &str) -> Reply {
+pub(crate) fn call_bridged(conv: &Conversation<'_>, suffix: &str, arguments: &str) -> Reply {
     let flat = conv
         .tool_names()
         .into_iter()
@@ -110,7 +110,7 @@ fn call_bridged(conv: &Conversation<'_>, suffix: &str, arguments: &str) -> Reply
 const WAIT_FOR_MCP: &str = "WaitForMcpServers";
 
 /// The script's step: the tool results of this turn, but for those of [`WAIT_FOR_MCP`].
-fn script_step(conv: &Conversation<'_>) -> usize {
+pub(crate) fn script_step(conv: &Conversation<'_>) -> usize {
     conv.tool_results_in_turn()
         .saturating_sub(conv.calls_in_turn(WAIT_FOR_MCP))
 }

@@ -3,8 +3,10 @@
 mod cli;
 mod composite;
 mod contracts;
+mod egress;
 mod fake;
 mod local;
+mod login;
 mod node;
 mod subscription;
 mod support;

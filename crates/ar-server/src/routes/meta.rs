@@ -92,8 +92,9 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
         .map(|tool| tool_to_wire(tool, true))
         .collect();
     let facts = &state.facts;
+    let nodes = fleet_nodes(&state);
     let body = ar_wire::Capabilities {
-        runtime_kinds: facts.runtime_kinds.clone(),
+        runtime_kinds: runtime_kinds(&facts.runtime_kinds, &nodes),
         providers: facts.providers.clone(),
         store: ar_wire::StoreInfo {
             driver: facts.store_driver.clone(),
@@ -111,8 +112,87 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
         service_auth_enabled: state.service_token.is_some(),
         tools,
         run_mcp: run_mcp_capability(&state.engine),
+        nodes,
     };
     Ok(json(StatusCode::OK, &body))
+}
+
+/// The fleet's nodes as the cluster router sees them now (none without a fleet).
+fn fleet_nodes(state: &AppState) -> Vec<ar_wire::NodeInfo> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    fleet
+        .nodes()
+        .into_iter()
+        .map(|node| {
+            let inventory = node
+                .inventory()
+                .and_then(|snapshot| serde_json::to_value(snapshot).ok());
+            ar_wire::NodeInfo {
+                name: node.name,
+                url: node.url,
+                labels: node.labels,
+                ready: node.health.ready,
+                error: node.health.error,
+                checked_at: node
+                    .health
+                    .checked_at
+                    .map(|at| at.to_rfc3339())
+                    .unwrap_or_default(),
+                active_runs: node.active_runs as i64,
+                max_concurrent_runs: node.max_concurrent_runs as i64,
+                agents: node.health.agents,
+                inventory,
+            }
+        })
+        .collect()
+}
+
+/// The runtime kinds this service runs: its own, and the CLIs ready on a node.
+fn runtime_kinds(local: &[String], nodes: &[ar_wire::NodeInfo]) -> Vec<String> {
+    let mut kinds = local.to_vec();
+    for node in nodes.iter().filter(|node| node.ready) {
+        for agent in &node.agents {
+            let kind = match agent.as_str() {
+                "codex" => ar_core::RuntimeKind::Codex,
+                "claude" => ar_core::RuntimeKind::ClaudeCode,
+                "opencode" => ar_core::RuntimeKind::OpenCode,
+                _ => continue,
+            };
+            if !kinds.iter().any(|k| k == kind.as_str()) {
+                kinds.push(kind.as_str().to_string());
+            }
+        }
+    }
+    kinds
+}
+
+/// One app-health component per node: `ok` when it answers and takes runs.
+fn node_components(state: &AppState) -> Vec<ar_wire::AppComponent> {
+    fleet_nodes(state)
+        .into_iter()
+        .map(|node| ar_wire::AppComponent {
+            name: node.name,
+            kind: "node".into(),
+            configured: true,
+            url: node.url,
+            transport: "http".into(),
+            auth_configured: true,
+            status: if node.ready {
+                "ok".into()
+            } else if node.checked_at.is_empty() {
+                "unknown".into()
+            } else if node.error.contains("could not be reached") || node.error.contains("in time")
+            {
+                "unreachable".into()
+            } else {
+                "error".into()
+            },
+            error: node.error,
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// Run MCP as this runtime offers it: the limits and destination settings in force.
@@ -213,6 +293,7 @@ pub async fn app_health(State(state): State<AppState>, params: Params) -> ApiRes
         }));
     }
     summary.components = futures::future::join_all(probes).await;
+    summary.components.extend(node_components(&state));
     let store_ok = state.store.ping().await;
     summary.components.push(ar_wire::AppComponent {
         name: "store".into(),

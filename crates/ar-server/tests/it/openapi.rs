@@ -199,6 +199,7 @@ fn every_schema_has_exactly_its_wire_types_fields() {
         DurableInfo,
         SkillInfo,
         RunMCPCapability,
+        NodeInfo,
         AppSummary,
         AppComponent,
         HealthResponse,

@@ -39,6 +39,7 @@ mod anthropic;
 mod auto;
 mod chat;
 pub mod chatgpt;
+mod chatgpt_login;
 mod long_run;
 mod reply;
 mod responses;
@@ -61,6 +62,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use auto::{shell_call, AutoScript, Conversation};
+pub use chatgpt_login::DeviceLoginScript;
 pub use long_run::LongRun;
 pub use reply::{ErrorReply, FinishReason, Reply, StreamEnd, ToolCall, Usage};
 
@@ -142,6 +144,8 @@ enum Dialect {
 pub struct MockProvider {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    /// The sign-in issuer's stand-in ([`chatgpt_login`]).
+    login: Arc<chatgpt_login::LoginState>,
 }
 
 impl MockProvider {
@@ -195,6 +199,8 @@ impl MockProvider {
             .fallback(fallback)
             .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
             .with_state(shared.clone());
+        let login = Arc::new(chatgpt_login::LoginState::default());
+        let router = chatgpt_login::router(login.clone()).merge(router);
         let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
             Ok(l) => l,
             Err(e) => panic!("mock provider: cannot bind 127.0.0.1:0: {e}"),
@@ -205,12 +211,32 @@ impl MockProvider {
         };
         let token = shared.shutdown.clone();
         crate::spawn_peer("mock provider server", listener, router, token);
-        MockProvider { shared, addr }
+        MockProvider {
+            shared,
+            addr,
+            login,
+        }
     }
 
     /// `http://127.0.0.1:PORT/v1` — what OpenAI-style clients take as base URL.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// How the person behaves at the sign-in issuer's stand-in ([`chatgpt_login`]; its root
+    /// is [`MockProvider::root_url`]).
+    pub fn device_login(&self, script: DeviceLoginScript) {
+        self.login.set_script(script);
+    }
+
+    /// Every token the sign-in stand-in issued (tests look for them where they must not be).
+    pub fn issued_chatgpt_tokens(&self) -> Vec<String> {
+        self.login.issued()
+    }
+
+    /// Device-code token polls the stand-in answered.
+    pub fn device_login_polls(&self) -> usize {
+        self.login.polls()
     }
 
     /// `http://127.0.0.1:PORT/backend-api/codex` — the ChatGPT subscription backend's base
