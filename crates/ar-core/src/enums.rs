@@ -79,6 +79,9 @@ contract_enum!(
         Authentication => "authentication",
         AwaitingUserMessage => "awaiting_user_message",
         Manual => "manual",
+        /// One of the run's budgets would be spent by its next model call (an addition of
+        /// this version).
+        Budget => "budget",
     }
 );
 

@@ -44,6 +44,9 @@ contract_enum!(
         ActivityDelta => "activity_delta",
         A2aTask => "a2a.task",
         CodexAuthStateChanged => "codex_auth.state_changed",
+        ContextCompactionStarted => "context.compaction_started",
+        ContextCompactionCompleted => "context.compaction_completed",
+        ContextCompactionFailed => "context.compaction_failed",
     }
 );
 
@@ -196,6 +199,33 @@ pub struct RunMcpCredentialUpdated {
     pub server_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `context.compaction_started`: a summary turn is about to shrink the run's context (the
+/// original's event; its `generation` counts the run's summaries).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ContextCompactionStarted {
+    pub generation: u64,
+    pub estimated_input_tokens: u64,
+}
+
+/// `context.compaction_completed`: the context shrank from about `estimated_before` to about
+/// `estimated_after` tokens, by cutting old tool outputs and summarizing old messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ContextCompactionCompleted {
+    pub generation: u64,
+    pub estimated_before: u64,
+    pub estimated_after: u64,
+    pub trimmed_tool_outputs: u64,
+    pub summarized_messages: u64,
+}
+
+/// `context.compaction_failed`: the context could not be shrunk (the run goes on while its
+/// next request still fits, and fails otherwise).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ContextCompactionFailed {
+    pub generation: u64,
+    pub error: String,
 }
 
 /// `workspace.prepared`.
@@ -420,6 +450,9 @@ run_events! {
     ActivityDelta(ActivityDelta),
     A2aTask(A2aTask),
     CodexAuthStateChanged(CodexAuthStateChanged),
+    ContextCompactionStarted(ContextCompactionStarted),
+    ContextCompactionCompleted(ContextCompactionCompleted),
+    ContextCompactionFailed(ContextCompactionFailed),
 }
 
 impl RunEvent {

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod agent_cli;
+pub mod budget;
 pub mod clock;
 pub mod enums;
 pub mod event;

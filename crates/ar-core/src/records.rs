@@ -70,6 +70,9 @@ pub mod interaction_kind {
     pub const REQUEST_USER_INPUT: &str = "request_user_input";
     pub const REVIEW_CHECKPOINT: &str = "review_checkpoint";
     pub const AUTHENTICATION: &str = "authentication";
+    /// The run's next model call would go past one of its budgets (an addition of this
+    /// version); resolved by a resume that raises it.
+    pub const BUDGET: &str = "budget";
 
     /// Kinds that put a run in `paused/human_approval`.
     pub fn is_approval(kind: &str) -> bool {

@@ -247,6 +247,9 @@ pub struct EngineState {
     /// The run's workspace: what it asked for and where its lease is in its life.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceState>,
+    /// The run's budgets: its agent's at admission, as resumes raised them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<crate::budget::RunBudgets>,
 }
 
 /// What the engine keeps about a run's workspace beside the lease on the run.

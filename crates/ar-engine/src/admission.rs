@@ -13,6 +13,7 @@ use ar_core::{
 
 use crate::engine::Engine;
 use crate::error::{EngineError, EngineResult};
+use crate::limits::AgentLimits;
 use crate::model_route::{
     agent_controls, default_model, normalized_controls, validate_run_model, RunCredential, CHATGPT,
 };
@@ -242,6 +243,7 @@ impl Engine {
             .ok_or_else(EngineError::agent_not_found)?;
         let now = self.now();
         let input = self.run_input(&request, &checked, &agent, now)?;
+        let limits = AgentLimits::of(agent.runtime_kind, agent.execution_config.as_ref())?;
         // 4. Target context.
         let run_id = match &request.seed {
             Some(seed) if !seed.run_id.is_empty() => seed.run_id.clone(),
@@ -266,7 +268,8 @@ impl Engine {
             ..input
         };
         // 6. Persist atomically with the sealed credentials; emit run.queued.
-        let run = new_run(run_id, checked, &agent, input, &request, now);
+        let mut run = new_run(run_id, checked, &agent, input, &request, now);
+        run.engine.budgets = limits.budgets;
         // Where its agent CLI may run: refused here when it cannot be honoured.
         self.check_placement(&agent, &run)?;
         // Skills and execution policy: refused here when they cannot be honoured.

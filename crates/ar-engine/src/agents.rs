@@ -77,6 +77,7 @@ impl Engine {
                 ));
             }
         }
+        crate::limits::AgentLimits::of(runtime_kind, input.execution_config.as_ref())?;
         let mut allowed_tools: Vec<String> = Vec::new();
         for tool in &input.allowed_tools {
             let name = canonical_tool_name(tool);

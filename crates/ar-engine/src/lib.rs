@@ -18,6 +18,7 @@ mod engine;
 pub mod error;
 mod gate;
 mod lifecycle;
+mod limits;
 pub mod mcp;
 mod model_credential;
 pub mod model_route;
@@ -29,6 +30,7 @@ mod skills;
 pub mod studio;
 pub mod studio_replay;
 pub mod transcript;
+pub mod window;
 mod workspace;
 
 pub use admission::{StartRun, TurnPolicyRequest};

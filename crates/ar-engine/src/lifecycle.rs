@@ -1,6 +1,7 @@
 //! Requests that move a run through its lifecycle from outside: resume (reply, approve,
 //! request changes, auth completed, continue), cancel, pause, and the records hosts append.
 
+use ar_core::budget::{BudgetExceeded, RunBudgets};
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::records::{interaction_kind, message_type, Artifact, Interaction, Message};
 use ar_core::replica::OwnerSignal;
@@ -44,6 +45,9 @@ pub struct ResumeRun {
     pub external_actor_id: String,
     pub message_provenance: String,
     pub turn_policy: Option<TurnPolicyRequest>,
+    /// Budgets to raise (or set), as the request gave them: each one given replaces the
+    /// run's (an addition of this version; how a run paused for its budget goes on).
+    pub budgets: Option<Value>,
 }
 
 fn fingerprint(request: &ResumeRun) -> String {
@@ -63,6 +67,11 @@ fn fingerprint(request: &ResumeRun) -> String {
             .turn_policy
             .as_ref()
             .map(|p| serde_json::to_string(p).unwrap_or_default())
+            .unwrap_or_default(),
+        &request
+            .budgets
+            .as_ref()
+            .map(Value::to_string)
             .unwrap_or_default(),
     ] {
         hasher.update(part.as_bytes());
@@ -210,6 +219,34 @@ fn decision_of(request: &ResumeRun, intent: ResumeIntent) -> Decision {
     }
 }
 
+/// A run paused for its budget goes on only with a budget that allows what its next model
+/// call needs (recorded on the `budget` interaction it answers).
+fn enough_budget(
+    current: Option<RunBudgets>,
+    raised: Option<RunBudgets>,
+    target: Option<&Interaction>,
+) -> EngineResult<()> {
+    let payload = target
+        .filter(|interaction| interaction.interaction_kind == interaction_kind::BUDGET)
+        .and_then(|interaction| interaction.request_payload.as_ref());
+    let Some(spent) =
+        payload.and_then(|payload| serde_json::from_value::<BudgetExceeded>(payload.clone()).ok())
+    else {
+        return Ok(());
+    };
+    let allowed = raised
+        .or(current)
+        .and_then(|budgets| budgets.allowed(spent.limit));
+    if allowed.is_none_or(|allowed| allowed >= spent.needed) {
+        return Ok(());
+    }
+    let limit = spent.limit.as_str();
+    Err(EngineError::invalid(format!(
+        "run is paused for its budget ({spent}): resume with budgets.{limit} of at least {}",
+        spent.needed
+    )))
+}
+
 /// What the agent is told when a person decided on a call it made through the run tool
 /// gateway (an agent CLI's MCP bridge): such a call is parked in no loop state, so the agent
 /// learns the decision as a message and, once approved, makes the call again (the gateway
@@ -251,6 +288,8 @@ struct ResumePlan {
     resume_id: String,
     print: String,
     turn_policy: Option<TurnPolicy>,
+    /// The run's budgets once raised by the request, when it raises any.
+    budgets: Option<RunBudgets>,
     checkpoint: ar_core::store::Checkpoint,
     message_kind: &'static str,
     now: DateTime<Utc>,
@@ -289,6 +328,9 @@ impl ResumePlan {
         }
         if let Some(policy) = &self.turn_policy {
             run.input.turn_policy = policy.clone();
+        }
+        if self.budgets.is_some() {
+            run.engine.budgets = self.budgets;
         }
         let interaction_id = self
             .target
@@ -331,6 +373,12 @@ impl Engine {
             Some(policy) => Some(normalize_turn_policy(policy, run.runtime_kind)?),
             None => None,
         };
+        let raise = match &request.budgets {
+            Some(value) if !value.is_null() => {
+                Some(RunBudgets::parse(value, "budgets").map_err(EngineError::Invalid)?)
+            }
+            _ => None,
+        };
         let print = fingerprint(&request);
         if already_resumed(&run, &request, &print)? {
             return Ok(run);
@@ -350,6 +398,10 @@ impl Engine {
             return Err(EngineError::invalid(
                 "system notifications can only resume a run awaiting a user message with no pending interactions",
             ));
+        }
+        let budgets = raise.map(|raise| run.engine.budgets.unwrap_or_default().raised_by(raise));
+        if run.pause_reason() == PauseReason::Budget {
+            enough_budget(run.engine.budgets, budgets, target.as_ref())?;
         }
         let resume_id = resume_id_for(&run, &request, intent, target.as_ref(), &print);
         let state = self
@@ -374,6 +426,7 @@ impl Engine {
             resume_id,
             print,
             turn_policy,
+            budgets,
             now,
         };
         let (run, _, ()) = self

@@ -402,9 +402,10 @@ pub fn kept_prefix(source: &LoopState, from_step: i64) -> Result<Vec<ChatMessage
 }
 
 impl Engine {
-    /// The step limit of a run (a studio run may narrow it).
-    pub(crate) fn step_limit(&self, run: &Run) -> i64 {
-        let own = self.config().max_tool_steps;
+    /// The step limit of a run: its agent's `max_tool_steps`, else the runtime's (a studio
+    /// run may narrow it).
+    pub(crate) fn step_limit(&self, run: &Run, agent_limit: Option<i64>) -> i64 {
+        let own = agent_limit.unwrap_or(self.config().max_tool_steps);
         match studio_policy(run) {
             Some(policy) if policy.max_steps > 0 => policy.max_steps.min(own),
             _ => own,

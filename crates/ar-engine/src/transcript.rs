@@ -5,6 +5,7 @@
 
 use ar_core::model::{ChatMessage, ModelToolCall};
 use ar_core::Usage;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// A person's decision on a parked tool call.
@@ -61,6 +62,19 @@ pub struct LoopState {
     /// Whether the current turn had its skill-policy corrective turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skill_corrected: bool,
+    /// Model calls of the run, summary turns included (for its `max_model_calls` budget).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_calls: u64,
+    /// Milliseconds the run has spent running (for its `max_wall_time_seconds` budget).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub running_ms: u64,
+    /// Summaries that replaced old turns (`context.compaction_*`'s generation).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compactions: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl LoopState {
@@ -88,6 +102,13 @@ impl LoopState {
         };
         self.transcript.push(ChatMessage::system(system_prompt));
         self.transcript.push(ChatMessage::user(instructions));
+    }
+
+    /// Adds the time since `since` to the running time and moves `since` to `now`.
+    pub fn count_running(&mut self, since: &mut DateTime<Utc>, now: DateTime<Utc>) {
+        let elapsed = (now - *since).num_milliseconds();
+        self.running_ms += u64::try_from(elapsed).unwrap_or(0);
+        *since = now;
     }
 
     /// Moves queued user messages into the transcript when no tool call is still open.

@@ -281,6 +281,7 @@ pub fn resume_from_wire(request: ar_wire::ResumeRunRequest) -> ResumeRun {
         external_actor_id: request.external_actor_id,
         message_provenance: request.message_provenance,
         turn_policy: request.turn_policy.map(turn_policy_from_wire),
+        budgets: request.budgets,
     }
 }
 

@@ -149,7 +149,8 @@ async fn list_tools(
     (StatusCode::OK, Json(json!({"tools": tools})))
 }
 
-/// `echo_*` tools answer with their input's text; `fail_*` tools with an error result.
+/// `echo_*` tools answer with their input's text; `bulk_*` tools with it repeated `times`
+/// times (at most 1 MiB: a tool with a large output); `fail_*` tools with an error result.
 async fn call_tool(
     State(state): State<Arc<HostState>>,
     headers: HeaderMap,
@@ -163,6 +164,10 @@ async fn call_tool(
     let text = body["input"]["text"].as_str().unwrap_or_default();
     let (is_error, answer) = if name.starts_with("fail") {
         (true, format!("{name} failed on purpose"))
+    } else if name.starts_with("bulk") {
+        let times = body["input"]["times"].as_u64().unwrap_or(1) as usize;
+        let times = times.min((1 << 20) / text.len().max(1));
+        (false, text.repeat(times))
     } else {
         (false, format!("{name}: {text}"))
     };

@@ -223,6 +223,11 @@ pub struct ResumeRunRequest {
     /// Turn-policy override.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_policy: Option<TurnPolicy>,
+    /// Budgets raised for the rest of the run (`max_total_tokens`, `max_model_calls`,
+    /// `max_wall_time_seconds`): an addition of this version, how a run paused for its budget
+    /// goes on.
+    #[serde(deserialize_with = "raw", skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<Value>,
 }
 
 /// Body of `POST /v1/runs/{id}/request-changes`.

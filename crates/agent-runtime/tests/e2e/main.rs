@@ -19,6 +19,7 @@ mod embedded;
 mod fleet;
 mod fuzz;
 mod live_replicas;
+mod long_runs;
 mod mcp_bridge;
 mod nats;
 mod postgres;

@@ -18,14 +18,18 @@ use crate::control_tools;
 use crate::credential_refresh::renewal_due;
 use crate::engine::{Decide, Engine};
 use crate::error::EngineResult;
+use crate::limits::AgentLimits;
 use crate::mcp::{CallProblem, Discovery};
 use crate::model_route::{has_expired, resolve_route, RunCredential};
 use crate::owner::Owner;
 use crate::records::{interaction, mark_failed, mark_paused, mark_paused_with};
 use crate::skills::RunSkills;
 use crate::transcript::LoopState;
+use crate::window;
 use ar_core::host::RefreshReason;
 
+mod budget;
+mod compact;
 mod pending;
 mod round;
 pub(crate) use round::tool_result_events;
@@ -98,6 +102,43 @@ pub(crate) enum ToolRun {
 /// The model route an owner resolved, with when its credential expires (`None`: never).
 #[derive(Default)]
 struct CachedRoute(Option<(ModelRoute, Option<DateTime<Utc>>)>);
+
+/// What the loop carries from step to step of a turn: its route, its agent's limits, its
+/// context window, since when its running time is not counted yet, and whether the provider
+/// refused this step's request for its window (it is compacted and asked once more).
+struct Turn {
+    route: CachedRoute,
+    limits: AgentLimits,
+    context: Option<compact::ContextFit>,
+    running_since: DateTime<Utc>,
+    overflowed: bool,
+}
+
+impl Turn {
+    fn new(limits: AgentLimits, specs: &[ToolSpec], now: DateTime<Utc>) -> Turn {
+        Turn {
+            route: CachedRoute::default(),
+            limits,
+            context: limits.context.map(|policy| compact::ContextFit {
+                policy,
+                tools_tokens: window::estimate_tools(specs),
+                retry_above: 0,
+            }),
+            running_since: now,
+            overflowed: false,
+        }
+    }
+}
+
+/// A model step's answer: the response, or the provider's refusal of a request too long for
+/// its window (the loop compacts the context and asks again).
+// Returned once per step and unpacked at once: boxing the response would only add an
+// allocation to every step.
+#[allow(clippy::large_enum_variant)]
+enum Answer {
+    Response(ModelResponse, StreamMarks),
+    Overflow,
+}
 
 /// What the model is told about each tool.
 fn tool_specs(tools: &[ToolDefinition]) -> Vec<ToolSpec> {
@@ -342,6 +383,10 @@ impl Engine {
         } else {
             self.load_state(&run).await?
         };
+        let limits = match AgentLimits::of(agent.runtime_kind, agent.execution_config.as_ref()) {
+            Ok(limits) => limits,
+            Err(error) => return self.fail_step(&mut run, &state, &error.to_string()).await,
+        };
         if let Flow::Stop = self
             .ensure_workspace(&mut run, &agent, &state, owner)
             .await?
@@ -356,7 +401,7 @@ impl Engine {
         };
         let tools = with_skill_tools(tools, &skills);
         let specs = tool_specs(&tools);
-        let mut route = CachedRoute::default();
+        let mut turn = Turn::new(limits, &specs, self.now());
         loop {
             if let Flow::Stop = self.safe_point(&mut run, &state, owner).await? {
                 return Ok(());
@@ -376,32 +421,41 @@ impl Engine {
             }
             state.queued_user_messages.extend(owner.inbox.take_steers());
             state.flush_queued_messages();
-            if let Flow::Stop = self.check_step_limit(&mut run, &state).await? {
+            let Some(request) = self
+                .next_request(&mut run, &mut state, &specs, (&mut turn, owner))
+                .await?
+            else {
                 return Ok(());
-            }
-            let request = ModelRequest {
-                messages: state.transcript.clone(),
-                tools: specs.clone(),
-                max_output_tokens: None,
             };
+            let overflow_retry = turn.context.is_some() && !turn.overflowed;
             // One trace per step: its model call, tool calls and commits are its spans.
             let span = tracing::trace_span!(target: ar_core::trace::TARGET, "run_step",
                 app_id = %run.app_id, run_id = %run.id, step = state.step + 1);
-            let step = async {
-                let Some((response, marks)) = self
-                    .model_step(&mut run, &state, (&request, &mut route), owner)
-                    .await?
-                else {
-                    return Ok(Flow::Stop);
-                };
-                state.step += 1;
-                state.turn_steps += 1;
-                state.usage.add(&response.usage);
-                let tools = (tools.as_slice(), &skills);
-                self.handle_response(&mut run, &agent, tools, &mut state, response, marks)
-                    .await
+            let model_step = self.model_step(
+                &mut run,
+                &state,
+                (&request, &mut turn.route),
+                owner,
+                overflow_retry,
+            );
+            let answer = tracing::Instrument::instrument(model_step, span.clone()).await?;
+            state.model_calls += 1;
+            let (response, marks) = match answer {
+                Some(Answer::Response(response, marks)) => (response, marks),
+                Some(Answer::Overflow) => {
+                    turn.overflowed = true;
+                    continue;
+                }
+                None => return Ok(()),
             };
-            if let Flow::Stop = tracing::Instrument::instrument(step, span).await? {
+            turn.overflowed = false;
+            state.step += 1;
+            state.turn_steps += 1;
+            state.usage.add(&response.usage);
+            let tools = (tools.as_slice(), &skills);
+            let handled =
+                self.handle_response(&mut run, &agent, tools, &mut state, response, marks);
+            if let Flow::Stop = tracing::Instrument::instrument(handled, span).await? {
                 return Ok(());
             }
         }
@@ -505,9 +559,51 @@ impl Engine {
         Ok(Flow::Stop)
     }
 
+    /// The next model request of the turn; `None` when the run stopped instead: its turn used
+    /// up the step limit (failed), or the call would go past a budget (paused).
+    async fn next_request(
+        &self,
+        run: &mut Run,
+        state: &mut LoopState,
+        specs: &[ToolSpec],
+        (turn, owner): (&mut Turn, &mut Owner),
+    ) -> EngineResult<Option<ModelRequest>> {
+        if let Flow::Stop = self
+            .check_step_limit(run, state, turn.limits.max_tool_steps)
+            .await?
+        {
+            return Ok(None);
+        }
+        if let Some(fit) = turn.context.as_mut() {
+            let force = turn.overflowed;
+            let flow = self
+                .fit_context(run, state, fit, (owner, &mut turn.route), force)
+                .await?;
+            if let Flow::Stop = flow {
+                return Ok(None);
+            }
+        }
+        let request = ModelRequest {
+            messages: state.transcript.clone(),
+            tools: specs.to_vec(),
+            max_output_tokens: turn.limits.context.map(|c| c.max_output_tokens),
+        };
+        state.count_running(&mut turn.running_since, self.now());
+        let next_input = || window::estimate(&request.messages) + window::estimate_tools(specs);
+        if let Flow::Stop = self.within_budget(run, state, next_input).await? {
+            return Ok(None);
+        }
+        Ok(Some(request))
+    }
+
     /// Fails the run (`Stop`) when its turn used up the step limit.
-    async fn check_step_limit(&self, run: &mut Run, state: &LoopState) -> EngineResult<Flow> {
-        let limit = self.step_limit(run);
+    async fn check_step_limit(
+        &self,
+        run: &mut Run,
+        state: &LoopState,
+        agent_limit: Option<i64>,
+    ) -> EngineResult<Flow> {
+        let limit = self.step_limit(run, agent_limit);
         if state.turn_steps < limit {
             return Ok(Flow::Continue);
         }
@@ -578,7 +674,8 @@ impl Engine {
         state: &LoopState,
         (request, cache): (&ModelRequest, &mut CachedRoute),
         owner: &mut Owner,
-    ) -> EngineResult<Option<(ModelResponse, StreamMarks)>> {
+        overflow_retry: bool,
+    ) -> EngineResult<Option<Answer>> {
         let mut renewed = false;
         loop {
             let Some(route) = self.current_route(run, state, owner, cache).await? else {
@@ -589,10 +686,21 @@ impl Engine {
                 .call_model(run, route, request, owner, &mut marks)
                 .await?
             {
-                ModelCall::Answered(Ok(response)) => return Ok(Some((response, marks))),
+                ModelCall::Answered(Ok(response)) => {
+                    return Ok(Some(Answer::Response(response, marks)))
+                }
                 ModelCall::Answered(Err(ModelError::Authentication(reason))) => reason,
+                ModelCall::Answered(Err(ModelError::ContextOverflow { .. })) if overflow_retry => {
+                    return Ok(Some(Answer::Overflow))
+                }
                 ModelCall::Answered(Err(error)) => {
-                    self.fail_step(run, state, &error.to_string()).await?;
+                    let mut reason = error.to_string();
+                    if matches!(error, ModelError::ContextOverflow { .. }) {
+                        reason.push_str(
+                            " (an agent's execution_config.native_context keeps long runs within the model's window: set it, or lower its limits)",
+                        );
+                    }
+                    self.fail_step(run, state, &reason).await?;
                     return Ok(None);
                 }
                 // Stopped, or paused here as at the safe point before the call (the state is

@@ -12,6 +12,7 @@ use crate::error::EngineResult;
 use crate::gate::consume_approval;
 use crate::records::{mark_paused, record_tool_output, tool_call_record};
 use crate::transcript::{Decision, LoopState};
+use crate::window::UNKNOWN_OUTCOME;
 
 use super::*;
 
@@ -86,7 +87,7 @@ impl Engine {
         let name = canonical_tool_name(&pending.call.name);
         if pending.started {
             return Ok(Step::Settled(answered(ToolOutput::error(format!(
-                "outcome unknown: the runtime stopped while {name} was running; check its effect before repeating it"
+                "{UNKNOWN_OUTCOME} the runtime stopped while {name} was running; check its effect before repeating it"
             )))));
         }
         let tool = match &pending.decision {

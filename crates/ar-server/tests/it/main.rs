@@ -4,8 +4,10 @@
 
 mod admission;
 mod bad_input;
+mod budgets;
 mod cli_agents;
 mod connections;
+mod context_window;
 mod credential_refresh;
 mod events;
 mod gateway_token;

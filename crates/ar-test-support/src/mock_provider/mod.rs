@@ -40,6 +40,7 @@ mod auto;
 mod chat;
 pub mod chatgpt;
 mod chatgpt_login;
+mod long_run;
 mod reply;
 mod responses;
 mod sse;
@@ -62,6 +63,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auto::{shell_call, AutoScript, Conversation};
 pub use chatgpt_login::DeviceLoginScript;
+pub use long_run::LongRun;
 pub use reply::{ErrorReply, FinishReason, Reply, StreamEnd, ToolCall, Usage};
 
 use reply::Body;
@@ -277,6 +279,12 @@ impl MockProvider {
     /// runs, no shared queue): see [`AutoScript`].
     pub fn auto(&self, script: AutoScript) {
         let script = Arc::new(script);
+        self.respond_with(move |conv| Some(script.reply_for(conv)));
+    }
+
+    /// Answers as a long run's model (see [`LongRun`]); keep a clone of `script` to read its
+    /// counters.
+    pub fn long_run(&self, script: LongRun) {
         self.respond_with(move |conv| Some(script.reply_for(conv)));
     }
 

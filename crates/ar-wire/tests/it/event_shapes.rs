@@ -159,6 +159,21 @@ fn samples() -> Vec<RunEvent> {
             plan_type: text("plus"),
             error: text("none"),
         }),
+        RunEvent::ContextCompactionStarted(ev::ContextCompactionStarted {
+            generation: 2,
+            estimated_input_tokens: 6100,
+        }),
+        RunEvent::ContextCompactionCompleted(ev::ContextCompactionCompleted {
+            generation: 2,
+            estimated_before: 6100,
+            estimated_after: 1900,
+            trimmed_tool_outputs: 3,
+            summarized_messages: 14,
+        }),
+        RunEvent::ContextCompactionFailed(ev::ContextCompactionFailed {
+            generation: 3,
+            error: text("the summary turn returned no text"),
+        }),
     ]
 }
 
@@ -250,6 +265,12 @@ fn every_key_is_a_field_of_the_sdk_payload() {
             }
             EventKind::ActivitySnapshot | EventKind::ActivityDelta => {
                 assert!(event.data("").contains_key("activity_id"))
+            }
+            // The original's context events (emitted by its native loop, no SDK struct).
+            EventKind::ContextCompactionStarted
+            | EventKind::ContextCompactionCompleted
+            | EventKind::ContextCompactionFailed => {
+                assert!(event.data("").contains_key("generation"))
             }
         }
     }

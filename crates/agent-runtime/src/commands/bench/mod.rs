@@ -1,5 +1,6 @@
 //! `agent-runtime bench`: the benchmarks whose figures README.md reports.
 
+mod compaction;
 mod mcp;
 mod nats_lag;
 mod proc_stats;
@@ -12,8 +13,10 @@ use clap::Args;
 pub struct BenchArgs {
     /// Which benchmark: `service` (the 5-step agent over HTTP), `dispatch` (process dispatch
     /// overhead and streaming under load), `studio` (command stream latency and throughput) or
-    /// `mcp` (the MCP client's overhead per tool call on a reused session) or `tools` (the
-    /// workspace tools: `read_file`, `ripgrep`, `run_command` overhead, a 1,000-commit clone).
+    /// `mcp` (the MCP client's overhead per tool call on a reused session), `tools` (the
+    /// workspace tools: `read_file`, `ripgrep`, `run_command` overhead, a 1,000-commit clone)
+    /// or `compaction` (a 300-step run within a small context window, and one compaction's
+    /// cost).
     #[arg(default_value = "service")]
     pub which: String,
     /// Store backends to measure (`sqlite`, `postgres`, or `both`).
@@ -70,9 +73,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         "mcp" => mcp::run(args.calls).await,
         "tools" => tools::run().await,
+        "compaction" => compaction::run().await,
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?} (expected: service, dispatch, studio, mcp or tools)"
+                "unknown benchmark {other:?} (expected: service, dispatch, studio, mcp, tools or compaction)"
             )
         }
     }

@@ -15,10 +15,11 @@ use super::proc_stats::{context_switches, cpu_ms, peak_rss_mib, rss_mib};
 use super::{percentile, BenchArgs};
 
 const TOKEN: &str = "bench-token";
-const APP: &str = "bench_app";
+pub(super) const APP: &str = "bench_app";
 
-struct Server {
-    process: ar_process::Process,
+/// A child `agent-runtime serve` and a client for it.
+pub(super) struct Server {
+    pub(super) process: ar_process::Process,
     base: String,
     client: reqwest::Client,
     _dir: tempfile::TempDir,
@@ -34,12 +35,26 @@ async fn start_server(
     mock: &MockProvider,
     nats: Option<&NatsBench>,
 ) -> anyhow::Result<Server> {
+    start_server_with(store, postgres_url, mock, (nats, json!({}))).await
+}
+
+/// [`start_server`] with more keys in the bench app's configuration (`app_extra`).
+pub(super) async fn start_server_with(
+    store: &str,
+    postgres_url: &str,
+    mock: &MockProvider,
+    (nats, app_extra): (Option<&NatsBench>, Value),
+) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
     let exe = std::env::current_exe().context("locating the agent-runtime binary")?;
-    let app_config = json!({"apps": [{"app_id": APP, "model_endpoints": [
+    let mut app = json!({"app_id": APP, "model_endpoints": [
         {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none", "allow_http": true}
-    ]}]});
+    ]});
+    if let (Some(app), Some(extra)) = (app.as_object_mut(), app_extra.as_object()) {
+        app.extend(extra.clone());
+    }
+    let app_config = json!({"apps": [app]});
     let mut env = EnvPolicy::standard();
     // Lets a run of the benchmark try the server with another runtime size.
     if let Ok(threads) = std::env::var("AGENT_RUNTIME_WORKER_THREADS") {
@@ -116,7 +131,7 @@ async fn start_server(
 }
 
 impl Server {
-    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+    pub(super) async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         let response = self
             .client
             .post(format!("{}{path}", self.base))
@@ -174,8 +189,35 @@ impl Server {
         ))
     }
 
-    fn cpu(&self) -> f64 {
+    pub(super) fn cpu(&self) -> f64 {
         cpu_ms(self.process.pid()).unwrap_or(0.0)
+    }
+
+    pub(super) async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?;
+        let status = response.status();
+        let value: Value = response.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status} {value}");
+        Ok(value)
+    }
+
+    pub(super) async fn put(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let response = self
+            .client
+            .put(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        let value: Value = response.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status} {value}");
+        Ok(value)
     }
 
     fn switches(&self) -> f64 {
