@@ -517,7 +517,7 @@ fn event_sinks(
 
 /// The v1 envelope of a persisted event as JSON (app callbacks, the global callback, NATS).
 fn v1_body() -> ar_events::RenderFn {
-    Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default())
+    Arc::new(|event| serde_json::to_vec(&crate::convert::v1_envelope(event)).unwrap_or_default())
 }
 
 /// The client of app-health probes: ten seconds per probe.
@@ -573,7 +573,7 @@ async fn nats_sink(
         render: ar_nats::Renderers {
             v1: v1_body(),
             v2: Arc::new(|event| {
-                serde_json::to_vec(&crate::convert::event_to_v2(event)).unwrap_or_default()
+                serde_json::to_vec(&crate::convert::v2_envelope(event)).unwrap_or_default()
             }),
         },
     };

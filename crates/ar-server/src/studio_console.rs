@@ -225,7 +225,7 @@ async fn events(
             let mut frames = Vec::with_capacity(batch.len());
             for event in &batch {
                 cursor = cursor.max(event.sequence_no);
-                let wire = convert::event_to_v1(event);
+                let wire = convert::v1_envelope(event);
                 let data = serde_json::to_string(&wire).unwrap_or_default();
                 frames.push((
                     sse::frame(Some(event.sequence_no), "run_event", &data),

@@ -52,9 +52,16 @@ pub struct BenchArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     pub postgres_url: String,
+    /// The `agent-runtime` binary the benchmarks start as the server (default: this one), to
+    /// compare two builds under one benchmark client.
+    #[arg(long)]
+    pub server_binary: Option<std::path::PathBuf>,
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(binary) = &args.server_binary {
+        service::use_server_binary(binary.clone());
+    }
     match args.which.as_str() {
         "service" => service::run(&args).await,
         "dispatch" => {
