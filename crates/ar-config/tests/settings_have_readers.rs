@@ -136,7 +136,11 @@ const ENV_READERS: &[Reader] = &[
         COMPOSE,
         &["ar_config::env::data_dir(&settings.store, ar_config::env::process_env)"],
     ),
-    reader("XDG_DATA_HOME", REMOTE, &["env::data_dir(&store, process_env)"]),
+    reader(
+        "XDG_DATA_HOME",
+        REMOTE,
+        &["env::data_dir(&store, process_env)"],
+    ),
     reader("HOME", REMOTE, &["env::data_dir(&store, process_env)"]),
     reader(
         "OPENAI_API_KEY",
@@ -364,7 +368,11 @@ const ENV_READERS: &[Reader] = &[
         &["required(&API_BASE_URL,", "Url::parse(&base)"],
     ),
     reader("AGENT_RUNTIME_APP_ID", MCP_BRIDGE, &["required(&APP_ID,"]),
-    reader("AGENT_RUNTIME_APP_ID", REMOTE, &["process_env(env::APP_ID.name)"]),
+    reader(
+        "AGENT_RUNTIME_APP_ID",
+        REMOTE,
+        &["process_env(env::APP_ID.name)"],
+    ),
     reader("AGENT_RUNTIME_URL", REMOTE, &["process_env(env::URL.name)"]),
     reader("AGENT_RUNTIME_RUN_ID", MCP_BRIDGE, &["required(&RUN_ID,"]),
     reader(
