@@ -121,6 +121,7 @@ async fn a_callback_that_cannot_help_pauses_the_run_for_authentication() {
     );
     assert_eq!(mock.model_requests().len(), 1);
     assert_eq!(host.requests().len(), 1);
+    assert_authentication_pause(&server, &run_id).await;
     // The callback answers a key the vendor rejects too: asked once more, never a third time.
     host.answer(Some(key("sk-also-bad", None)));
     let run_id = start(&server, key("sk-old", None)).await;
@@ -141,4 +142,97 @@ async fn a_callback_that_cannot_help_pauses_the_run_for_authentication() {
     assert_eq!(run["pause_reason"], "authentication", "{run}");
     assert!(!bearers(&mock).contains(&"Bearer sk-good".to_string()));
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_refresh_never_overwrites_a_credential_the_host_replaced_while_it_ran() {
+    let mock = MockProvider::start().await;
+    mock.reject_key("sk-old");
+    // What the slow callback answers: older than the host's replacement, and refused.
+    mock.reject_key("sk-stale");
+    mock.push(Reply::text("done with the host's key"));
+    let host = RefreshHost::start(CALLBACK_TOKEN).await;
+    host.answer(Some(key("sk-stale", None)));
+    host.delay(std::time::Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_callback(&mock, &host, &dir).await;
+    let run_id = start(&server, key("sk-old", None)).await;
+    wait_for("the refresh after the 401", WAIT, || async {
+        (!host.requests().is_empty()).then_some(())
+    })
+    .await;
+    let (status, body) = server
+        .put(
+            &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
+            json!({"credential": key("sk-host", None)}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let run = server
+        .wait_status(&run_id, &["completed", "paused", "failed"])
+        .await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(bearers(&mock), vec!["Bearer sk-old", "Bearer sk-host"]);
+    assert_eq!(host.requests().len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_refresh_does_not_bring_back_a_credential_the_host_revoked_while_it_ran() {
+    let mock = MockProvider::start().await;
+    mock.reject_key("sk-old");
+    mock.set_fallback(Some(Reply::text("not reached")));
+    let host = RefreshHost::start(CALLBACK_TOKEN).await;
+    host.answer(Some(key("sk-renewed", None)));
+    host.delay(std::time::Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_callback(&mock, &host, &dir).await;
+    let run_id = start(&server, key("sk-old", None)).await;
+    wait_for("the refresh after the 401", WAIT, || async {
+        (!host.requests().is_empty()).then_some(())
+    })
+    .await;
+    let (status, body) = server
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let run = server
+        .wait_status(&run_id, &["completed", "paused", "failed"])
+        .await;
+    assert_eq!(run["pause_reason"], "authentication", "{run}");
+    assert_eq!(bearers(&mock), vec!["Bearer sk-old"]);
+    server.stop().await;
+}
+
+/// The pause as the contract has it: a pending `authentication` interaction whose payload
+/// names the provider, the credential's connection and the reason, and a `run.paused` event
+/// with the reason, provider and connection; never the key.
+async fn assert_authentication_pause(server: &TestServer, run_id: &str) {
+    let interactions = server.list(run_id, "interactions").await;
+    let pending: Vec<&Value> = interactions
+        .iter()
+        .filter(|i| i["interaction_kind"] == "authentication" && i["status"] == "pending")
+        .collect();
+    assert_eq!(pending.len(), 1, "{interactions:?}");
+    let payload = &pending[0]["request_payload"];
+    assert_eq!(payload["provider"], "openai", "{payload}");
+    assert_eq!(payload["connection_id"], "conn_1", "{payload}");
+    assert!(
+        !payload["reason"].as_str().unwrap_or_default().is_empty(),
+        "{payload}"
+    );
+    let events = server.events(run_id).await;
+    let paused = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "run.paused")
+        .expect("a run.paused event");
+    assert_eq!(paused["data"]["pause_reason"], "authentication", "{paused}");
+    assert_eq!(paused["data"]["provider"], "openai", "{paused}");
+    assert_eq!(paused["data"]["connection_id"], "conn_1", "{paused}");
+    assert!(!format!("{interactions:?}{events:?}").contains("sk-old"));
 }
