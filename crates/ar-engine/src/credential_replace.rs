@@ -24,7 +24,7 @@ const SWAP_ATTEMPTS: usize = 16;
 /// What a replacement did.
 pub(crate) enum Replaced {
     /// Stored: the run as committed and when the new credential expires.
-    Stored(Run, Option<DateTime<Utc>>),
+    Stored(Box<Run>, Option<DateTime<Utc>>),
     /// Not stored: the credential to renew had been replaced meanwhile; the one stored now.
     Superseded(RunCredential),
 }
@@ -42,7 +42,7 @@ impl Engine {
             .replace_model_credential((app_id, run_id), &credential, None)
             .await?
         {
-            Replaced::Stored(run, expires_at) => Ok((run, expires_at)),
+            Replaced::Stored(run, expires_at) => Ok((*run, expires_at)),
             // Only a conditional replacement can find its credential superseded.
             Replaced::Superseded(_) => Err(EngineError::invalid(
                 "the run's model credential was replaced meanwhile",
@@ -87,7 +87,7 @@ impl Engine {
             match self.swap_credential(run, ciphertext).await {
                 Ok(run) => {
                     self.mark_route_stale(run_id);
-                    return Ok(Replaced::Stored(run, credential.expires_at));
+                    return Ok(Replaced::Stored(Box::new(run), credential.expires_at));
                 }
                 Err(EngineError::Store(StoreError::Conflict(_))) => continue,
                 Err(error) => return Err(error),

@@ -284,13 +284,7 @@ async fn a_rejected_or_revoked_run_credential_never_falls_back_to_the_runtimes_k
     // Without a run credential the runtime's key is used.
     let (_, run) = run_to_end(&server, &agent, openai.clone()).await;
     assert_eq!(run["status"], "completed", "{run}");
-    let bearers = |mock: &MockProvider| -> Vec<String> {
-        mock.model_requests()
-            .iter()
-            .map(|r| r.header("authorization").unwrap_or_default().to_string())
-            .collect()
-    };
-    assert_eq!(bearers(&mock), vec!["Bearer sk-runtime-global"]);
+    assert_eq!(mock.bearers(), vec!["Bearer sk-runtime-global"]);
     // A run credential the vendor refuses pauses the run; the runtime's key is never tried.
     mock.clear_requests();
     let mut with_key = openai.clone();
@@ -301,16 +295,10 @@ async fn a_rejected_or_revoked_run_credential_never_falls_back_to_the_runtimes_k
         (Some("paused"), Some("authentication")),
         "{run}"
     );
-    assert_eq!(bearers(&mock), vec!["Bearer sk-run-bad"]);
+    assert_eq!(mock.bearers(), vec!["Bearer sk-run-bad"]);
     // Revoked and resumed: still no fallback, the run pauses again before any call.
     let run_id = run["id"].as_str().unwrap();
-    let (status, body) = server
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
-            None,
-        )
-        .await;
+    let (status, body) = server.revoke_model_credential(run_id).await;
     assert_eq!(status, 204, "{body}");
     let (status, body) = server
         .post(
@@ -326,7 +314,7 @@ async fn a_rejected_or_revoked_run_credential_never_falls_back_to_the_runtimes_k
     })
     .await;
     assert_eq!(server.run(run_id).await["pause_reason"], "authentication");
-    assert_eq!(bearers(&mock), vec!["Bearer sk-run-bad"]);
+    assert_eq!(mock.bearers(), vec!["Bearer sk-run-bad"]);
     server.stop().await;
 }
 
