@@ -80,6 +80,7 @@ const STUDIO: &str = "studio";
 const WORKSPACES: &str = "workspaces";
 const NODE: &str = "node";
 const MCP_BRIDGE: &str = "mcp-bridge";
+const CLI: &str = "cli";
 
 // --- server ---------------------------------------------------------------------------------
 
@@ -491,7 +492,7 @@ pub const APP_ID: EnvVar = EnvVar::new(
     MCP_BRIDGE,
     "AGENT_RUNTIME_APP_ID",
     None,
-    "App of the run whose tools `agent-runtime mcp-bridge` serves (required by the bridge).",
+    "App of the run whose tools `agent-runtime mcp-bridge` serves (required by the bridge); also the app the `agents` and `runs` commands work in when `--app` is not given.",
 );
 /// The run the MCP bridge serves.
 pub const RUN_ID: EnvVar = EnvVar::new(
@@ -528,6 +529,16 @@ pub const HTTP_MAX_CONNECTIONS_PER_CLIENT: EnvVar = EnvVar::new(
     "AGENT_RUNTIME_HTTP_MAX_CONNECTIONS_PER_CLIENT",
     Some("256"),
     "Open connections one client IP address may hold; further ones are answered 429 and closed. 0 turns the limit off (behind a proxy every client shares its address).",
+);
+
+// --- the client commands (`agent-runtime agents|runs`, read by them only) --------------------
+
+/// The service the `agents` and `runs` commands talk to.
+pub const URL: EnvVar = EnvVar::new(
+    CLI,
+    "AGENT_RUNTIME_URL",
+    Some("http://127.0.0.1:8090"),
+    "Base URL of the service the `agents` and `runs` commands talk to (`--url`). Their token is `AGENT_RUNTIME_SERVICE_TOKEN`, else the file `--token-file`, else the development token `serve` generated (`service-token` in its data directory).",
 );
 
 /// Every declared variable, in docs order.
@@ -601,6 +612,7 @@ pub const ALL: &[EnvVar] = &[
     HTTP_HEADER_READ_TIMEOUT_SECONDS,
     HTTP_BODY_READ_TIMEOUT_SECONDS,
     HTTP_MAX_CONNECTIONS_PER_CLIENT,
+    URL,
 ];
 
 /// The docs table of every variable (Markdown), grouped in declaration order.
@@ -633,6 +645,42 @@ pub fn markdown_table() -> String {
         ));
     }
     out
+}
+
+/// The file beside the database where `serve` keeps the development token it generated.
+pub const GENERATED_TOKEN_FILE: &str = "service-token";
+
+/// The store the environment `lookup` configures, diagnostics left out: what a client command
+/// needs to find the data directory of the `serve` started in the same environment.
+pub fn store_settings(lookup: impl Fn(&str) -> Option<String>) -> StoreSettings {
+    let mut r = Reader {
+        lookup: &lookup,
+        diagnostics: Vec::new(),
+    };
+    read_store(&mut r)
+}
+
+/// The directory of the files the service keeps beside its database (the generated token,
+/// the development credential key, the instance id): the SQLite file's directory, else
+/// `$XDG_DATA_HOME/agent-runtime`, `$HOME/.local/share/agent-runtime` or the temp directory.
+pub fn data_dir(store: &StoreSettings, lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
+    if let StoreSettings::Sqlite { dsn } = store {
+        let path = dsn
+            .strip_prefix("sqlite://")
+            .or_else(|| dsn.strip_prefix("sqlite:"))
+            .unwrap_or(dsn);
+        let path = path.split('?').next().unwrap_or(path);
+        if let Some(parent) = std::path::Path::new(path).parent() {
+            if !parent.as_os_str().is_empty() {
+                return parent.to_path_buf();
+            }
+        }
+    }
+    let base = lookup(XDG_DATA_HOME.name)
+        .map(PathBuf::from)
+        .or_else(|| lookup(HOME.name).map(|home| PathBuf::from(home).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("agent-runtime")
 }
 
 /// Lookup of the real process environment, for production callers of `from_env`.

@@ -96,27 +96,7 @@ pub struct Service {
 
 /// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
 fn data_dir(settings: &ServiceSettings) -> PathBuf {
-    if let StoreSettings::Sqlite { dsn } = &settings.store {
-        let path = dsn
-            .strip_prefix("sqlite://")
-            .or_else(|| dsn.strip_prefix("sqlite:"))
-            .unwrap_or(dsn);
-        let path = path.split('?').next().unwrap_or(path);
-        if let Some(parent) = Path::new(path).parent() {
-            if !parent.as_os_str().is_empty() {
-                return parent.to_path_buf();
-            }
-        }
-    }
-    // Memory and PostgreSQL stores keep these files in the user's data directory.
-    let base = ar_config::env::process_env(ar_config::env::XDG_DATA_HOME.name)
-        .map(PathBuf::from)
-        .or_else(|| {
-            ar_config::env::process_env(ar_config::env::HOME.name)
-                .map(|home| PathBuf::from(home).join(".local/share"))
-        })
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("agent-runtime")
+    ar_config::env::data_dir(&settings.store, ar_config::env::process_env)
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -326,12 +306,12 @@ fn resolve_auth(
             generated_token_path: None,
         });
     }
-    let token = keep_file(dir, "service-token", || {
+    let token = keep_file(dir, ar_config::env::GENERATED_TOKEN_FILE, || {
         format!("ar_dev_{}", random_hex(24))
     })?;
     Ok(ServiceAuth {
         token: Some(Secret::new(token)),
-        generated_token_path: Some(dir.join("service-token")),
+        generated_token_path: Some(dir.join(ar_config::env::GENERATED_TOKEN_FILE)),
     })
 }
 

@@ -12,6 +12,7 @@ mod callbacks;
 mod chatgpt;
 mod cli_bridge;
 mod cli_workspaces;
+mod client;
 mod config_cli;
 mod durability;
 mod egress;
