@@ -13,6 +13,7 @@ mod chatgpt;
 mod cli_bridge;
 mod cli_workspaces;
 mod client;
+mod codex_auth;
 mod config_cli;
 mod durability;
 mod egress;
