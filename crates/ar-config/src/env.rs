@@ -283,6 +283,13 @@ pub const CHATGPT_BASE_URL: EnvVar = EnvVar::new(
     Some("https://chatgpt.com/backend-api/codex"),
     "Base URL of the ChatGPT subscription backend (`{base}/responses`); an addition of this version, for tests and proxies.",
 );
+/// The OAuth issuer of Codex's ChatGPT device sign-in.
+pub const CODEX_LOGIN_ISSUER: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_CODEX_LOGIN_ISSUER",
+    None,
+    "OAuth issuer that `codex app-server` signs in against for `POST /v1/runs/{id}/codex-auth/device-code/start` (unset: codex's own, auth.openai.com); with AGENT_RUNTIME_CHATGPT_BASE_URL set, the app-server reads the account from that backend too. An addition of this version, for tests and proxies.",
+);
 /// Key that encrypts per-run model credentials at rest.
 pub const MODEL_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(MODELS, "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "AES-256 key for per-run model credentials: 32 raw bytes or base64 of 32 bytes. Same value on API and workers.");
 
@@ -574,6 +581,7 @@ pub const ALL: &[EnvVar] = &[
     ALLOW_DETERMINISTIC_FALLBACK,
     CHATGPT_ENABLED,
     CHATGPT_BASE_URL,
+    CODEX_LOGIN_ISSUER,
     MODEL_CREDENTIAL_ENCRYPTION_KEY,
     EVENT_SINK,
     NATS_URL,
@@ -993,6 +1001,8 @@ pub struct ModelSettings {
     pub chatgpt_enabled: bool,
     /// Base URL of the ChatGPT subscription backend.
     pub chatgpt_base_url: Url,
+    /// The issuer of Codex's device sign-in (`None`: codex's own).
+    pub codex_login_issuer: Option<Url>,
     pub native_provider: String,
     /// The default provider's model for agents that name none: the configured one, else the
     /// provider's default.
@@ -1399,6 +1409,7 @@ fn read_models(r: &mut Reader<'_>) -> ModelSettings {
         openrouter,
         chatgpt_enabled,
         chatgpt_base_url: read_base_url(r, &CHATGPT_BASE_URL),
+        codex_login_issuer: r.url(&CODEX_LOGIN_ISSUER, None),
         native_provider,
         native_model,
         credential_encryption_key: r.key(&MODEL_CREDENTIAL_ENCRYPTION_KEY),

@@ -183,6 +183,11 @@ const ENV_READERS: &[Reader] = &[
         &["base_url: models.chatgpt_base_url.as_str()"],
     ),
     reader(
+        "AGENT_RUNTIME_CODEX_LOGIN_ISSUER",
+        COMPOSE,
+        &["issuer: models .codex_login_issuer"],
+    ),
+    reader(
         "AGENT_RUNTIME_NATIVE_PROVIDER",
         COMPOSE,
         &["default_provider: settings.models.native_provider.clone()"],

@@ -11,6 +11,7 @@
 mod admission;
 mod agents;
 mod cli_loop;
+pub mod codex_auth;
 pub mod config;
 mod context;
 mod credential_refresh;

@@ -410,6 +410,29 @@ fn mcp_bridge(
     })
 }
 
+/// How Codex's device sign-in runs `codex app-server`: in private homes under the data
+/// directory, against the configured issuer and ChatGPT backend (`None`: codex is not here).
+fn codex_login(
+    settings: &ServiceSettings,
+    dir: &Path,
+) -> Option<ar_dispatch::codex_login::CodexLoginConfig> {
+    let program = ar_process::find_program("codex", None)?;
+    let models = &settings.models;
+    // The backend's account discovery lives beside its Responses route (`…/backend-api/`).
+    let base = models.chatgpt_base_url.as_str().trim_end_matches('/');
+    let chatgpt_base_url = (Some(base) != ar_config::env::CHATGPT_BASE_URL.default)
+        .then(|| format!("{}/", base.strip_suffix("/codex").unwrap_or(base)));
+    Some(ar_dispatch::codex_login::CodexLoginConfig {
+        program: program.display().to_string(),
+        home_root: dir.join("codex-logins"),
+        issuer: models
+            .codex_login_issuer
+            .as_ref()
+            .map(|url| url.as_str().trim_end_matches('/').to_string()),
+        chatgpt_base_url,
+    })
+}
+
 /// The agent CLIs: those found on PATH and the fleet's nodes (`AGENT_RUNTIME_NODES`) run
 /// `codex`, `claude_code` and `opencode` agents, offered `bridge`; the nodes' health is
 /// checked in the background until `stop`.
@@ -682,6 +705,9 @@ impl Service {
             service_token: auth.token.clone(),
             facts: Arc::new(runtime_facts(&settings, providers, &clis.local_kinds)),
             fleet: clis.fleet,
+            codex_auth: Arc::new(crate::codex_auth::CodexAuth::new(codex_login(
+                &settings, &dir,
+            ))),
             http: probe_client()?,
             draining: CancellationToken::new(),
             mcp_providers: mcp_providers.clone(),

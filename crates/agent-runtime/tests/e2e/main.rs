@@ -14,6 +14,7 @@ mod cli_bridge;
 mod cli_runs;
 mod cli_workspaces;
 mod client;
+mod codex_auth;
 mod config_cli;
 mod durability;
 mod egress;
