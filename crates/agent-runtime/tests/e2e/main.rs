@@ -11,6 +11,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_agent-runtime");
 mod callbacks;
 mod chatgpt;
 mod cli_bridge;
+mod cli_runs;
 mod cli_workspaces;
 mod client;
 mod codex_auth;

@@ -148,14 +148,18 @@ impl Remote {
             return Ok(Some(token));
         }
         if let Some(path) = &self.token_file {
-            return std::fs::read_to_string(path)
-                .map(|text| Some(text.trim().to_string()))
-                .map_err(|error| {
-                    Failure::new(
-                        Exit::Usage,
-                        format!("token file {}: {error}", path.display()),
-                    )
-                });
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                Failure::new(
+                    Exit::Usage,
+                    format!("token file {}: {error}", path.display()),
+                )
+            })?;
+            let token = text.trim();
+            if token.is_empty() {
+                let message = format!("token file {} is empty", path.display());
+                return Err(Failure::new(Exit::Usage, message));
+            }
+            return Ok(Some(token.to_string()));
         }
         let store = env::store_settings(process_env);
         let generated = env::data_dir(&store, process_env).join(env::GENERATED_TOKEN_FILE);

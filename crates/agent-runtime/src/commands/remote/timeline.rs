@@ -61,6 +61,8 @@ pub async fn watch(client: &Client, run_id: &str, options: WatchOptions) -> Outc
         }
     };
     reader.abort();
+    view.end_text();
+    view.clear_progress();
     outcome
 }
 
@@ -128,6 +130,10 @@ impl Timeline {
         item: StreamItem,
         options: WatchOptions,
     ) -> Result<Option<Exit>, Failure> {
+        let pause = match &item {
+            StreamItem::Event(event) if event.event_type == "run.paused" => Some(event.sequence_no),
+            _ => None,
+        };
         match item {
             StreamItem::Event(event) if options.json => {
                 output::json(&event)?;
@@ -142,21 +148,27 @@ impl Timeline {
                 eprintln!("(connection lost: {reason}; reconnecting in {delay:.1?})");
             }
         }
-        if self.status == "paused" {
-            return self.paused(client, options).await;
+        match pause {
+            Some(sequence) => self.paused(client, sequence, options).await,
+            None => Ok(None),
         }
-        Ok(None)
     }
 
     /// A pause that is still current: show what it asks; stop when told to.
     async fn paused(
         &mut self,
         client: &Client,
+        sequence: i64,
         options: WatchOptions,
     ) -> Result<Option<Exit>, Failure> {
-        self.status = "paused (seen)".into();
         let run = client.get_run(&self.run_id).await?;
-        if run.status != "paused" {
+        let history = client.list_run_events(&self.run_id).await?;
+        let latest = history
+            .iter()
+            .rev()
+            .find(|event| ar_wire::events::is_lifecycle(&event.event_type))
+            .map(|event| event.sequence_no);
+        if run.status != "paused" || latest != Some(sequence) {
             return Ok(None); // An old pause replayed; the run went on.
         }
         if !options.json {
@@ -168,18 +180,7 @@ impl Timeline {
     async fn show_ask(&mut self, client: &Client, run: &ar_wire::AgentRun) -> Result<(), Failure> {
         let interactions = client.list_interactions(&run.id).await?;
         for ask in interactions.iter().filter(|i| i.status == "pending") {
-            let mut text = ask.title.clone();
-            if !ask.summary.is_empty() {
-                text = format!("{text} - {}", ask.summary);
-            }
-            if let Some(question) = ask
-                .request_payload
-                .as_ref()
-                .and_then(|payload| payload.get("question"))
-                .and_then(|question| question.as_str())
-            {
-                text = format!("{text} {question}");
-            }
+            let text = ask_text(ask);
             self.line(&format!(
                 "          asks ({}): {}",
                 ask.interaction_kind,
@@ -237,7 +238,10 @@ impl Timeline {
             "run.paused" => Some(format!("PAUSED: {}", str_of(event, "pause_reason"))),
             "run.completed" | "run.failed" | "run.cancelled" => Some(self.finished(event)),
             "assistant_message_completed" => self.message_completed(event),
-            "tool_call_started" => Some(tool_started(event)),
+            "tool_call_started" => {
+                self.tool_calls += 1;
+                Some(tool_started(event))
+            }
             "tool_call_finished" => Some(self.tool_finished(event)),
             "plan_updated" => Some(plan(event)),
             "usage.checkpoint" => self.usage(event),
@@ -292,7 +296,6 @@ impl Timeline {
     }
 
     fn tool_finished(&mut self, event: &EventEnvelope) -> String {
-        self.tool_calls += 1;
         let name = str_of(event, "tool_name");
         let ms = event
             .data
@@ -374,7 +377,7 @@ impl Timeline {
         }
         const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
         self.spinner = (self.spinner + 1) % SPINNER.len();
-        let status = self.status.trim_end_matches(" (seen)").to_string();
+        let status = &self.status;
         let text = format!(
             "\r\x1b[2K{} {status} · {:.1}s · {} tool calls · {} tokens",
             SPINNER[self.spinner],
@@ -405,6 +408,27 @@ fn str_of(event: &EventEnvelope, key: &str) -> String {
         .and_then(|value| value.as_str())
         .unwrap_or_default()
         .to_string()
+}
+
+/// What an interaction asks: its title, then the summary, question or message its request
+/// carries, or the gated tool call and its input.
+fn ask_text(ask: &ar_wire::AgentRunInteraction) -> String {
+    let payload = ask.request_payload.clone().unwrap_or_default();
+    let input = &payload["input"];
+    let mut text = ask.title.clone();
+    let mut parts = vec![ask.summary.clone()];
+    for key in ["summary", "question", "message", "prompt"] {
+        parts.push(input[key].as_str().unwrap_or_default().to_string());
+    }
+    if let Some(tool) = payload["tool_name"].as_str() {
+        parts.push(format!("{tool} {}", clip(&input.to_string())));
+    }
+    for part in parts {
+        if !part.is_empty() && !text.contains(&part) {
+            text = format!("{text} - {part}");
+        }
+    }
+    text.trim_start_matches(" - ").trim().to_string()
 }
 
 fn tool_started(event: &EventEnvelope) -> String {
