@@ -7,6 +7,7 @@
 
 pub mod agent_cli;
 pub mod auth;
+pub mod codex_auth;
 pub mod compose;
 pub mod connections;
 pub mod convert;
@@ -18,6 +19,7 @@ pub mod state;
 pub mod studio_console;
 pub mod studio_embed;
 pub mod studio_runtime;
+pub mod subscription_lane;
 
 pub use compose::{Service, ServiceOptions};
 pub use routes::router;
