@@ -15,6 +15,7 @@ pub mod codex_auth;
 pub mod config;
 mod context;
 mod credential_refresh;
+mod credential_replace;
 mod engine;
 pub mod error;
 mod gate;
