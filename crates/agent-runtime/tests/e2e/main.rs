@@ -31,5 +31,6 @@ mod sdk_flow;
 mod secrets;
 mod skills;
 mod studio;
+mod subscription_lane;
 mod traces;
 mod workspaces;
