@@ -10,6 +10,7 @@ pub mod auth;
 pub mod compose;
 pub mod connections;
 pub mod convert;
+pub mod demo;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
