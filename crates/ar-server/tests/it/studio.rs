@@ -727,7 +727,7 @@ async fn the_console_pages_and_filters_runs_in_the_store() {
     let (status, _) = server.get("/studio/api/runs?app=nope").await;
     assert_eq!(status, 404);
     let (_, info) = server.get("/studio/api/info").await;
-    assert_eq!(info["apps"], json!(["host_app"]), "{info}");
+    assert_eq!(info["apps"], json!(["host_app", "v2_app"]), "{info}");
     assert_eq!(info["demo"], false, "{info}");
     server.stop().await;
 }
