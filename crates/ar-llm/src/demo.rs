@@ -117,8 +117,7 @@ fn decision(messages: &[ChatMessage]) -> String {
         .iter()
         .filter(|m| matches!(m.role, ChatRole::Tool | ChatRole::User))
         .map(|m| m.content.trim())
-        .filter(|text| !text.is_empty())
-        .next_back()
+        .rfind(|text| !text.is_empty())
         .unwrap_or("nothing");
     said.chars().take(200).collect()
 }

@@ -168,6 +168,12 @@ async fn serve_demo_runs_a_first_run_without_any_key_and_approving_completes_it(
         server.process.stderr().contains("DEMO MODE"),
         "the log says so"
     );
+    let (status, metrics) = server.get("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.to_string().contains(r#"provider=\"demo\""#),
+        "model calls counted under provider demo: {metrics}"
+    );
 
     // A restart on the same store starts no second demo run of its own.
     drop(server);
