@@ -68,6 +68,28 @@ try {
   await page.selectOption("#rf-status", "");
   await page.fill("#rf-q", "DEMO-1");
   await row.waitFor({ timeout: 20000 });
+  await page.fill("#rf-q", "");
+
+  step("another demo run from the console, sent back with changes");
+  await page.click("#new-demo-run");
+  await page.waitForSelector("#run-waiting", { timeout: 30000 });
+  const second = (await page.textContent("#run-id")).trim();
+  if (second === run) throw new Error("the console did not open the new run");
+  await page.fill("#answer-text", "Say it in fewer words");
+  await page.click("#request-changes");
+  await page.waitForSelector('#run-status .badge:text-is("completed")', { timeout: 30000 });
+  await page.waitForSelector('#transcript li:has-text("Say it in fewer words")', { timeout: 20000 });
+  await shot("newcomer-3-changes.png");
+
+  step("a third, cancelled from the console");
+  await page.click("#new-demo-run");
+  await page.waitForFunction((seen) => {
+    const id = document.querySelector("#run-id");
+    return id && !seen.includes(id.textContent.trim());
+  }, [run, second], { timeout: 20000 });
+  await page.waitForSelector("#run-waiting", { timeout: 30000 });
+  await page.click("#cancel-run");
+  await page.waitForSelector('#run-status .badge:text-is("cancelled")', { timeout: 30000 });
   await shot("newcomer-2-completed.png");
 
   if (emptyUrl) {
@@ -77,7 +99,7 @@ try {
     await page.waitForSelector('#runs-empty:not([hidden]):has-text("serve --demo")', { timeout: 20000 });
     await page.waitForSelector('#runtimes .hint:has-text("serve --demo")', { timeout: 20000 });
     await page.waitForSelector("#nr-submit[disabled]");
-    await shot("newcomer-3-empty.png");
+    await shot("newcomer-4-empty.png");
   }
 
   if (outside.length) throw new Error("the console loaded something from elsewhere: " + outside.join(", "));

@@ -75,7 +75,8 @@ async fn a_newcomer_follows_the_readme_to_a_completed_demo_run_in_the_console() 
     for shot in [
         "newcomer-1-waiting.png",
         "newcomer-2-completed.png",
-        "newcomer-3-empty.png",
+        "newcomer-3-changes.png",
+        "newcomer-4-empty.png",
     ] {
         assert!(
             browser::artifacts().join(shot).exists(),
@@ -94,4 +95,14 @@ async fn a_newcomer_follows_the_readme_to_a_completed_demo_run_in_the_console() 
         .await;
     let types = event_types(history.as_array().expect("a list"));
     assert!(types.iter().any(|t| t == "run.resumed"), "{types:?}");
+    // The two runs started in the browser: one sent back with changes, one cancelled.
+    let (_, runs) = demo.get("/studio/api/runs?app=demo").await;
+    let mut statuses: Vec<&str> = runs["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["status"].as_str().unwrap_or_default())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, ["cancelled", "completed", "completed"], "{runs}");
 }

@@ -424,6 +424,7 @@
   });
 
   $("refresh-runs").addEventListener("click", loadRuns);
+  $("new-demo-run").addEventListener("click", startDemoRun);
 
   $("decide-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -443,6 +444,7 @@
       state.info = (await api("GET", "/studio/api/info")) || {};
       state.runsView = true;
       $("demo-banner").hidden = !state.info.demo;
+      $("new-demo-run").hidden = !state.info.demo;
       $("runs-filter").hidden = false;
       for (const app of state.info.apps || []) $("rf-app").append(el("option", { value: app }, app));
       $("mode").textContent = "embedded in the service";
