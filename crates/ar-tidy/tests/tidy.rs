@@ -38,7 +38,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-engine", &["ar-core", "ar-skills"][..]),
         ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
         ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
-        ("ar-client", &["ar-wire"][..]),
+        ("ar-client", &["ar-sse", "ar-wire"][..]),
         ("ar-workspace", &["ar-core", "ar-process"][..]),
         ("ar-skills", &["ar-core"][..]),
         (
@@ -65,6 +65,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         (
             "agent-runtime",
             &[
+                "ar-client",
                 "ar-core",
                 "ar-wire",
                 "ar-config",
