@@ -106,7 +106,8 @@ fn demo_guide(addr: std::net::SocketAddr, token: Option<&str>, run: Option<&str>
         Some(run) => lines.extend([
             format!("  demo run {run} started; it pauses for your approval. Approve it in the console, or:"),
             format!("  curl -s {header}-X POST 'http://{addr}/v1/runs/{run}/approve?app_id=demo'"),
-            format!("  watch its events:  curl -N {header}'http://{addr}/v1/runs/{run}/events?app_id=demo'"),
+            format!("  watch it:  agent-runtime runs watch {run} --app demo --url http://{addr}"),
+            format!("  or its events:  curl -N {header}'http://{addr}/v1/runs/{run}/events?app_id=demo'"),
         ]),
         None => lines.push("  the demo app has runs already; start another in the console, or:".to_string()),
     }

@@ -1,8 +1,8 @@
 //! A newcomer's path, as the README tells it, in a real browser: the README's first command
 //! (`agent-runtime serve --demo`, nothing configured, no key), the console link it prints,
 //! the demo run found there waiting for approval, approved with the console's button, seen
-//! completed. Then a plain `serve` with nothing configured, whose console says what to do
-//! next. Runs `tests/browser/newcomer.mjs`; screenshots under `target/browser-artifacts/`.
+//! completed, then followed with `agent-runtime runs watch` as printed. Then a plain `serve`
+//! with nothing configured, whose console says what to do next. Runs `tests/browser/newcomer.mjs`; screenshots under `target/browser-artifacts/`.
 
 use std::time::Duration;
 
@@ -95,6 +95,26 @@ async fn a_newcomer_follows_the_readme_to_a_completed_demo_run_in_the_console() 
         .await;
     let types = event_types(history.as_array().expect("a list"));
     assert!(types.iter().any(|t| t == "run.resumed"), "{types:?}");
+    // The CLI follows the approved run as the printed line says, with the token serve saved.
+    let (status, stdout, stderr) = run_command(
+        BIN,
+        &[
+            "runs",
+            "watch",
+            &run,
+            "--app",
+            "demo",
+            "--url",
+            &format!("http://{}", demo.addr),
+        ],
+        &base_env(dir.path()),
+    )
+    .await;
+    assert!(
+        status.success(),
+        "runs watch: {status:?}\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("[demo model]"), "{stdout}");
     // The two runs started in the browser: one sent back with changes, one cancelled.
     let (_, runs) = demo.get("/studio/api/runs?app=demo").await;
     let mut statuses: Vec<&str> = runs["runs"]
