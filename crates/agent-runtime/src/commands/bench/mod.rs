@@ -31,6 +31,10 @@ pub struct BenchArgs {
     /// Concurrent runs in the throughput measurement.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// `dispatch`: measure remote runs instead (two nodes on loopback): a node's overhead
+    /// over a local run, the model egress proxy's per call, 100 concurrent remote runs.
+    #[arg(long)]
+    pub remote: bool,
     /// MCP tool calls measured (`mcp`), after a warm-up of 200.
     #[arg(long, default_value_t = 2000)]
     pub calls: usize,
@@ -57,6 +61,15 @@ pub struct BenchArgs {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which.as_str() {
         "service" => service::run(&args).await,
+        "dispatch" if args.remote => {
+            let dir = tempfile::tempdir()?;
+            let config = ar_dispatch::bench_remote::RemoteBenchConfig::standard(dir.path());
+            println!(
+                "{}",
+                ar_dispatch::bench_remote::run_remote_bench(config).await?
+            );
+            Ok(())
+        }
         "dispatch" => {
             let dir = tempfile::tempdir()?;
             let report = ar_dispatch::bench::run_bench(ar_dispatch::bench::BenchConfig::standard(
