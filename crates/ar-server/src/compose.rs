@@ -160,6 +160,7 @@ fn app_policies(apps: &AppConfig) -> HashMap<String, AppPolicy> {
 fn provider_facts(
     settings: &ServiceSettings,
     credentials: bool,
+    demo: bool,
 ) -> (
     Vec<ar_wire::ProviderCapability>,
     HashMap<String, ProviderDefaults>,
@@ -203,6 +204,7 @@ fn provider_facts(
                 base_url: provider.base_url.as_str().trim_end_matches('/').to_string(),
                 api_key: provider.api_key.clone(),
                 default_model: default_model.clone(),
+                keyless: false,
             },
         );
         providers.push(ar_wire::ProviderCapability {
@@ -233,6 +235,13 @@ fn provider_facts(
         default_model: String::new(),
         base_url_overridden: false,
     });
+    if demo {
+        defaults.insert(
+            ar_core::model::DEMO_PROVIDER.to_string(),
+            crate::demo::provider_defaults(),
+        );
+        providers.push(crate::demo::capability());
+    }
     (providers, defaults)
 }
 
@@ -255,6 +264,7 @@ fn chatgpt_facts(
             .trim_end_matches('/')
             .to_string(),
         api_key: None,
+        keyless: false,
         default_model: default_model.clone(),
     };
     let capability = ar_wire::ProviderCapability {
@@ -387,6 +397,9 @@ pub struct ServiceOptions {
     /// tools (`<program> mcp-bridge`). `None`: CLI runs are offered no tools of the run, and a
     /// CLI run with `mcp_servers` is refused.
     pub mcp_bridge_program: Option<PathBuf>,
+    /// Demo mode (`serve --demo`, see [`crate::demo`]): the built-in demo model, its app and
+    /// agent. Refused when a real provider is configured.
+    pub demo: bool,
 }
 
 /// How long a CLI's bridged tool call may take (the bridge's own default).
@@ -684,13 +697,15 @@ impl Service {
         listen_addr: SocketAddr,
         options: ServiceOptions,
     ) -> anyhow::Result<Service> {
+        let settings = crate::demo::prepare(settings, options.demo)?;
         let dir = data_dir(&settings);
         let auth = resolve_auth(&settings, listen_addr, &dir)?;
         let (metrics, store) = metered_store(&settings).await?;
         let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
-        let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
+        let (providers, provider_defaults) =
+            provider_facts(&settings, sealer.is_some(), options.demo);
         let background = CancellationToken::new();
         let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
         let config = EngineConfig {
@@ -698,7 +713,7 @@ impl Service {
             apps: app_policies(&apps),
             providers: provider_defaults,
             credentials_enabled: sealer.is_some(),
-            ..engine_config(&settings)
+            ..engine_config(&settings, options.demo)
         };
         let (mcp_sealer, mcp) = run_mcp(&settings.mcp)?;
         let (tools, mcp_providers) = tool_host(&apps, &dir, &settings.mcp)?;
@@ -712,7 +727,7 @@ impl Service {
         let deps = EngineDeps {
             store: store.clone(),
             bus: event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref()),
-            models: model_client(&metrics)?,
+            models: model_client(&metrics, options.demo)?,
             tools: Arc::new(tools),
             context: Arc::new(context),
             clock: Arc::new(SystemClock),
@@ -821,8 +836,8 @@ impl Service {
 }
 
 /// The engine settings read straight from the service settings.
-fn engine_config(settings: &ServiceSettings) -> EngineConfig {
-    EngineConfig {
+fn engine_config(settings: &ServiceSettings, demo: bool) -> EngineConfig {
+    let mut config = EngineConfig {
         lease_ttl: settings.lease_ttl,
         sweep_interval: settings.sweep_interval,
         served_providers: SERVED_PROVIDERS
@@ -843,7 +858,15 @@ fn engine_config(settings: &ServiceSettings) -> EngineConfig {
             allowed_hosts: settings.mcp.allowed_hosts.clone(),
         },
         ..EngineConfig::default()
+    };
+    if demo {
+        // Demo mode has no real provider (it refuses to start beside one): runs that name
+        // no model get the demo model.
+        let provider = ar_core::model::DEMO_PROVIDER.to_string();
+        config.served_providers.push(provider.clone());
+        config.default_provider = provider;
     }
+    config
 }
 
 /// The tools runs get: host commands, `fetch_url` (its destinations as open as those of run MCP
@@ -921,9 +944,16 @@ async fn metered_store(
 }
 
 /// The model client (every vendor's dialect), wrapped by the metrics' recorder.
-fn model_client(metrics: &Arc<Metrics>) -> anyhow::Result<Arc<dyn ar_core::model::ModelClient>> {
-    let client = ar_llm::LlmClient::new().context("model client")?;
-    Ok(MeteredModels::wrap(Arc::new(client), metrics.clone()))
+fn model_client(
+    metrics: &Arc<Metrics>,
+    demo: bool,
+) -> anyhow::Result<Arc<dyn ar_core::model::ModelClient>> {
+    let mut client: Arc<dyn ar_core::model::ModelClient> =
+        Arc::new(ar_llm::LlmClient::new().context("model client")?);
+    if demo {
+        client = Arc::new(crate::demo::WithDemo::new(client));
+    }
+    Ok(MeteredModels::wrap(client, metrics.clone()))
 }
 
 /// Names every outbox cursor (the apps' callbacks, the global callback, the NATS sink) so
