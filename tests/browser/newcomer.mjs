@@ -50,16 +50,23 @@ try {
   await page.waitForSelector("#run-model .badge.demo");
   await page.waitForSelector('#transcript li:has-text("[demo model]")');
   await page.waitForSelector('#tool-calls td:text-is("get_context")');
-  await page.waitForSelector('#timeline li:has-text("plan_updated")', { timeout: 20000 });
-  await page.waitForSelector('#timeline li[data-type="tool_call_finished"] .took:has-text("tool call")');
-  await page.waitForSelector('#timeline li[data-type="assistant_message_completed"] .took:has-text("model call")');
+  step("its timeline: one card per step, with the model call, tool calls and pause timed");
+  await page.waitForSelector('#timeline li.step[data-step="0"] .model.took:has-text("model call")', { timeout: 20000 });
+  await page.waitForSelector('#timeline li.step[data-step="0"] li.tool[data-tool="update_plan"] .took:has-text(" s")');
+  await page.waitForSelector('#timeline li.step[data-step="0"] .events [data-type="plan_updated"]');
+  await page.waitForSelector('#timeline li.step[data-step="1"] li.tool[data-tool="get_context"] .took:has-text(" s")');
+  await page.waitForSelector('#timeline li.step li.pause:has-text("Approve the demo summary") .waited:text-is("waiting…")', { timeout: 20000 });
+  const timed = await page.locator("#timeline li.step .model.took").count();
+  if (timed < 3) throw new Error(`expected 3 timed model calls before the pause, saw ${timed}`);
   await shot("newcomer-1-waiting.png");
 
   step("approving");
   await page.click("#approve-run");
   await page.waitForSelector('#run-status .badge:text-is("completed")', { timeout: 30000 });
   await page.waitForSelector('#transcript li:has-text("demo run is complete")', { timeout: 20000 });
-  await page.waitForSelector('#timeline li[data-type="run.resumed"] .took:has-text("paused for")', { timeout: 20000 });
+  await page.waitForSelector('#timeline li.step li.pause:has-text("Approve the demo summary") .waited.took:has-text("waited")', { timeout: 20000 });
+  await page.waitForSelector('#timeline li.step[data-step="3"] .model.took:has-text("model call")', { timeout: 20000 });
+  await page.locator("#timeline").screenshot({ path: join(artifacts, "newcomer-5-timeline.png") });
   await row.locator('.badge:text-is("completed")').waitFor({ timeout: 20000 });
 
   step("filtering the runs: paused ones are none now, the demo app's are one");

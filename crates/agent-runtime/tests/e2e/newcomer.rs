@@ -77,6 +77,7 @@ async fn a_newcomer_follows_the_readme_to_a_completed_demo_run_in_the_console() 
         "newcomer-2-completed.png",
         "newcomer-3-changes.png",
         "newcomer-4-empty.png",
+        "newcomer-5-timeline.png",
     ] {
         assert!(
             browser::artifacts().join(shot).exists(),

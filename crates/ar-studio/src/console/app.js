@@ -239,13 +239,13 @@
     $("run").hidden = false;
     if (fresh) {
       $("timeline").replaceChildren();
-      clock = { start: null, mark: null, paused: null };
+      clock = { start: null, mark: null, card: null, steps: 0, pause: null };
       const url = "/studio/api/runs/" + encodeURIComponent(id) + "/events" + (token ? "?token=" + encodeURIComponent(token) : "");
       timeline = new EventSource(url);
       $("live").textContent = "live";
       timeline.addEventListener("run_event", (ev) => {
         const e = JSON.parse(ev.data);
-        $("timeline").append(timelineEntry(e));
+        addTimelineEvent(e);
         scheduleRefresh();
       });
       timeline.onerror = () => { $("live").textContent = "reconnecting…"; };
@@ -255,21 +255,70 @@
     loadRuns();
   }
 
-  // The timeline's clock: each event's time since the run's first, and how long each model
-  // call, tool call and pause took (a model call runs from the step's start to its answer).
-  let clock = { start: null, mark: null, paused: null };
+  // The timeline, one card per step: a step is one model call (from the step's start to its
+  // answer) and the tool calls and pauses that follow it; other events stay listed small.
+  let clock = { start: null, mark: null, card: null, steps: 0, pause: null };
   const secs = (ms) => (ms / 1000).toFixed(2) + " s";
-  function timelineEntry(e) {
+  const MARKS = ["run.started", "run.resumed", "tool_call_finished", "plan_updated"];
+  function stepCard() {
+    const card = el("li", { class: "step", "data-step": String(clock.steps++) },
+      el("div", {}, el("b", {}, "step " + (clock.steps - 1)), " ", el("span", { class: "model muted" }, "model call …")),
+      el("ul", { class: "parts" }), el("div", { class: "events muted" }));
+    clock.card = { node: card, model: false };
+    $("timeline").append(card);
+    return clock.card;
+  }
+  function part(cls, attrs, ...children) {
+    const item = el("li", Object.assign({ class: cls }, attrs), ...children);
+    (clock.card || stepCard()).node.querySelector(".parts").append(item);
+    return item;
+  }
+  function addTimelineEvent(e) {
     const at = Date.parse(e.sent_at);
+    const d = e.data || {};
     if (clock.start === null) clock.start = at;
-    let took = "";
-    if (e.type === "tool_call_finished" && e.data && e.data.duration_ms !== undefined) took = "tool call " + secs(e.data.duration_ms);
-    if (e.type === "assistant_message_completed" && clock.mark !== null) took = "model call " + secs(at - clock.mark);
-    if (e.type === "run.resumed" && clock.paused !== null) took = "paused for " + secs(at - clock.paused);
-    if (["run.started", "run.resumed", "tool_call_finished", "plan_updated"].includes(e.type)) clock.mark = at;
-    if (e.type === "run.paused") clock.paused = at;
-    return el("li", { "data-type": e.type }, el("span", { class: "muted" }, "+" + secs(at - clock.start)), " ", el("code", {}, e.type), " ",
-      took ? el("b", { class: "took" }, took) : "", " ", el("span", { class: "muted" }, summary(e.data)));
+    const since = el("span", { class: "muted" }, "+" + secs(at - clock.start) + " ");
+    if (e.type === "assistant_message_started" || (e.type === "assistant_message_completed" && !(clock.card && clock.card.open))) {
+      const card = clock.card && !clock.card.model ? clock.card : stepCard();
+      card.open = true;
+    }
+    if (e.type === "assistant_message_completed") {
+      const card = clock.card;
+      card.model = true;
+      card.open = false;
+      const model = card.node.querySelector(".model");
+      model.className = "model took";
+      model.textContent = "model call " + (clock.mark === null ? "?" : secs(at - clock.mark));
+    } else if (e.type === "tool_call_finished") {
+      part("tool", { "data-tool": d.tool_name || "" }, since, "tool ", el("code", {}, d.tool_name || "?"), " ",
+        el("b", { class: "took" }, d.duration_ms === undefined ? "" : secs(d.duration_ms)),
+        d.error ? el("span", { class: "muted" }, " error: " + String(d.error).slice(0, 80)) : "");
+    } else if (e.type === "run.paused") {
+      clock.pause = { at, node: part("pause", { "data-reason": d.pause_reason || "" }, since, "paused: ",
+        el("span", { class: "asks" }, d.pause_reason || ""), " ", el("b", { class: "waited" }, "waiting…")) };
+    } else if (e.type === "run.resumed" && clock.pause) {
+      const waited = clock.pause.node.querySelector(".waited");
+      waited.className = "waited took";
+      waited.textContent = "waited " + secs(at - clock.pause.at);
+      if (d.interaction_id) clock.pause.node.setAttribute("data-interaction", d.interaction_id);
+      clock.pause = null;
+    } else if (!e.type.endsWith("_delta")) {
+      const card = clock.card || stepCard();
+      const extra = summary(d);
+      card.node.querySelector(".events").append(el("span", { "data-type": e.type, title: extra }, el("code", {}, e.type), " "));
+    }
+    if (MARKS.includes(e.type)) clock.mark = at;
+  }
+
+  // What each pause asks, from the run's interactions: the one its resume resolved, or for the
+  // pause still open, the interaction still pending.
+  function labelPauses(interactions) {
+    const open = interactions.filter((i) => i.status === "pending").pop();
+    for (const node of $("timeline").querySelectorAll("li.pause")) {
+      const id = node.getAttribute("data-interaction");
+      const ask = id ? interactions.find((i) => i.id === id) : (node.querySelector(".waited.took") ? null : open);
+      if (ask) node.querySelector(".asks").textContent = (ask.title || ask.interaction_kind) + " (" + node.getAttribute("data-reason") + ")";
+    }
   }
 
   function summary(data) {
@@ -334,6 +383,7 @@
       tr.append(el("li", { class: "msg " + m.role }, el("span", { class: "role" }, label), m.content || "", ...calls));
     }
 
+    labelPauses(d.interactions || []);
     const asks = $("interactions").querySelector("tbody");
     asks.replaceChildren();
     for (const i of d.interactions || []) {
