@@ -79,3 +79,51 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
     let _ = stop_standalone.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), standalone_task).await;
 }
+
+/// A service run waiting for a person's answer (`request_user_input`), answered with the
+/// console's Reply button: the answer reaches the model as the question's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn console_replies_to_a_run_waiting_for_an_answer_in_chromium() {
+    if !browser::require_browser() {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    let question = json!({"questions": [{"id": "color", "question": "Which color?"}]});
+    mock.push(Reply::tool_call("request_user_input", question.to_string()));
+    mock.push(Reply::text("teal it is"));
+    let server = TestServer::start(&mock).await;
+    let agent = server
+        .agent("asker", json!({"allowed_tools": ["request_user_input"]}))
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    server.wait_status(&run_id, &["paused"]).await;
+
+    browser::run_script(
+        "reply.mjs",
+        &[
+            ("STUDIO_URL", format!("http://{}", server.addr)),
+            ("STUDIO_TOKEN", TOKEN.to_string()),
+            ("RUN", run_id.clone()),
+            ("ANSWER", "teal, please".to_string()),
+        ],
+        Duration::from_secs(90),
+    )
+    .await;
+    for shot in ["reply-1-waiting.png", "reply-2-answered.png"] {
+        assert!(
+            browser::artifacts().join(shot).exists(),
+            "screenshot {shot}"
+        );
+    }
+    // The browser's reply is the service's: the model got it as the question's result.
+    server.wait_status(&run_id, &["completed"]).await;
+    let second = &mock.model_requests()[1].body;
+    let answered = second["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .any(|m| m["role"] == "tool" && m["content"] == "teal, please");
+    assert!(answered, "the reply is the tool result: {second}");
+    server.stop().await;
+}

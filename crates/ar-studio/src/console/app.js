@@ -256,40 +256,49 @@
   }
 
   // The timeline, one card per step: a step is one model call (from the step's start to its
-  // answer) and the tool calls and pauses that follow it; other events stay listed small.
+  // answer: its text or its first tool call) and the tool calls and pauses that follow it, keyed
+  // by the assistant message the model wrote. Other events stay listed small on their step.
   let clock = { start: null, mark: null, card: null, steps: 0, pause: null };
   const secs = (ms) => (ms / 1000).toFixed(2) + " s";
   const MARKS = ["run.started", "run.resumed", "tool_call_finished", "plan_updated"];
-  function stepCard() {
-    const card = el("li", { class: "step", "data-step": String(clock.steps++) },
-      el("div", {}, el("b", {}, "step " + (clock.steps - 1)), " ", el("span", { class: "model muted" }, "model call …")),
+  function stepCard(message) {
+    const n = clock.steps++;
+    const node = el("li", { class: "step", "data-step": String(n) },
+      el("div", {}, el("b", {}, "step " + n), " ", el("span", { class: "model muted" }, "model call …")),
       el("ul", { class: "parts" }), el("div", { class: "events muted" }));
-    clock.card = { node: card, model: false };
-    $("timeline").append(card);
+    clock.card = { node, message, timed: false };
+    $("timeline").append(node);
     return clock.card;
+  }
+  // The card of the step that wrote `message` (a new card once the model writes another).
+  function cardOf(message) {
+    const card = clock.card;
+    if (!card) return stepCard(message);
+    if (!message || card.message === message) return card;
+    if (!card.message) { card.message = message; return card; }
+    return stepCard(message);
   }
   function part(cls, attrs, ...children) {
     const item = el("li", Object.assign({ class: cls }, attrs), ...children);
-    (clock.card || stepCard()).node.querySelector(".parts").append(item);
+    cardOf("").node.querySelector(".parts").append(item);
     return item;
+  }
+  function timeModelCall(card, at) {
+    if (card.timed) return;
+    card.timed = true;
+    const model = card.node.querySelector(".model");
+    model.className = "model took";
+    model.textContent = "model call " + (clock.mark === null ? "?" : secs(at - clock.mark));
   }
   function addTimelineEvent(e) {
     const at = Date.parse(e.sent_at);
     const d = e.data || {};
     if (clock.start === null) clock.start = at;
     const since = el("span", { class: "muted" }, "+" + secs(at - clock.start) + " ");
-    if (e.type === "assistant_message_started" || (e.type === "assistant_message_completed" && !(clock.card && clock.card.open))) {
-      const card = clock.card && !clock.card.model ? clock.card : stepCard();
-      card.open = true;
-    }
-    if (e.type === "assistant_message_completed") {
-      const card = clock.card;
-      card.model = true;
-      card.open = false;
-      const model = card.node.querySelector(".model");
-      model.className = "model took";
-      model.textContent = "model call " + (clock.mark === null ? "?" : secs(at - clock.mark));
-    } else if (e.type === "tool_call_finished") {
+    if (e.type === "assistant_message_started") cardOf(d.message_id);
+    if (e.type === "assistant_message_completed") timeModelCall(cardOf(d.message_id), at);
+    else if (e.type === "tool_call_started") timeModelCall(cardOf(d.parent_message_id), at);
+    else if (e.type === "tool_call_finished") {
       part("tool", { "data-tool": d.tool_name || "" }, since, "tool ", el("code", {}, d.tool_name || "?"), " ",
         el("b", { class: "took" }, d.duration_ms === undefined ? "" : secs(d.duration_ms)),
         d.error ? el("span", { class: "muted" }, " error: " + String(d.error).slice(0, 80)) : "");
@@ -303,9 +312,7 @@
       if (d.interaction_id) clock.pause.node.setAttribute("data-interaction", d.interaction_id);
       clock.pause = null;
     } else if (!e.type.endsWith("_delta")) {
-      const card = clock.card || stepCard();
-      const extra = summary(d);
-      card.node.querySelector(".events").append(el("span", { "data-type": e.type, title: extra }, el("code", {}, e.type), " "));
+      cardOf("").node.querySelector(".events").append(el("span", { "data-type": e.type, title: summary(d) }, el("code", {}, e.type), " "));
     }
     if (MARKS.includes(e.type)) clock.mark = at;
   }
