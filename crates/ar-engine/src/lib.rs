@@ -14,6 +14,7 @@ mod cli_loop;
 pub mod config;
 mod context;
 mod credential_refresh;
+pub mod durable;
 mod engine;
 pub mod error;
 mod gate;

@@ -89,9 +89,11 @@ pub struct Service {
     pub studio: crate::studio_embed::EmbeddedStudio,
     /// Timeouts and the per-client cap of HTTP connections.
     pub connections: crate::connections::ConnectionLimits,
-    background: CancellationToken,
+    pub(crate) background: CancellationToken,
     /// The NATS sink's publisher, which flushes what is committed when `background` ends.
     nats_publisher: Option<tokio::task::JoinHandle<()>>,
+    /// `TEMPORAL_*`, when durable execution is on.
+    pub(crate) durable: Option<ar_config::env::DurableSettings>,
 }
 
 /// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
@@ -689,6 +691,7 @@ impl Service {
             workspaces: workspaces(&apps, &settings)?,
             workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
             credential_refresher: credential_refresher(&apps)?,
+            durable: durable_scheduler(settings.durable.as_ref()).await?,
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
@@ -735,6 +738,7 @@ impl Service {
             connections: (&settings.http).into(),
             background,
             nats_publisher,
+            durable: settings.durable,
         })
     }
 
@@ -745,6 +749,13 @@ impl Service {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         self.engine.start_background();
+        if let Some(durable) = &self.durable {
+            crate::durable::start_reconciler(
+                &self.engine,
+                durable.reconcile_every,
+                &self.background,
+            );
+        }
         let router = crate::router(self.state.clone()).merge(self.studio.routes());
         let links = self.studio.start_links(listener.local_addr()?);
         let engine = self.engine.clone();
@@ -779,6 +790,20 @@ impl Service {
         self.state.mcp_providers.close().await;
         Ok(())
     }
+}
+
+/// The Temporal client of durable runs, when `TEMPORAL_ADDRESS` is set.
+async fn durable_scheduler(
+    settings: Option<&ar_config::env::DurableSettings>,
+) -> anyhow::Result<Option<Arc<dyn ar_core::durable::DurableScheduler>>> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    let scheduler =
+        ar_temporal::TemporalScheduler::connect(crate::durable::temporal_settings(settings))
+            .await
+            .context("durable execution (TEMPORAL_ADDRESS)")?;
+    Ok(Some(Arc::new(scheduler)))
 }
 
 /// The engine settings read straight from the service settings.

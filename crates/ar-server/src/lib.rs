@@ -10,6 +10,7 @@ pub mod auth;
 pub mod compose;
 pub mod connections;
 pub mod convert;
+pub mod durable;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
@@ -19,5 +20,6 @@ pub mod studio_console;
 pub mod studio_embed;
 pub mod studio_runtime;
 
+pub use ar_temporal::worker::WorkerRole;
 pub use compose::{Service, ServiceOptions};
 pub use routes::router;

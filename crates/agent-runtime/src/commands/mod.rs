@@ -7,3 +7,4 @@ pub mod mcp_bridge;
 pub mod node;
 pub mod serve;
 pub mod studio;
+pub mod worker;

@@ -14,6 +14,7 @@ mod cli_bridge;
 mod cli_workspaces;
 mod config_cli;
 mod durability;
+mod durable;
 mod egress;
 mod embedded;
 mod fleet;

@@ -11,6 +11,7 @@ mod in_process;
 pub mod nats;
 mod postgres;
 mod sse;
+pub mod temporal;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
