@@ -234,12 +234,6 @@ async fn approval_and_replies_travel_as_signals_and_duplicates_advance_nothing()
     .await;
     assert_eq!(d.query(&run_id, "input_wait_state").await["waiting"], true);
 
-    // The same approval again changes nothing and wakes nothing.
-    let (status, _) = d
-        .server
-        .post(&approve, json!({"resume_id": "approve-1"}))
-        .await;
-    assert!(status == 200 || status == 400, "{status}");
     let resume = format!("/v1/runs/{run_id}/resume?app_id={APP}");
     let reply = json!({"intent": "reply", "content": "once more", "resume_id": "reply-1"});
     let (status, body) = d.server.post(&resume, reply.clone()).await;
@@ -249,15 +243,33 @@ async fn approval_and_replies_travel_as_signals_and_duplicates_advance_nothing()
         (mock.model_requests().len() == 3 && run["status"] == "paused").then_some(())
     })
     .await;
-    // A duplicate reply (same resume id) neither appends a message nor runs a turn.
+    wait_for("awaiting_input again", WAIT, || async {
+        (d.query(&run_id, "current_step").await == "awaiting_input").then_some(())
+    })
+    .await;
+    let workflow_id = format!("agent-run-{run_id}");
+    let turns = || async {
+        let history = d.dev.history(&workflow_id).await.to_string();
+        history.matches("MARKER_RECORDED").count()
+    };
+    let before = turns().await;
+    assert!(before >= 3, "prepare and two turns recorded: {before}");
+    // A duplicate reply (same resume id) neither appends a message nor runs a turn, and the
+    // same signal sent again straight to the workflow wakes nothing: its id was consumed.
     let (status, body) = d.server.post(&resume, reply).await;
     assert_eq!(status, 200, "{body}");
+    let (ok, _, stderr) = d
+        .dev
+        .command(&[
+            "workflow", "signal", "--workflow-id", &workflow_id, "--name", "ResumeRun",
+            "--input", r#"{"resume_id":"reply-1"}"#,
+        ])
+        .await;
+    assert!(ok, "{stderr}");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        mock.model_requests().len(),
-        3,
-        "a duplicate advanced a turn"
-    );
+    assert_eq!(mock.model_requests().len(), 3, "a duplicate advanced a turn");
+    assert_eq!(turns().await, before, "a duplicate signal executed a turn");
+    assert_eq!(d.query(&run_id, "current_step").await, "awaiting_input");
     let messages = d.server.list(&run_id, "messages").await;
     let replies = messages
         .iter()
@@ -339,59 +351,30 @@ async fn the_reconciler_fails_a_run_whose_workflow_ended_and_starts_a_missing_on
         json!({"summary": "wait"}).to_string(),
     ));
     mock.push(Reply::text("started by the reconciler"));
-    let every = [("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS", "1")];
-    let Some(mut d) = Durable::start("durable reconciler", &mock, &every).await else {
+    // The first `serve` leaves the repairs to the second, which reconciles every second.
+    let off = [("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS", "3600")];
+    let Some(mut d) = Durable::start("durable reconciler", &mock, &off).await else {
         return;
     };
     let agent = d.server.create_agent("paused", &["request_approval"]).await;
     let agent_id = agent["id"].as_str().unwrap();
 
-    // A paused run whose workflow is terminated behind the runtime's back is failed.
+    // A paused run whose workflow is terminated behind the runtime's back.
     let ended = d.durable_run(&mock, agent_id, json!({})).await;
     d.server.wait_status(&ended, &["paused"]).await;
-    let workflow_id = format!("agent-run-{ended}");
-    let (ok, _, stderr) = d
-        .dev
-        .command(&[
-            "workflow",
-            "terminate",
-            "--workflow-id",
-            &workflow_id,
-            "--reason",
-            "test",
-        ])
-        .await;
-    assert!(ok, "{stderr}");
-    let failed = d.server.wait_status(&ended, &["failed"]).await;
-    assert_eq!(
-        failed["error_message"],
-        "temporal workflow is terminated while runtime run remained paused",
-        "{failed}"
-    );
-
-    // A queued row whose workflow is gone (the process died between commit and start) is
-    // started: with no worker polling, the run stays queued while its workflow is removed.
+    terminate(&d.dev, &ended).await;
+    // A queued row whose workflow is gone (as when the process died between its commit and
+    // the start): with no worker polling, the run stays queued while its workflow is removed.
     d.worker.kill_hard();
     let missing = d.durable_run(&mock, agent_id, json!({})).await;
+    terminate(&d.dev, &missing).await;
     let workflow_id = format!("agent-run-{missing}");
     let (ok, _, stderr) = d
         .dev
-        .command(&[
-            "workflow",
-            "terminate",
-            "--workflow-id",
-            &workflow_id,
-            "--reason",
-            "test",
-        ])
+        .command(&["workflow", "delete", "--workflow-id", &workflow_id, "--yes"])
         .await;
     assert!(ok, "{stderr}");
-    let (ok, _, stderr) = d
-        .dev
-        .command(&["workflow", "delete", "--workflow-id", &workflow_id])
-        .await;
-    assert!(ok, "{stderr}");
-    wait_for("the workflow deleted", WAIT, || async {
+    wait_for("the workflow deleted", Duration::from_secs(60), || async {
         let (ok, _, _) = d
             .dev
             .command(&["workflow", "describe", "--workflow-id", &workflow_id])
@@ -400,11 +383,26 @@ async fn the_reconciler_fails_a_run_whose_workflow_ended_and_starts_a_missing_on
     })
     .await;
     assert_eq!(d.server.run(&missing).await["status"], "queued");
+
+    d.env.insert("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS".into(), "1".into());
+    d.server = Server::start(BIN, &d.env).await;
     d.worker = start_worker(&d.env).await;
-    let done = d
-        .server
-        .wait_status(&missing, &["completed", "failed"])
-        .await;
+    let failed = d.server.wait_status(&ended, &["failed"]).await;
+    assert_eq!(
+        failed["error_message"],
+        "temporal workflow is terminated while runtime run remained paused",
+        "{failed}"
+    );
+    let done = d.server.wait_status(&missing, &["completed", "failed"]).await;
     assert_eq!(done["status"], "completed", "{done}");
     d.wait_workflow(&missing, "completed").await;
+    one_terminal_event(&d.server.events(&missing).await);
+}
+
+async fn terminate(dev: &TemporalDev, run_id: &str) {
+    let workflow_id = format!("agent-run-{run_id}");
+    let (ok, _, stderr) = dev
+        .command(&["workflow", "terminate", "--workflow-id", &workflow_id, "--reason", "test"])
+        .await;
+    assert!(ok, "{stderr}");
 }
