@@ -167,23 +167,12 @@ impl Engine {
         if self.is_shutting_down() {
             return Err(TurnError::ShuttingDown);
         }
-        let Some(mut owner) = self.inner.owners.claim(&run.run_id) else {
+        match self.drive_turn_once(&run.app_id, &run.run_id).await {
             // A retry of the activity while its first attempt still executes here.
-            return Err(TurnError::Leased);
-        };
-        let engine = self.clone();
-        let (app_id, run_id) = (run.app_id.clone(), run.run_id.clone());
-        let task = self.inner.tasks.spawn(async move {
-            let leased = engine
-                .drive_with_lease(&app_id, &run_id, &mut owner, None)
-                .await;
-            engine.owner_stopped(&app_id, &run_id).await;
-            leased
-        });
-        match task.await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(TurnError::Leased),
-            Err(error) => Err(TurnError::Store(format!("turn task failed: {error}"))),
+            None => Err(TurnError::Leased),
+            Some(Ok(true)) => Ok(()),
+            Some(Ok(false)) => Err(TurnError::Leased),
+            Some(Err(error)) => Err(TurnError::Store(format!("turn task failed: {error}"))),
         }
     }
 

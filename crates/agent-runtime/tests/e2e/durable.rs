@@ -261,13 +261,23 @@ async fn approval_and_replies_travel_as_signals_and_duplicates_advance_nothing()
     let (ok, _, stderr) = d
         .dev
         .command(&[
-            "workflow", "signal", "--workflow-id", &workflow_id, "--name", "ResumeRun",
-            "--input", r#"{"resume_id":"reply-1"}"#,
+            "workflow",
+            "signal",
+            "--workflow-id",
+            &workflow_id,
+            "--name",
+            "ResumeRun",
+            "--input",
+            r#"{"resume_id":"reply-1"}"#,
         ])
         .await;
     assert!(ok, "{stderr}");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(mock.model_requests().len(), 3, "a duplicate advanced a turn");
+    assert_eq!(
+        mock.model_requests().len(),
+        3,
+        "a duplicate advanced a turn"
+    );
     assert_eq!(turns().await, before, "a duplicate signal executed a turn");
     assert_eq!(d.query(&run_id, "current_step").await, "awaiting_input");
     let messages = d.server.list(&run_id, "messages").await;
@@ -384,7 +394,8 @@ async fn the_reconciler_fails_a_run_whose_workflow_ended_and_starts_a_missing_on
     .await;
     assert_eq!(d.server.run(&missing).await["status"], "queued");
 
-    d.env.insert("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS".into(), "1".into());
+    d.env
+        .insert("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS".into(), "1".into());
     d.server = Server::start(BIN, &d.env).await;
     d.worker = start_worker(&d.env).await;
     let failed = d.server.wait_status(&ended, &["failed"]).await;
@@ -393,7 +404,10 @@ async fn the_reconciler_fails_a_run_whose_workflow_ended_and_starts_a_missing_on
         "temporal workflow is terminated while runtime run remained paused",
         "{failed}"
     );
-    let done = d.server.wait_status(&missing, &["completed", "failed"]).await;
+    let done = d
+        .server
+        .wait_status(&missing, &["completed", "failed"])
+        .await;
     assert_eq!(done["status"], "completed", "{done}");
     d.wait_workflow(&missing, "completed").await;
     one_terminal_event(&d.server.events(&missing).await);
@@ -402,7 +416,31 @@ async fn the_reconciler_fails_a_run_whose_workflow_ended_and_starts_a_missing_on
 async fn terminate(dev: &TemporalDev, run_id: &str) {
     let workflow_id = format!("agent-run-{run_id}");
     let (ok, _, stderr) = dev
-        .command(&["workflow", "terminate", "--workflow-id", &workflow_id, "--reason", "test"])
+        .command(&[
+            "workflow",
+            "terminate",
+            "--workflow-id",
+            &workflow_id,
+            "--reason",
+            "test",
+        ])
         .await;
     assert!(ok, "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_without_temporal_and_a_malformed_address_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mock = MockProvider::start().await;
+    let mut env = sqlite_env(dir.path(), &mock);
+    let (status, _, stderr) = run_command(BIN, &["worker", "--addr", "127.0.0.1:0"], &env).await;
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("needs TEMPORAL_ADDRESS"), "{stderr}");
+    env.insert("TEMPORAL_ADDRESS".into(), "temporal-without-port".into());
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("TEMPORAL_ADDRESS") && stderr.contains("is not a host:port"),
+        "{stderr}"
+    );
 }

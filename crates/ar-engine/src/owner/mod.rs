@@ -242,6 +242,27 @@ impl Engine {
         true
     }
 
+    /// One turn of a run as its owner here, tracked so that a shutdown waits for it to reach a
+    /// checkpoint: `None` when the run already has an owner here; otherwise whether the lease
+    /// was taken (false: another live process holds it).
+    pub(crate) async fn drive_turn_once(
+        &self,
+        app_id: &str,
+        run_id: &str,
+    ) -> Option<Result<bool, tokio::task::JoinError>> {
+        let mut owner = self.inner.owners.claim(run_id)?;
+        let engine = self.clone();
+        let (app_id, run_id) = (app_id.to_string(), run_id.to_string());
+        let task = self.inner.tasks.spawn(async move {
+            let leased = engine
+                .drive_with_lease(&app_id, &run_id, &mut owner, None)
+                .await;
+            engine.owner_stopped(&app_id, &run_id).await;
+            leased
+        });
+        Some(task.await)
+    }
+
     /// What follows an owner's turn: its registration ends, a run that is not executing holds
     /// no MCP session (the next owner opens anew), and its workspace tools went with the
     /// registration; the workspace itself is cleaned when its policy says so for the state the

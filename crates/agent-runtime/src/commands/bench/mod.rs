@@ -1,6 +1,7 @@
 //! `agent-runtime bench`: the benchmarks whose figures README.md reports.
 
 mod compaction;
+mod durable;
 mod mcp;
 mod nats_lag;
 mod proc_stats;
@@ -52,11 +53,18 @@ pub struct BenchArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     pub postgres_url: String,
+    /// Execution mode of `service`'s runs: `lightweight` (the default), or `durable` (each run
+    /// a Temporal workflow executed by a child worker, measured beside lightweight runs; needs
+    /// TEMPORAL_ADDRESS or the `temporal` CLI for a dev server).
+    #[arg(long, default_value = "lightweight")]
+    pub mode: String,
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which.as_str() {
-        "service" => service::run(&args).await,
+        "service" if args.mode == "durable" => durable::run(&args).await,
+        "service" if args.mode == "lightweight" => service::run(&args).await,
+        "service" => anyhow::bail!("unknown mode {:?} (expected lightweight or durable)", args.mode),
         "dispatch" => {
             let dir = tempfile::tempdir()?;
             let report = ar_dispatch::bench::run_bench(ar_dispatch::bench::BenchConfig::standard(
