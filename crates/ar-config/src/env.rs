@@ -385,6 +385,12 @@ pub const DURABLE_RECONCILE_SECONDS: EnvVar = EnvVar::new(
     Some("30"),
     "Seconds between passes of `serve`'s durable reconciler, and how long a durable run's row must sit unchanged before it is inspected.",
 );
+pub const DURABLE_TURNS_PER_WORKFLOW_RUN: EnvVar = EnvVar::new(
+    DURABLE,
+    "AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN",
+    Some("200"),
+    "Turns a durable run's workflow executes before it continues as new (a fresh history).",
+);
 pub const TEMPORAL_TLS: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TLS",
@@ -596,6 +602,7 @@ pub const ALL: &[EnvVar] = &[
     TEMPORAL_API_KEY,
     TEMPORAL_TLS,
     DURABLE_RECONCILE_SECONDS,
+    DURABLE_TURNS_PER_WORKFLOW_RUN,
     MCP_CREDENTIAL_ENCRYPTION_KEY,
     MCP_ALLOWED_HOSTS,
     MCP_ALLOW_PRIVATE_NETWORKS,
@@ -1098,6 +1105,8 @@ pub struct DurableSettings {
     pub tls: bool,
     /// The reconciler's period and the age of the rows it inspects.
     pub reconcile_every: std::time::Duration,
+    /// Turns per workflow run before it continues as new.
+    pub turns_per_workflow_run: u64,
 }
 
 impl ServiceSettings {
@@ -1590,6 +1599,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
             &TEMPORAL_TASK_QUEUE_PREFIX,
             &TEMPORAL_API_KEY,
             &DURABLE_RECONCILE_SECONDS,
+            &DURABLE_TURNS_PER_WORKFLOW_RUN,
         ];
         for var in set_alone {
             if r.get(var).is_some() {
@@ -1623,8 +1633,19 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
     }
     let api_key = r.secret(&TEMPORAL_API_KEY);
     let reconcile_every = r.seconds(&DURABLE_RECONCILE_SECONDS, 3600);
+    let turns_per_workflow_run = match r.count(&DURABLE_TURNS_PER_WORKFLOW_RUN) {
+        turns @ 1..=10_000 => turns as u64,
+        _ => {
+            r.report(
+                &DURABLE_TURNS_PER_WORKFLOW_RUN,
+                "must be between 1 and 10000",
+            );
+            200
+        }
+    };
     Some(DurableSettings {
         reconcile_every,
+        turns_per_workflow_run,
         tls: tls || api_key.is_some() || address.starts_with("https://"),
         address,
         namespace: r.string_or_default(&TEMPORAL_NAMESPACE),

@@ -362,6 +362,11 @@ const ENV_READERS: &[Reader] = &[
     ),
     reader("TEMPORAL_TLS", DURABLE, &["tls: settings.tls"]),
     reader(
+        "AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN",
+        DURABLE,
+        &["turns_per_workflow_run: settings.turns_per_workflow_run"],
+    ),
+    reader(
         "AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS",
         COMPOSE,
         &["durable.reconcile_every"],

@@ -409,6 +409,10 @@ pub struct ServiceOptions {
     /// tools (`<program> mcp-bridge`). `None`: CLI runs are offered no tools of the run, and a
     /// CLI run with `mcp_servers` is refused.
     pub mcp_bridge_program: Option<PathBuf>,
+    /// A durable worker: an instance id of its own per process (unless
+    /// `AGENT_RUNTIME_INSTANCE_ID` names one), so that the leases of two workers sharing a
+    /// data directory keep their turns apart.
+    pub worker: bool,
 }
 
 /// How long a CLI's bridged tool call may take (the bridge's own default).
@@ -659,8 +663,12 @@ impl Service {
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
         let background = CancellationToken::new();
         let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
+        let instance_id = match (&settings.instance_id, options.worker) {
+            (None, true) => ar_core::ids::new_id("inst"),
+            _ => instance_id(&settings, &dir)?,
+        };
         let config = EngineConfig {
-            instance_id: instance_id(&settings, &dir)?,
+            instance_id,
             apps: app_policies(&apps),
             providers: provider_defaults,
             credentials_enabled: sealer.is_some(),

@@ -31,6 +31,7 @@ pub fn temporal_settings(settings: &DurableSettings) -> TemporalSettings {
         task_queue_prefix: settings.task_queue_prefix.clone(),
         api_key: settings.api_key.clone(),
         tls: settings.tls,
+        turns_per_workflow_run: settings.turns_per_workflow_run,
     }
 }
 

@@ -27,6 +27,8 @@ pub struct TemporalSettings {
     pub task_queue_prefix: String,
     pub api_key: Option<Secret>,
     pub tls: bool,
+    /// Turns a workflow run executes before it continues as new (0: the workflow's default).
+    pub turns_per_workflow_run: u64,
 }
 
 impl TemporalSettings {

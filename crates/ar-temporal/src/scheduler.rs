@@ -42,6 +42,7 @@ impl DurableScheduler for TemporalScheduler {
         let input = WorkflowInput {
             app_id: run.app_id.clone(),
             run_id: run.run_id.clone(),
+            turns_per_run: self.settings.turns_per_workflow_run,
             ..Default::default()
         };
         let options =

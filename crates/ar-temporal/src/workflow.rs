@@ -31,6 +31,9 @@ pub struct WorkflowInput {
     /// Turns executed by earlier runs of this workflow.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub turns: u64,
+    /// Turns per workflow run before it continues as new (0: [`TURNS_PER_WORKFLOW_RUN`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turns_per_run: u64,
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -144,6 +147,10 @@ impl AgentRunWorkflow {
             .execute_local_activity(AgentRunActivities::prepare, run.clone(), prepare_options())
             .await?;
         let mut turns = input.turns;
+        let limit = match input.turns_per_run {
+            0 => TURNS_PER_WORKFLOW_RUN,
+            limit => limit,
+        };
         loop {
             ctx.state_mut(|s| s.step = outcome.step);
             if outcome.continue_execution {
@@ -176,7 +183,7 @@ impl AgentRunWorkflow {
                 continue_execution: true,
                 ..outcome
             };
-            if turns >= TURNS_PER_WORKFLOW_RUN || ctx.continue_as_new_suggested() {
+            if turns >= limit || ctx.continue_as_new_suggested() {
                 let next = WorkflowInput {
                     consumed_resume_ids: ctx.state(|s| s.consumed.clone()),
                     turns: 0,

@@ -50,6 +50,7 @@ pub async fn run() -> anyhow::Result<()> {
     // Agent CLIs start this very executable as their MCP bridge to the run's tools.
     let options = ar_server::ServiceOptions {
         mcp_bridge_program: std::env::current_exe().ok(),
+        worker: false,
     };
     let service = ar_server::Service::build_with(settings, addr, options).await?;
     if let (Some(token), Some(path)) = (&service.service_token, &service.generated_token_path) {

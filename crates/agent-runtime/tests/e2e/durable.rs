@@ -444,3 +444,123 @@ async fn a_worker_without_temporal_and_a_malformed_address_are_refused() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_serve_does_not_stop_a_durable_run() {
+    let mock = MockProvider::start().await;
+    for step in 0..3 {
+        mock.push(
+            Reply::tool_call("get_context", json!({"step": step}).to_string())
+                .delay(Duration::from_millis(500)),
+        );
+    }
+    mock.push(Reply::text("finished without the API"));
+    let Some(mut d) = Durable::start("durable serve kill", &mock, &[]).await else {
+        return;
+    };
+    let agent = d.server.create_agent("headless", &["get_context"]).await;
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    wait_model_requests(&mock, 1).await;
+    d.server.process.kill_hard();
+    // The worker goes on alone; the API comes back to a finished run.
+    wait_model_requests(&mock, 4).await;
+    d.server = Server::start(BIN, &d.env).await;
+    let done = d
+        .server
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = d.server.events(&run_id).await;
+    assert_contiguous(&events);
+    one_terminal_event(&events);
+    assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 3);
+    d.wait_workflow(&run_id, "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_chat_continues_as_new_and_keeps_its_consumed_resume_ids() {
+    let mock = MockProvider::start().await;
+    for turn in 0..4 {
+        mock.push(Reply::text(format!("answer {turn}")));
+    }
+    let every_two = [("AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN", "2")];
+    let Some(d) = Durable::start("durable continue-as-new", &mock, &every_two).await else {
+        return;
+    };
+    let agent = d.server.create_agent("chatty", &[]).await;
+    let policy = json!({"turn_policy": {"mode": "pause_after_assistant"}});
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), policy)
+        .await;
+    d.server.wait_status(&run_id, &["paused"]).await;
+    let first = d.execution(&run_id).await["temporal_run_id"].clone();
+    let resume = format!("/v1/runs/{run_id}/resume?app_id={APP}");
+    for turn in 1..=3 {
+        let reply = json!({"intent": "reply", "content": format!("reply {turn}"),
+                           "resume_id": format!("reply-{turn}")});
+        let (status, body) = d.server.post(&resume, reply).await;
+        assert_eq!(status, 200, "{body}");
+        wait_for("the reply's turn", WAIT, || async {
+            let run = d.server.run(&run_id).await;
+            (mock.model_requests().len() == turn + 1 && run["status"] == "paused").then_some(())
+        })
+        .await;
+    }
+    let info = d.execution(&run_id).await;
+    assert_ne!(
+        info["temporal_run_id"], first,
+        "the workflow continued as new: {info}"
+    );
+    assert_eq!(info["state"], "running", "{info}");
+    let workflow_id = format!("agent-run-{run_id}");
+    let (ok, stdout, stderr) = d
+        .dev
+        .command(&[
+            "workflow",
+            "describe",
+            "--workflow-id",
+            &workflow_id,
+            "--run-id",
+            first.as_str().unwrap_or_default(),
+            "--output",
+            "json",
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("CONTINUED_AS_NEW"), "{stdout}");
+    // A resume id consumed before the continue-as-new still wakes nothing.
+    wait_for("awaiting_input", WAIT, || async {
+        (d.query(&run_id, "current_step").await == "awaiting_input").then_some(())
+    })
+    .await;
+    let markers = || async {
+        let history = d.dev.history(&workflow_id).await.to_string();
+        history.matches("MARKER_RECORDED").count()
+    };
+    let before = markers().await;
+    let (ok, _, stderr) = d
+        .dev
+        .command(&[
+            "workflow",
+            "signal",
+            "--workflow-id",
+            &workflow_id,
+            "--name",
+            "ResumeRun",
+            "--input",
+            r#"{"resume_id":"reply-1"}"#,
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        markers().await,
+        before,
+        "a consumed resume id executed a turn"
+    );
+    assert_eq!(d.query(&run_id, "current_step").await, "awaiting_input");
+    assert_eq!(mock.model_requests().len(), 4);
+    assert_contiguous(&d.server.events(&run_id).await);
+}

@@ -25,7 +25,9 @@ async fn dev_server() -> anyhow::Result<(String, Option<DevServer>)> {
         }
     }
     let dir = tempfile::tempdir()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let db = dir.path().join("temporal.db");
     let spec = ProcessSpec::new("temporal", dir.path())
         .args([

@@ -64,7 +64,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which.as_str() {
         "service" if args.mode == "durable" => durable::run(&args).await,
         "service" if args.mode == "lightweight" => service::run(&args).await,
-        "service" => anyhow::bail!("unknown mode {:?} (expected lightweight or durable)", args.mode),
+        "service" => anyhow::bail!(
+            "unknown mode {:?} (expected lightweight or durable)",
+            args.mode
+        ),
         "dispatch" => {
             let dir = tempfile::tempdir()?;
             let report = ar_dispatch::bench::run_bench(ar_dispatch::bench::BenchConfig::standard(
