@@ -45,6 +45,11 @@ enum Command {
     /// (AGENT_RUNTIME_API_BASE_URL, AGENT_RUNTIME_APP_ID, AGENT_RUNTIME_RUN_ID,
     /// AGENT_RUNTIME_SERVICE_TOKEN).
     McpBridge,
+    /// The app's agents on a running service: list, get, apply -f FILE.
+    Agents(commands::remote::AgentsArgs),
+    /// The app's runs on a running service: list, get, start, watch, approve, reply, cancel,
+    /// pause, events (exit codes: see the README, "The CLI").
+    Runs(commands::remote::RunsArgs),
 }
 
 /// `AGENT_RUNTIME_LOG`, else `info`. A filter that does not parse is said, not ignored.
@@ -83,7 +88,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        let done = match cli.command {
             Command::Serve => commands::serve::run().await,
             Command::Config { action } => commands::config::run(action),
             Command::Bench(args) => commands::bench::run(args).await,
@@ -92,10 +97,14 @@ fn main() -> std::process::ExitCode {
             Command::Worker(args) => commands::worker::run(args).await,
             Command::Exec(args) => commands::exec::run(args).await,
             Command::McpBridge => commands::mcp_bridge::run().await,
-        }
+            // The client commands say what went wrong themselves and exit with its code.
+            Command::Agents(args) => return Ok(commands::remote::agents(args).await),
+            Command::Runs(args) => return Ok(commands::remote::runs(args).await),
+        };
+        done.map(|()| std::process::ExitCode::SUCCESS)
     });
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE

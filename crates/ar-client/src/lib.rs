@@ -1,3 +1,11 @@
-//! The client side of the Agent Runtime service for host applications: [`nats`], the durable JetStream consumer of the runtime's events (the HTTP client joins it later).
+//! The client side of the Agent Runtime service for host applications: [`Client`], the typed
+//! HTTP client of the `/v1` and `/v2` API with the resuming event stream, and [`nats`], the
+//! durable JetStream consumer of the runtime's events.
 
+mod http;
 pub mod nats;
+
+pub use http::{
+    Client, ClientBuilder, Error, EventStream, HttpStatusError, RunSearch, StreamItem,
+    StreamOptions, DEFAULT_TIMEOUT, MAX_ERROR_BODY,
+};

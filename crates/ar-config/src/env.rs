@@ -80,6 +80,7 @@ const STUDIO: &str = "studio";
 const WORKSPACES: &str = "workspaces";
 const NODE: &str = "node";
 const MCP_BRIDGE: &str = "mcp-bridge";
+const CLI: &str = "cli";
 
 // --- server ---------------------------------------------------------------------------------
 
@@ -281,6 +282,13 @@ pub const CHATGPT_BASE_URL: EnvVar = EnvVar::new(
     "AGENT_RUNTIME_CHATGPT_BASE_URL",
     Some("https://chatgpt.com/backend-api/codex"),
     "Base URL of the ChatGPT subscription backend (`{base}/responses`); an addition of this version, for tests and proxies.",
+);
+/// The OAuth issuer of Codex's ChatGPT device sign-in.
+pub const CODEX_LOGIN_ISSUER: EnvVar = EnvVar::new(
+    MODELS,
+    "AGENT_RUNTIME_CODEX_LOGIN_ISSUER",
+    None,
+    "OAuth issuer that `codex app-server` signs in against for `POST /v1/runs/{id}/codex-auth/device-code/start` (unset: codex's own, auth.openai.com); with AGENT_RUNTIME_CHATGPT_BASE_URL set, the app-server reads the account from that backend too. An addition of this version, for tests and proxies.",
 );
 /// Key that encrypts per-run model credentials at rest.
 pub const MODEL_CREDENTIAL_ENCRYPTION_KEY: EnvVar = EnvVar::secret(MODELS, "AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "AES-256 key for per-run model credentials: 32 raw bytes or base64 of 32 bytes. Same value on API and workers.");
@@ -512,7 +520,7 @@ pub const APP_ID: EnvVar = EnvVar::new(
     MCP_BRIDGE,
     "AGENT_RUNTIME_APP_ID",
     None,
-    "App of the run whose tools `agent-runtime mcp-bridge` serves (required by the bridge).",
+    "App of the run whose tools `agent-runtime mcp-bridge` serves (required by the bridge); also the app the `agents` and `runs` commands work in when `--app` is not given.",
 );
 /// The run the MCP bridge serves.
 pub const RUN_ID: EnvVar = EnvVar::new(
@@ -551,6 +559,16 @@ pub const HTTP_MAX_CONNECTIONS_PER_CLIENT: EnvVar = EnvVar::new(
     "Open connections one client IP address may hold; further ones are answered 429 and closed. 0 turns the limit off (behind a proxy every client shares its address).",
 );
 
+// --- the client commands (`agent-runtime agents|runs`, read by them only) --------------------
+
+/// The service the `agents` and `runs` commands talk to.
+pub const URL: EnvVar = EnvVar::new(
+    CLI,
+    "AGENT_RUNTIME_URL",
+    Some("http://127.0.0.1:8090"),
+    "Base URL of the service the `agents` and `runs` commands talk to (`--url`). Their token is `AGENT_RUNTIME_SERVICE_TOKEN`, else the file `--token-file`, else the development token `serve` generated (`service-token` in its data directory).",
+);
+
 /// Every declared variable, in docs order.
 pub const ALL: &[EnvVar] = &[
     ADDR,
@@ -584,6 +602,7 @@ pub const ALL: &[EnvVar] = &[
     ALLOW_DETERMINISTIC_FALLBACK,
     CHATGPT_ENABLED,
     CHATGPT_BASE_URL,
+    CODEX_LOGIN_ISSUER,
     MODEL_CREDENTIAL_ENCRYPTION_KEY,
     EVENT_SINK,
     NATS_URL,
@@ -626,6 +645,7 @@ pub const ALL: &[EnvVar] = &[
     HTTP_HEADER_READ_TIMEOUT_SECONDS,
     HTTP_BODY_READ_TIMEOUT_SECONDS,
     HTTP_MAX_CONNECTIONS_PER_CLIENT,
+    URL,
 ];
 
 /// The docs table of every variable (Markdown), grouped in declaration order.
@@ -658,6 +678,42 @@ pub fn markdown_table() -> String {
         ));
     }
     out
+}
+
+/// The file beside the database where `serve` keeps the development token it generated.
+pub const GENERATED_TOKEN_FILE: &str = "service-token";
+
+/// The store the environment `lookup` configures, diagnostics left out: what a client command
+/// needs to find the data directory of the `serve` started in the same environment.
+pub fn store_settings(lookup: impl Fn(&str) -> Option<String>) -> StoreSettings {
+    let mut r = Reader {
+        lookup: &lookup,
+        diagnostics: Vec::new(),
+    };
+    read_store(&mut r)
+}
+
+/// The directory of the files the service keeps beside its database (the generated token,
+/// the development credential key, the instance id): the SQLite file's directory, else
+/// `$XDG_DATA_HOME/agent-runtime`, `$HOME/.local/share/agent-runtime` or the temp directory.
+pub fn data_dir(store: &StoreSettings, lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
+    if let StoreSettings::Sqlite { dsn } = store {
+        let path = dsn
+            .strip_prefix("sqlite://")
+            .or_else(|| dsn.strip_prefix("sqlite:"))
+            .unwrap_or(dsn);
+        let path = path.split('?').next().unwrap_or(path);
+        if let Some(parent) = std::path::Path::new(path).parent() {
+            if !parent.as_os_str().is_empty() {
+                return parent.to_path_buf();
+            }
+        }
+    }
+    let base = lookup(XDG_DATA_HOME.name)
+        .map(PathBuf::from)
+        .or_else(|| lookup(HOME.name).map(|home| PathBuf::from(home).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("agent-runtime")
 }
 
 /// Lookup of the real process environment, for production callers of `from_env`.
@@ -970,6 +1026,8 @@ pub struct ModelSettings {
     pub chatgpt_enabled: bool,
     /// Base URL of the ChatGPT subscription backend.
     pub chatgpt_base_url: Url,
+    /// The issuer of Codex's device sign-in (`None`: codex's own).
+    pub codex_login_issuer: Option<Url>,
     pub native_provider: String,
     /// The default provider's model for agents that name none: the configured one, else the
     /// provider's default.
@@ -1396,6 +1454,7 @@ fn read_models(r: &mut Reader<'_>) -> ModelSettings {
         openrouter,
         chatgpt_enabled,
         chatgpt_base_url: read_base_url(r, &CHATGPT_BASE_URL),
+        codex_login_issuer: r.url(&CODEX_LOGIN_ISSUER, None),
         native_provider,
         native_model,
         credential_encryption_key: r.key(&MODEL_CREDENTIAL_ENCRYPTION_KEY),

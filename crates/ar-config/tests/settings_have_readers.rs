@@ -51,6 +51,7 @@ const PROVIDER_REFRESH: &str = "ar-tools/src/mcp_providers/refresh.rs";
 const WORKSPACES: &str = "ar-tools/src/workspaces.rs";
 const REPOSITORY: &str = "ar-tools/src/repository/mod.rs";
 const MCP_BRIDGE: &str = "agent-runtime/src/commands/mcp_bridge/settings.rs";
+const REMOTE: &str = "agent-runtime/src/commands/remote/mod.rs";
 
 const POSTGRES: &[&str] =
     &[r#"StoreSettings::Postgres { url } => ar_store::open("postgres", "", url.expose())"#];
@@ -124,12 +125,24 @@ const ENV_READERS: &[Reader] = &[
     reader("PGPASSWORD", COMPOSE, POSTGRES),
     reader("PGSSLMODE", COMPOSE, POSTGRES),
     // Both also place the default SQLite file (ar-config) and the files kept beside it.
+    // `env::data_dir` reads them through the lookup it is given: the process's environment,
+    // where `serve` keeps its files and where the client commands find its generated token.
     reader(
         "XDG_DATA_HOME",
         COMPOSE,
-        &["process_env(ar_config::env::XDG_DATA_HOME.name)"],
+        &["ar_config::env::data_dir(&settings.store, ar_config::env::process_env)"],
     ),
-    reader("HOME", COMPOSE, &["process_env(ar_config::env::HOME.name)"]),
+    reader(
+        "HOME",
+        COMPOSE,
+        &["ar_config::env::data_dir(&settings.store, ar_config::env::process_env)"],
+    ),
+    reader(
+        "XDG_DATA_HOME",
+        REMOTE,
+        &["env::data_dir(&store, process_env)"],
+    ),
+    reader("HOME", REMOTE, &["env::data_dir(&store, process_env)"]),
     reader(
         "OPENAI_API_KEY",
         COMPOSE,
@@ -169,6 +182,11 @@ const ENV_READERS: &[Reader] = &[
         "AGENT_RUNTIME_CHATGPT_BASE_URL",
         COMPOSE,
         &["base_url: models.chatgpt_base_url.as_str()"],
+    ),
+    reader(
+        "AGENT_RUNTIME_CODEX_LOGIN_ISSUER",
+        COMPOSE,
+        &["issuer: models .codex_login_issuer"],
     ),
     reader(
         "AGENT_RUNTIME_NATIVE_PROVIDER",
@@ -387,6 +405,12 @@ const ENV_READERS: &[Reader] = &[
         &["required(&API_BASE_URL,", "Url::parse(&base)"],
     ),
     reader("AGENT_RUNTIME_APP_ID", MCP_BRIDGE, &["required(&APP_ID,"]),
+    reader(
+        "AGENT_RUNTIME_APP_ID",
+        REMOTE,
+        &["process_env(env::APP_ID.name)"],
+    ),
+    reader("AGENT_RUNTIME_URL", REMOTE, &["process_env(env::URL.name)"]),
     reader("AGENT_RUNTIME_RUN_ID", MCP_BRIDGE, &["required(&RUN_ID,"]),
     reader(
         "AGENT_RUNTIME_MCP_BRIDGE_HTTP_TIMEOUT_SECONDS",

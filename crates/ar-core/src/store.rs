@@ -237,6 +237,10 @@ pub trait Store: Send + Sync + 'static {
 
     // Secrets (ciphertext only; encryption happens above the store).
     async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Writes (or replaces) an app's sealed secret that outlives any run (a Codex sign-in,
+    /// named after its connection).
+    async fn put_app_secret(&self, app_id: &str, name: &str, ciphertext: &[u8]) -> StoreResult<()>;
+    async fn get_app_secret(&self, app_id: &str, name: &str) -> StoreResult<Option<Vec<u8>>>;
 
     // Ownership of lightweight runs across processes.
     /// Takes the run's lease when it is free, expired or already held by `owner`.

@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::sync::{oneshot, Mutex as AsyncMutex};
+use tokio_util::sync::CancellationToken;
 
 use crate::providers::toml_string;
 
@@ -241,19 +242,34 @@ impl DeviceLogin {
     }
 
     /// Waits for the login's end (at most the device code's life).
-    pub async fn outcome(mut self) -> LoginOutcome {
+    pub async fn outcome(self) -> LoginOutcome {
+        self.outcome_until(CancellationToken::new()).await
+    }
+
+    /// [`DeviceLogin::outcome`], or cancels the login when `cancel` fires first.
+    pub async fn outcome_until(mut self, cancel: CancellationToken) -> LoginOutcome {
         let outcome = match self.completed.take() {
             None => LoginOutcome::Cancelled,
-            Some(done) => match tokio::time::timeout(DEVICE_CODE_LIFETIME, done).await {
-                Err(_) => LoginOutcome::Failed(
-                    "the device code expired before sign-in was completed".into(),
-                ),
-                Ok(Err(_)) => LoginOutcome::Failed(
-                    "codex app-server exited before the login completed".into(),
-                ),
-                Ok(Ok(Err(error))) => LoginOutcome::Failed(error),
-                Ok(Ok(Ok(()))) => self.signed_in().await,
-            },
+            Some(done) => {
+                let waited = tokio::select! {
+                    waited = tokio::time::timeout(DEVICE_CODE_LIFETIME, done) => Some(waited),
+                    () = cancel.cancelled() => None,
+                };
+                match waited {
+                    None => {
+                        self.cancel().await;
+                        LoginOutcome::Cancelled
+                    }
+                    Some(Err(_)) => LoginOutcome::Failed(
+                        "the device code expired before sign-in was completed".into(),
+                    ),
+                    Some(Ok(Err(_))) => LoginOutcome::Failed(
+                        "codex app-server exited before the login completed".into(),
+                    ),
+                    Some(Ok(Ok(Err(error)))) => LoginOutcome::Failed(error),
+                    Some(Ok(Ok(Ok(())))) => self.signed_in().await,
+                }
+            }
         };
         self.close().await;
         outcome

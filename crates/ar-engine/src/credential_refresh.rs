@@ -1,7 +1,8 @@
 //! A run's model credential renewed through the app's `model_credential_callback`: 30 s
-//! before it expires and after one 401, stored through the same replacement as a host's
-//! `PUT …/model-credential` (same type, connection and account). Each run has one owner at a
-//! time, so refreshes of one run never overlap.
+//! before it expires and after one 401, stored through the same compare-and-swap as a host's
+//! `PUT …/model-credential` (same type, connection and account), and only while the renewed
+//! credential is still the stored one. Each run has one owner at a time, so refreshes of one
+//! run never overlap.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use ar_core::Run;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
+use crate::credential_replace::Replaced;
 use crate::engine::Engine;
 use crate::model_route::RunCredential;
 
@@ -23,7 +25,7 @@ pub(crate) fn renewal_due(expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>)
 }
 
 /// SHA-256 (hex) of the credential's secret: the host compares it with its current token.
-fn fingerprint(credential: &RunCredential) -> String {
+pub(crate) fn fingerprint(credential: &RunCredential) -> String {
     let secret = match credential.credential_type.as_str() {
         "oauth" => &credential.access_token,
         _ => &credential.api_key,
@@ -75,10 +77,16 @@ impl Engine {
             }
         };
         match self
-            .update_model_credential(&run.app_id, &run.id, credential.clone())
+            .replace_model_credential(
+                (&run.app_id, &run.id),
+                &credential,
+                Some(&request.credential_fingerprint),
+            )
             .await
         {
-            Ok(_) => Some(credential),
+            Ok(Replaced::Stored(..)) => Some(credential),
+            // The host replaced it while the callback ran: its credential stands.
+            Ok(Replaced::Superseded(current)) => Some(current),
             Err(error) => {
                 tracing::warn!(run_id = %run.id, %error, "the refreshed model credential was refused");
                 None

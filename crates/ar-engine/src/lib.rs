@@ -11,9 +11,11 @@
 mod admission;
 mod agents;
 mod cli_loop;
+pub mod codex_auth;
 pub mod config;
 mod context;
 mod credential_refresh;
+mod credential_replace;
 pub mod durable;
 mod engine;
 pub mod error;

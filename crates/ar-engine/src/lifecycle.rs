@@ -8,8 +8,8 @@ use ar_core::records::{interaction_kind, message_type, Artifact, Interaction, Me
 use ar_core::replica::OwnerSignal;
 use ar_core::store::{RunChange, SecretChange};
 use ar_core::{
-    CredentialSource, ExecutionMode, InteractionStatus, LastResume, MessageProvenance, MessageRole,
-    PauseReason, ResumeIntent, Run, RunStatus, TurnPolicy,
+    ExecutionMode, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
+    ResumeIntent, Run, RunStatus, TurnPolicy,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -20,8 +20,6 @@ use sha2::{Digest, Sha256};
 use crate::admission::{normalize_turn_policy, MODEL_CREDENTIAL_SECRET};
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
-use crate::model_credential::CredentialBinding;
-use crate::model_route::RunCredential;
 use crate::records::{mark_cancelled, mark_completed, mark_paused, message};
 use crate::transcript::{Decision, LoopState};
 
@@ -744,56 +742,6 @@ impl Engine {
             .ok_or_else(|| EngineError::invalid("artifact was not stored"))
     }
 
-    /// `PUT /v1/runs/{id}/model-credential`: replaces an active run's credential (same connection).
-    pub async fn update_model_credential(
-        &self,
-        app_id: &str,
-        run_id: &str,
-        credential: RunCredential,
-    ) -> EngineResult<(Run, Option<DateTime<Utc>>)> {
-        let run = self.load_run(app_id, run_id).await?;
-        if run.is_terminal() {
-            return Err(EngineError::invalid("run is terminal"));
-        }
-        if run.input.credential_source != Some(CredentialSource::App) {
-            return Err(EngineError::invalid(
-                "run was not started with a model credential",
-            ));
-        }
-        credential.validate(self.now())?;
-        let provider = run.input.model.as_ref().map_or("", |m| m.provider.as_str());
-        credential.validate_for(provider)?;
-        let current = self
-            .deps()
-            .store
-            .get_secret(run_id, MODEL_CREDENTIAL_SECRET)
-            .await?;
-        if let Some(bound) = current.as_deref().and_then(CredentialBinding::read) {
-            check_replacement(&bound, &CredentialBinding::of(provider, &credential))?;
-        }
-        let ciphertext = crate::model_credential::seal(
-            self.deps().sealer.as_deref(),
-            (app_id, run_id),
-            provider,
-            &credential,
-        )?;
-        let expires_at = credential.expires_at;
-        let (run, _, ()) = self
-            .transact(app_id, run_id, Some(run), |run, change| {
-                if run.is_terminal() {
-                    return Err(EngineError::invalid("run is terminal"));
-                }
-                change.secrets.push(SecretChange::Put {
-                    kind: MODEL_CREDENTIAL_SECRET.to_string(),
-                    ciphertext: ciphertext.clone(),
-                });
-                Ok(Decide::Commit(()))
-            })
-            .await?;
-        self.mark_route_stale(run_id);
-        Ok((run, expires_at))
-    }
-
     /// `DELETE /v1/runs/{id}/model-credential`: later model requests pause for authentication.
     pub async fn revoke_model_credential(&self, app_id: &str, run_id: &str) -> EngineResult<()> {
         let run = self.load_run(app_id, run_id).await?;
@@ -810,26 +758,6 @@ impl Engine {
         self.mark_route_stale(run_id);
         Ok(())
     }
-}
-
-/// A replacement credential keeps the connection, account and type of the one it replaces.
-fn check_replacement(
-    current: &CredentialBinding,
-    replacement: &CredentialBinding,
-) -> EngineResult<()> {
-    if current.connection_id != replacement.connection_id
-        || current.account_id != replacement.account_id
-    {
-        return Err(EngineError::invalid(
-            "replacement credential cannot change connection_id or account_id",
-        ));
-    }
-    if current.credential_type != replacement.credential_type {
-        return Err(EngineError::invalid(
-            "replacement credential cannot change its type",
-        ));
-    }
-    Ok(())
 }
 
 fn response_payload(request: &ResumeRun, intent: ResumeIntent) -> Value {

@@ -156,6 +156,12 @@ impl Store for FakeStore {
     async fn get_secret(&self, _: &str, _: &str) -> StoreResult<Option<Vec<u8>>> {
         unsupported()
     }
+    async fn put_app_secret(&self, _: &str, _: &str, _: &[u8]) -> StoreResult<()> {
+        unsupported()
+    }
+    async fn get_app_secret(&self, _: &str, _: &str) -> StoreResult<Option<Vec<u8>>> {
+        unsupported()
+    }
     async fn try_acquire_lease(
         &self,
         _: &str,

@@ -49,10 +49,11 @@ impl RetryPolicy {
     }
 
     /// The wait before retry number `attempt` (0-based), or `None` when the server asked for
-    /// more than `max_retry_after`.
+    /// more than `max_retry_after`. A server's wait is kept and lengthened by up to a fifth,
+    /// so that the calls one 429 turned away do not all come back at the same instant.
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Option<Duration> {
         if let Some(ra) = retry_after {
-            return (ra <= self.max_retry_after).then_some(ra);
+            return (ra <= self.max_retry_after).then(|| percent_of(ra, 100 + noise(21)));
         }
         let factor = 2u32.saturating_pow(attempt.min(16));
         let base = self
@@ -63,15 +64,22 @@ impl RetryPolicy {
     }
 }
 
-/// Spreads concurrent retries: 80–120 % of `d`, from the clock's sub-second noise.
+/// Spreads concurrent retries: 80–120 % of `d`.
 fn jitter(d: Duration) -> Duration {
+    percent_of(d, 80 + noise(41))
+}
+
+/// A number below `n` from the clock's sub-second noise (enough to spread retries).
+fn noise(n: u64) -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|t| t.subsec_nanos())
         .unwrap_or(0);
-    let pct = 80 + u64::from(nanos % 41);
-    let ms = d.as_millis() as u64;
-    Duration::from_millis(ms * pct / 100)
+    u64::from(nanos) % n
+}
+
+fn percent_of(d: Duration, percent: u64) -> Duration {
+    Duration::from_millis(d.as_millis() as u64 * percent / 100)
 }
 
 /// `retry-after-ms` (OpenAI) or `retry-after` in seconds. HTTP-date values are ignored (the
@@ -106,10 +114,16 @@ mod tests {
     #[test]
     fn retry_after_wins_unless_too_long() {
         let p = RetryPolicy::default();
-        assert_eq!(
-            p.delay(0, Some(Duration::from_secs(2))),
-            Some(Duration::from_secs(2))
-        );
+        let mut waits = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let wait = p.delay(3, Some(Duration::from_secs(2))).unwrap();
+            assert!(
+                wait >= Duration::from_secs(2) && wait <= Duration::from_millis(2400),
+                "{wait:?}"
+            );
+            waits.insert(wait);
+        }
+        assert!(waits.len() > 1, "the server's wait is spread: {waits:?}");
         assert_eq!(p.delay(0, Some(Duration::from_secs(120))), None);
     }
 

@@ -52,6 +52,7 @@ pub async fn connect_nats_link(
     stop: CancellationToken,
 ) -> Result<(Arc<NatsReplicaLink>, BoxStream<'static, LinkMessage>), NatsError> {
     let subscriber = client.subscribe(format!("{prefix}.>")).await?;
+    confirm_subscription(&client).await?;
     let (queue, receiver) = mpsc::channel(QUEUE);
     tokio::spawn(publish_loop(
         client,
@@ -79,6 +80,24 @@ pub async fn connect_nats_link(
         })
         .boxed();
     Ok((link, inbound))
+}
+
+/// Returns once the server has taken the connection's subscription. `subscribe` only queues
+/// the SUB (and `flush` only writes it), so another replica's first messages could reach the
+/// server before it and be lost. The server reads a connection's operations in order: a
+/// request to a subject nobody serves comes back ("no responders") only after the SUB was read.
+async fn confirm_subscription(client: &async_nats::Client) -> Result<(), NatsError> {
+    use async_nats::RequestErrorKind;
+    match client
+        .request(client.new_inbox(), bytes::Bytes::new())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == RequestErrorKind::NoResponders => Ok(()),
+        // A server without no-responders answers nothing: the SUB went first all the same.
+        Err(error) if error.kind() == RequestErrorKind::TimedOut => Ok(()),
+        Err(error) => Err(NatsError::Confirm(error)),
+    }
 }
 
 /// Publishes what is queued, one message per NATS message, in order.
@@ -188,7 +207,7 @@ mod tests {
             .map_or(0, |elapsed| elapsed.subsec_nanos());
         let prefix = format!("art_link_{}_{nanos}", std::process::id());
         let mut subjects = watcher.subscribe(format!("{prefix}.>")).await.unwrap();
-        watcher.flush().await.unwrap();
+        confirm_subscription(&watcher).await.unwrap();
         let stop = CancellationToken::new();
         let (sender, mut echo) = connect_nats_link(one, &prefix, "inst_a", stop.clone())
             .await

@@ -146,6 +146,8 @@ pub enum NatsError {
     Connect(#[from] async_nats::ConnectError),
     #[error("subscribing to the replica link: {0}")]
     Subscribe(#[from] async_nats::SubscribeError),
+    #[error("confirming the replica link's subscription: {0}")]
+    Confirm(#[source] async_nats::RequestError),
     #[error("the NATS sink's cursor: {0}")]
     Cursor(#[from] StoreError),
     #[error("starting the NATS sink's thread: {0}")]

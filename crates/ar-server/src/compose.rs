@@ -98,27 +98,7 @@ pub struct Service {
 
 /// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
 fn data_dir(settings: &ServiceSettings) -> PathBuf {
-    if let StoreSettings::Sqlite { dsn } = &settings.store {
-        let path = dsn
-            .strip_prefix("sqlite://")
-            .or_else(|| dsn.strip_prefix("sqlite:"))
-            .unwrap_or(dsn);
-        let path = path.split('?').next().unwrap_or(path);
-        if let Some(parent) = Path::new(path).parent() {
-            if !parent.as_os_str().is_empty() {
-                return parent.to_path_buf();
-            }
-        }
-    }
-    // Memory and PostgreSQL stores keep these files in the user's data directory.
-    let base = ar_config::env::process_env(ar_config::env::XDG_DATA_HOME.name)
-        .map(PathBuf::from)
-        .or_else(|| {
-            ar_config::env::process_env(ar_config::env::HOME.name)
-                .map(|home| PathBuf::from(home).join(".local/share"))
-        })
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("agent-runtime")
+    ar_config::env::data_dir(&settings.store, ar_config::env::process_env)
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -328,12 +308,12 @@ fn resolve_auth(
             generated_token_path: None,
         });
     }
-    let token = keep_file(dir, "service-token", || {
+    let token = keep_file(dir, ar_config::env::GENERATED_TOKEN_FILE, || {
         format!("ar_dev_{}", random_hex(24))
     })?;
     Ok(ServiceAuth {
         token: Some(Secret::new(token)),
-        generated_token_path: Some(dir.join("service-token")),
+        generated_token_path: Some(dir.join(ar_config::env::GENERATED_TOKEN_FILE)),
     })
 }
 
@@ -433,6 +413,29 @@ fn mcp_bridge(
         program,
         base_url: format!("http://{}", SocketAddr::new(ip, listen_addr.port())),
         timeout: MCP_BRIDGE_TIMEOUT,
+    })
+}
+
+/// How Codex's device sign-in runs `codex app-server`: in private homes under the data
+/// directory, against the configured issuer and ChatGPT backend (`None`: codex is not here).
+fn codex_login(
+    settings: &ServiceSettings,
+    dir: &Path,
+) -> Option<ar_dispatch::codex_login::CodexLoginConfig> {
+    let program = ar_process::find_program("codex", None)?;
+    let models = &settings.models;
+    // The backend's account discovery lives beside its Responses route (`…/backend-api/`).
+    let base = models.chatgpt_base_url.as_str().trim_end_matches('/');
+    let chatgpt_base_url = (Some(base) != ar_config::env::CHATGPT_BASE_URL.default)
+        .then(|| format!("{}/", base.strip_suffix("/codex").unwrap_or(base)));
+    Some(ar_dispatch::codex_login::CodexLoginConfig {
+        program: program.display().to_string(),
+        home_root: dir.join("codex-logins"),
+        issuer: models
+            .codex_login_issuer
+            .as_ref()
+            .map(|url| url.as_str().trim_end_matches('/').to_string()),
+        chatgpt_base_url,
     })
 }
 
@@ -713,6 +716,9 @@ impl Service {
             service_token: auth.token.clone(),
             facts: Arc::new(runtime_facts(&settings, providers, &clis.local_kinds)),
             fleet: clis.fleet,
+            codex_auth: Arc::new(crate::codex_auth::CodexAuth::new(codex_login(
+                &settings, &dir,
+            ))),
             http: probe_client()?,
             draining: CancellationToken::new(),
             mcp_providers: mcp_providers.clone(),

@@ -7,6 +7,7 @@
 
 pub mod agent_cli;
 pub mod auth;
+pub mod codex_auth;
 pub mod compose;
 pub mod connections;
 pub mod convert;

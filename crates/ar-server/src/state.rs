@@ -38,6 +38,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The fleet's router when nodes are configured (their health and inventory).
     pub fleet: Option<Arc<ar_dispatch::ClusterRouter>>,
+    /// Codex's device sign-in of runs.
+    pub codex_auth: Arc<crate::codex_auth::CodexAuth>,
 }
 
 impl AppState {

@@ -1070,6 +1070,33 @@ impl Store for PostgresStore {
         row.as_ref().map(|row| row.bytes("ciphertext")).transpose()
     }
 
+    async fn put_app_secret(&self, app_id: &str, name: &str, ciphertext: &[u8]) -> StoreResult<()> {
+        let mut lane = self.pool.get("postgres: put app secret").await?;
+        sqlx::query(
+            "INSERT INTO app_secrets (app_id, name, ciphertext, updated_at) \
+             VALUES ($1, $2, $3, now()) ON CONFLICT (app_id, name) \
+             DO UPDATE SET ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+        )
+        .bind(clean(app_id))
+        .bind(clean(name))
+        .bind(ciphertext)
+        .execute(lane.conn())
+        .await
+        .map_err(|error| lane.fail("postgres: put app secret", error))?;
+        Ok(())
+    }
+
+    async fn get_app_secret(&self, app_id: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        let mut lane = self.pool.get("postgres: get app secret").await?;
+        let row = sqlx::query("SELECT ciphertext FROM app_secrets WHERE app_id = $1 AND name = $2")
+            .bind(clean(app_id))
+            .bind(clean(name))
+            .fetch_optional(lane.conn())
+            .await
+            .map_err(|error| lane.fail("postgres: get app secret", error))?;
+        row.as_ref().map(|row| row.bytes("ciphertext")).transpose()
+    }
+
     async fn try_acquire_lease(
         &self,
         run_id: &str,

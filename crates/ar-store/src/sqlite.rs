@@ -930,6 +930,49 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn put_app_secret(&self, app_id: &str, name: &str, ciphertext: &[u8]) -> StoreResult<()> {
+        let input = (
+            owned(app_id),
+            owned(name),
+            ciphertext.to_vec(),
+            ts_text(Utc::now()),
+        );
+        self.write(
+            "sqlite: put app secret",
+            input,
+            |conn, (app, name, blob, at)| {
+                conn.prepare_cached(
+                    "INSERT INTO app_secrets (app_id, name, ciphertext, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (app_id, name) \
+                 DO UPDATE SET ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+                )?
+                .execute(params![app, name, blob, at])?;
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get_app_secret(&self, app_id: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        let (app_id, name) = (owned(app_id), owned(name));
+        self.read("sqlite: get app secret", move |conn| {
+            let mut statement = conn.prepare_cached(
+                "SELECT ciphertext FROM app_secrets WHERE app_id = ?1 AND name = ?2",
+            )?;
+            let mut rows = statement.query(params![app_id, name])?;
+            match rows.next()? {
+                Some(row) => {
+                    Ok(Some(row.get(0).map_err(|error| {
+                        Fail::Store(corrupt("ciphertext", error))
+                    })?))
+                }
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
     async fn try_acquire_lease(
         &self,
         run_id: &str,

@@ -18,6 +18,8 @@ struct HostState {
     token: String,
     /// The credential answered next; `None`: 503.
     answer: Mutex<Option<Value>>,
+    /// How long each answer is held back (a host that takes its time to refresh).
+    delay: Mutex<std::time::Duration>,
     requests: Mutex<Vec<Value>>,
 }
 
@@ -61,6 +63,11 @@ impl RefreshHost {
         *self.state.answer.lock() = credential;
     }
 
+    /// Holds every later answer back by `delay` (the request is recorded on arrival).
+    pub fn delay(&self, delay: std::time::Duration) {
+        *self.state.delay.lock() = delay;
+    }
+
     /// The refresh requests received, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.state.requests.lock().clone()
@@ -85,6 +92,8 @@ async fn refresh(
         );
     }
     state.requests.lock().push(request);
+    let delay = *state.delay.lock();
+    tokio::time::sleep(delay).await;
     match state.answer.lock().clone() {
         Some(credential) => (StatusCode::OK, Json(json!({ "credential": credential }))),
         None => (

@@ -39,7 +39,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("ar-mcp", &["ar-core", "ar-sse", "ar-process"][..]),
         ("ar-nats", &["ar-core", "ar-events", "ar-wire"][..]),
         ("ar-temporal", &["ar-core"][..]),
-        ("ar-client", &["ar-wire"][..]),
+        ("ar-client", &["ar-sse", "ar-wire"][..]),
         ("ar-workspace", &["ar-core", "ar-process"][..]),
         ("ar-skills", &["ar-core"][..]),
         (
@@ -67,6 +67,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
         (
             "agent-runtime",
             &[
+                "ar-client",
                 "ar-core",
                 "ar-wire",
                 "ar-config",

@@ -155,11 +155,7 @@ async fn an_expiring_token_is_renewed_first_and_an_account_change_pauses_the_run
         (Some("paused"), Some("authentication")),
         "{run}"
     );
-    let bearers: Vec<_> = mock
-        .model_requests()
-        .iter()
-        .map(|r| r.header("authorization").unwrap_or_default().to_string())
-        .collect();
+    let bearers = mock.bearers();
     assert!(
         !bearers.contains(&"Bearer at-other".to_string()),
         "{bearers:?}"

@@ -78,13 +78,8 @@ async fn no_run_credential_appears_in_logs_responses_events_or_the_database() {
     let ended = server.wait_status(&run_id, &["completed", "failed"]).await;
     assert_eq!(ended["status"], "completed", "{ended}");
     // The keys did their work: the refreshed one after the 401, the replacement after the PUT.
-    let bearers: Vec<String> = mock
-        .model_requests()
-        .iter()
-        .map(|r| r.header("authorization").unwrap_or_default().to_string())
-        .collect();
     assert_eq!(
-        bearers,
+        mock.bearers(),
         vec![
             format!("Bearer {FIRST}"),
             format!("Bearer {REFRESHED}"),

@@ -827,6 +827,26 @@ impl Engine {
         })
     }
 
+    /// The host connection of the run's own credential, read from its binding in the clear
+    /// (empty: the runtime's key, or a credential revoked or never bound to a connection), so
+    /// the host knows which sign-in an authentication pause is about.
+    async fn credential_connection(&self, run: &Run) -> String {
+        if run.input.credential_source != Some(CredentialSource::App) {
+            return String::new();
+        }
+        match self
+            .deps()
+            .store
+            .get_secret(&run.id, MODEL_CREDENTIAL_SECRET)
+            .await
+        {
+            Ok(Some(stored)) => crate::model_credential::CredentialBinding::read(&stored)
+                .map(|binding| binding.connection_id)
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
     /// The run's model route and when its credential expires (`None`: never).
     pub(crate) async fn route_for(
         &self,
@@ -862,10 +882,12 @@ impl Engine {
             .as_ref()
             .map(|model| model.provider.clone())
             .unwrap_or_default();
+        let connection_id = self.credential_connection(run).await;
         let now = self.now();
         let checkpoint = self.checkpoint(run, state);
         self.commit_step(run, |run, change| {
-            let payload = serde_json::json!({"provider": provider, "reason": reason});
+            let payload = serde_json::json!({"provider": provider,
+                "connection_id": connection_id, "reason": reason});
             change.interactions.push(interaction(
                 run,
                 interaction_kind::AUTHENTICATION,
@@ -876,6 +898,7 @@ impl Engine {
             ));
             let mut paused = ev::RunPaused::because(PauseReason::Authentication);
             paused.provider.clone_from(&provider);
+            paused.connection_id.clone_from(&connection_id);
             mark_paused_with(run, change, paused)?;
             change.checkpoint = Some(checkpoint.clone());
             Ok(())

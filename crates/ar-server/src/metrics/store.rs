@@ -253,6 +253,12 @@ impl Store for MeteredStore {
     async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
         self.inner.get_secret(run_id, kind).await
     }
+    async fn put_app_secret(&self, app_id: &str, name: &str, ciphertext: &[u8]) -> StoreResult<()> {
+        self.inner.put_app_secret(app_id, name, ciphertext).await
+    }
+    async fn get_app_secret(&self, app_id: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.get_app_secret(app_id, name).await
+    }
     async fn try_acquire_lease(
         &self,
         run_id: &str,

@@ -357,35 +357,36 @@ pub async fn update_mcp_credential(
 
 #[utoipa::path(post, path = "/v1/runs/{run_id}/codex-auth/device-code/start", tag = "runs", params(RunIdPath, AppQuery),
     request_body(content = Option<EmptyObject>, description = "None, or an object whose fields are ignored"),
-    responses((status = 200, description = "Never: this runtime has no Codex auth manager", body = ar_wire::CodexAuthState)))]
+    responses((status = 200, description = "The sign-in waiting for the person (`pending`: the verification URL and user code), or `failed` when codex could not start it", body = ar_wire::CodexAuthState),
+        (status = 400, description = "No codex here (`codex auth manager is not configured`), an unknown run (`run not found`), not a codex run, or a finished run", body = ar_wire::ErrorBody)))]
 pub async fn codex_auth_start(
-    path: RunPath,
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
     params: Params,
-    body: OptionalJson<NoBody>,
+    _: OptionalJson<NoBody>,
 ) -> ApiResult<Response> {
-    codex_auth(path, params, body).await
+    let app_id = params.app_id()?;
+    let answer = state
+        .codex_auth
+        .start(&state.engine, &app_id, &run_id)
+        .await?;
+    Ok(json(StatusCode::OK, &answer))
 }
 
 #[utoipa::path(post, path = "/v1/runs/{run_id}/codex-auth/device-code/cancel", tag = "runs", params(RunIdPath, AppQuery),
     request_body(content = Option<EmptyObject>, description = "None, or an object whose fields are ignored"),
-    responses((status = 200, description = "Never: this runtime has no Codex auth manager", body = ar_wire::CodexAuthState)))]
+    responses((status = 200, description = "The sign-in's state: `cancelled`, how it had ended, or `required` when none was started", body = ar_wire::CodexAuthState),
+        (status = 400, description = "No codex here, an unknown run, not a codex run, or a finished run", body = ar_wire::ErrorBody)))]
 pub async fn codex_auth_cancel(
-    path: RunPath,
-    params: Params,
-    body: OptionalJson<NoBody>,
-) -> ApiResult<Response> {
-    codex_auth(path, params, body).await
-}
-
-/// Legacy Codex device-code login: this runtime has no Codex auth manager (the original's
-/// answer when it has none, whatever the run).
-async fn codex_auth(
-    RunPath(_): RunPath,
+    State(state): State<AppState>,
+    RunPath(run_id): RunPath,
     params: Params,
     _: OptionalJson<NoBody>,
 ) -> ApiResult<Response> {
-    params.app_id()?;
-    Err(ApiError::bad_request(
-        ar_wire::error::messages::CODEX_AUTH_NOT_CONFIGURED,
-    ))
+    let app_id = params.app_id()?;
+    let answer = state
+        .codex_auth
+        .cancel(&state.engine, &app_id, &run_id)
+        .await?;
+    Ok(json(StatusCode::OK, &answer))
 }

@@ -45,13 +45,6 @@ async fn start(server: &TestServer, credential: Value) -> String {
     run["id"].as_str().unwrap().to_string()
 }
 
-fn bearers(mock: &MockProvider) -> Vec<String> {
-    mock.model_requests()
-        .iter()
-        .map(|r| r.header("authorization").unwrap_or_default().to_string())
-        .collect()
-}
-
 #[tokio::test]
 async fn a_rejected_key_is_renewed_through_the_callback_and_the_call_asked_again() {
     let mock = MockProvider::start().await;
@@ -66,7 +59,7 @@ async fn a_rejected_key_is_renewed_through_the_callback_and_the_call_asked_again
         .wait_status(&run_id, &["completed", "paused", "failed"])
         .await;
     assert_eq!(run["status"], "completed", "{run}");
-    assert_eq!(bearers(&mock), vec!["Bearer sk-old", "Bearer sk-new"]);
+    assert_eq!(mock.bearers(), vec!["Bearer sk-old", "Bearer sk-new"]);
     let requests = host.requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(requests[0]["reason"], "unauthorized");
@@ -96,7 +89,7 @@ async fn a_credential_about_to_expire_is_renewed_before_the_call() {
         .wait_status(&run_id, &["completed", "paused", "failed"])
         .await;
     assert_eq!(run["status"], "completed", "{run}");
-    assert_eq!(bearers(&mock), vec!["Bearer sk-renewed"]);
+    assert_eq!(mock.bearers(), vec!["Bearer sk-renewed"]);
     assert_eq!(host.requests()[0]["reason"], "expired");
     server.stop().await;
 }
@@ -121,6 +114,7 @@ async fn a_callback_that_cannot_help_pauses_the_run_for_authentication() {
     );
     assert_eq!(mock.model_requests().len(), 1);
     assert_eq!(host.requests().len(), 1);
+    assert_authentication_pause(&server, &run_id).await;
     // The callback answers a key the vendor rejects too: asked once more, never a third time.
     host.answer(Some(key("sk-also-bad", None)));
     let run_id = start(&server, key("sk-old", None)).await;
@@ -139,6 +133,93 @@ async fn a_callback_that_cannot_help_pauses_the_run_for_authentication() {
         .wait_status(&run_id, &["completed", "paused", "failed"])
         .await;
     assert_eq!(run["pause_reason"], "authentication", "{run}");
-    assert!(!bearers(&mock).contains(&"Bearer sk-good".to_string()));
+    assert!(!mock.bearers().contains(&"Bearer sk-good".to_string()));
     server.stop().await;
+}
+
+/// A run whose first call is refused (`sk-old`) while the app's callback takes 3 s to answer
+/// `answer`; returns once the refresh is in flight.
+async fn refresh_in_flight(
+    mock: &MockProvider,
+    answer: &str,
+) -> (RefreshHost, TestServer, tempfile::TempDir, String) {
+    mock.reject_key("sk-old");
+    let host = RefreshHost::start(CALLBACK_TOKEN).await;
+    host.answer(Some(key(answer, None)));
+    host.delay(std::time::Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_callback(mock, &host, &dir).await;
+    let run_id = start(&server, key("sk-old", None)).await;
+    wait_for("the refresh after the 401", WAIT, || async {
+        (!host.requests().is_empty()).then_some(())
+    })
+    .await;
+    (host, server, dir, run_id)
+}
+
+#[tokio::test]
+async fn a_refresh_never_overwrites_a_credential_the_host_replaced_while_it_ran() {
+    let mock = MockProvider::start().await;
+    // What the slow callback answers: older than the host's replacement, and refused.
+    mock.reject_key("sk-stale");
+    mock.push(Reply::text("done with the host's key"));
+    let (host, server, _dir, run_id) = refresh_in_flight(&mock, "sk-stale").await;
+    let (status, body) = server
+        .put(
+            &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
+            json!({"credential": key("sk-host", None)}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let run = server
+        .wait_status(&run_id, &["completed", "paused", "failed"])
+        .await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(mock.bearers(), vec!["Bearer sk-old", "Bearer sk-host"]);
+    assert_eq!(host.requests().len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_refresh_does_not_bring_back_a_credential_the_host_revoked_while_it_ran() {
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(Reply::text("not reached")));
+    let (_host, server, _dir, run_id) = refresh_in_flight(&mock, "sk-renewed").await;
+    let (status, body) = server.revoke_model_credential(&run_id).await;
+    assert_eq!(status, 204, "{body}");
+    let run = server
+        .wait_status(&run_id, &["completed", "paused", "failed"])
+        .await;
+    assert_eq!(run["pause_reason"], "authentication", "{run}");
+    assert_eq!(mock.bearers(), vec!["Bearer sk-old"]);
+    server.stop().await;
+}
+
+/// The pause as the contract has it: a pending `authentication` interaction whose payload
+/// names the provider, the credential's connection and the reason, and a `run.paused` event
+/// with the reason, provider and connection; never the key.
+async fn assert_authentication_pause(server: &TestServer, run_id: &str) {
+    let interactions = server.list(run_id, "interactions").await;
+    let pending: Vec<&Value> = interactions
+        .iter()
+        .filter(|i| i["interaction_kind"] == "authentication" && i["status"] == "pending")
+        .collect();
+    assert_eq!(pending.len(), 1, "{interactions:?}");
+    let payload = &pending[0]["request_payload"];
+    assert_eq!(payload["provider"], "openai", "{payload}");
+    assert_eq!(payload["connection_id"], "conn_1", "{payload}");
+    assert!(
+        !payload["reason"].as_str().unwrap_or_default().is_empty(),
+        "{payload}"
+    );
+    let events = server.events(run_id).await;
+    let paused = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "run.paused")
+        .expect("a run.paused event");
+    assert_eq!(paused["data"]["pause_reason"], "authentication", "{paused}");
+    assert_eq!(paused["data"]["provider"], "openai", "{paused}");
+    assert_eq!(paused["data"]["connection_id"], "conn_1", "{paused}");
+    assert!(!format!("{interactions:?}{events:?}").contains("sk-old"));
 }

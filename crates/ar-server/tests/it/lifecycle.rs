@@ -429,13 +429,7 @@ async fn a_credential_revoked_mid_run_pauses_before_the_next_model_call() {
         json!({"type": "api_key", "api_key": "sk-old"}),
     )
     .await;
-    let (status, body) = server
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/v1/runs/{run_id}/model-credential?app_id={APP}"),
-            None,
-        )
-        .await;
+    let (status, body) = server.revoke_model_credential(&run_id).await;
     assert_eq!(status, 204, "{body}");
     let paused = server.wait_status(&run_id, &["paused"]).await;
     assert_eq!(paused["pause_reason"], "authentication");

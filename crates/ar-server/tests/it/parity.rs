@@ -241,11 +241,15 @@ async fn every_route_answers_its_error_cases_as_the_original() {
             400,
             "run not found",
         ),
+        // With codex installed the sign-in is offered and the run is looked up first.
         case(
             M::POST,
             unknown("/codex-auth/device-code/start"),
             400,
-            "codex auth manager is not configured",
+            match ar_process::find_program("codex", None) {
+                Some(_) => "run not found",
+                None => "codex auth manager is not configured",
+            },
         ),
         case(
             M::POST,

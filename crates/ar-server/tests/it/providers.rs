@@ -268,3 +268,74 @@ async fn chatgpt_runs_are_refused_until_enabled_and_need_the_callback_and_an_oau
     assert_eq!(mock.request_count(), 0);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_rejected_or_revoked_run_credential_never_falls_back_to_the_runtimes_key() {
+    let mock = MockProvider::start().await;
+    mock.reject_key("sk-run-bad");
+    mock.set_fallback(Some(Reply::text("answered")));
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&mock, &dir.path().join("fallback.db").display().to_string());
+    env.insert("OPENAI_BASE_URL".into(), mock.base_url());
+    env.insert("OPENAI_API_KEY".into(), "sk-runtime-global".into());
+    let server = TestServer::start_with(env).await;
+    let agent = server.agent("keyed", json!({})).await;
+    let openai = json!({"model": {"provider": "openai", "model": "m-1"}});
+    // Without a run credential the runtime's key is used.
+    let (_, run) = run_to_end(&server, &agent, openai.clone()).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(mock.bearers(), vec!["Bearer sk-runtime-global"]);
+    // A run credential the vendor refuses pauses the run; the runtime's key is never tried.
+    mock.clear_requests();
+    let mut with_key = openai.clone();
+    with_key["model_credential"] = credential("sk-run-bad");
+    let (_, run) = run_to_end(&server, &agent, with_key).await;
+    assert_eq!(
+        (run["status"].as_str(), run["pause_reason"].as_str()),
+        (Some("paused"), Some("authentication")),
+        "{run}"
+    );
+    assert_eq!(mock.bearers(), vec!["Bearer sk-run-bad"]);
+    // Revoked and resumed: still no fallback, the run pauses again before any call.
+    let run_id = run["id"].as_str().unwrap();
+    let (status, body) = server.revoke_model_credential(run_id).await;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = server
+        .post(
+            &format!("/v1/runs/{run_id}/resume?app_id={APP}"),
+            json!({"intent": "auth_completed"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    wait_for("the run to pause again", WAIT, || async {
+        let events = server.events(run_id).await;
+        let pauses = events.iter().filter(|e| e["type"] == "run.paused").count();
+        (pauses == 2).then_some(())
+    })
+    .await;
+    assert_eq!(server.run(run_id).await["pause_reason"], "authentication");
+    assert_eq!(mock.bearers(), vec!["Bearer sk-run-bad"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_spent_quota_fails_the_run_at_once_saying_so() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::quota_exhausted());
+    mock.set_fallback(Some(Reply::text("not reached")));
+    let dir = tempfile::tempdir().unwrap();
+    let server = keyless_server(&mock, &dir).await;
+    let agent = server.agent("spent", json!({})).await;
+    let (status, run) = run_to_end(
+        &server,
+        &agent,
+        json!({"model": {"provider": "openai", "model": "m-1"}, "model_credential": credential("sk-run")}),
+    )
+    .await;
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["status"], "failed", "{run}");
+    let error = run["error_message"].as_str().unwrap_or_default();
+    assert!(error.contains("quota exhausted"), "{run}");
+    assert_eq!(mock.model_requests().len(), 1, "not retried");
+    server.stop().await;
+}

@@ -36,6 +36,7 @@ conformance! {
     records::tool_calls_upsert_by_id,
     records::checkpoints_latest_and_at,
     records::secrets_put_and_delete,
+    records::app_secrets_put_replace_and_scope,
     leases::leases_acquire_expire_renew_release,
     leases::leases_orphans_and_owned_runs,
     leases::leases_written_with_a_change,

@@ -255,3 +255,44 @@ pub async fn secrets_put_and_delete(store: Arc<dyn Store>) {
         Some(vec![0, 0, 1, 0, 255])
     );
 }
+
+/// An app's secrets outlive runs: written, replaced, read back per app and name only.
+pub async fn app_secrets_put_replace_and_scope(store: Arc<dyn Store>) {
+    assert_eq!(
+        store
+            .get_app_secret("app-a", "codex_auth/acct")
+            .await
+            .unwrap(),
+        None
+    );
+    store
+        .put_app_secret("app-a", "codex_auth/acct", &[1, 2, 3])
+        .await
+        .unwrap();
+    store
+        .put_app_secret("app-a", "codex_auth/acct", &[0, 255])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_app_secret("app-a", "codex_auth/acct")
+            .await
+            .unwrap(),
+        Some(vec![0, 255]),
+        "replaced"
+    );
+    assert_eq!(
+        store
+            .get_app_secret("app-b", "codex_auth/acct")
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .get_app_secret("app-a", "codex_auth/other")
+            .await
+            .unwrap(),
+        None
+    );
+}

@@ -340,6 +340,15 @@ impl MockProvider {
             .collect()
     }
 
+    /// The `Authorization` header of each recorded model request, in order (empty when absent):
+    /// which key each call was made with.
+    pub fn bearers(&self) -> Vec<String> {
+        self.model_requests()
+            .iter()
+            .map(|r| r.header("authorization").unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// Forgets recorded requests.
     pub fn clear_requests(&self) {
         self.shared.log.lock().clear();

@@ -49,6 +49,12 @@ impl Api {
             .await
     }
 
+    /// `DELETE /v1/runs/{id}/model-credential` of a run of [`APP`].
+    pub async fn revoke_model_credential(&self, run_id: &str) -> (u16, Value) {
+        let path = format!("/v1/runs/{run_id}/model-credential?app_id={APP}");
+        self.send(reqwest::Method::DELETE, &path, None).await
+    }
+
     /// Sends a request with an explicit token (`None`: no Authorization header).
     pub async fn send_as(
         &self,

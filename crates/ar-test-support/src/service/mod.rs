@@ -10,6 +10,7 @@ mod client;
 mod in_process;
 pub mod nats;
 mod postgres;
+mod proxy;
 mod sse;
 pub mod temporal;
 
@@ -26,6 +27,7 @@ pub use binary::{
 pub use client::{assert_contiguous, event_types, http_client, Api};
 pub use in_process::{env_for, TestServer};
 pub use postgres::{on_fresh_database, on_postgres};
+pub use proxy::CutProxy;
 pub use sse::{read_frames, read_frames_until_cut, Frame, FrameStream};
 
 /// The service token of the configured services.

@@ -1,0 +1,8 @@
+-- Sealed secrets of an app that outlive any run: a Codex ChatGPT sign-in, one per connection.
+CREATE TABLE app_secrets (
+    app_id     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    ciphertext BLOB NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (app_id, name)
+) WITHOUT ROWID;
