@@ -372,6 +372,19 @@ fn run_mcp(settings: &ar_config::env::McpSettings) -> anyhow::Result<RunMcp> {
 
 /// The configured instance id; on SQLite one kept beside the database, so a restarted process
 /// takes its own runs back at once.
+/// This process's instance id: a durable worker's is its own (unless configured), so the
+/// leases of two workers sharing a data directory keep their turns apart.
+fn process_instance_id(
+    settings: &ServiceSettings,
+    dir: &Path,
+    worker: bool,
+) -> anyhow::Result<String> {
+    match (&settings.instance_id, worker) {
+        (None, true) => Ok(ar_core::ids::new_id("inst")),
+        _ => instance_id(settings, dir),
+    }
+}
+
 fn instance_id(settings: &ServiceSettings, dir: &Path) -> anyhow::Result<String> {
     Ok(match (&settings.instance_id, &settings.store) {
         (Some(id), _) => id.clone(),
@@ -666,12 +679,8 @@ impl Service {
         let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
         let background = CancellationToken::new();
         let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
-        let instance_id = match (&settings.instance_id, options.worker) {
-            (None, true) => ar_core::ids::new_id("inst"),
-            _ => instance_id(&settings, &dir)?,
-        };
         let config = EngineConfig {
-            instance_id,
+            instance_id: process_instance_id(&settings, &dir, options.worker)?,
             apps: app_policies(&apps),
             providers: provider_defaults,
             credentials_enabled: sealer.is_some(),
