@@ -97,6 +97,57 @@ fn placement_labels(field: &serde_json::Value) -> Result<BTreeMap<String, String
         .collect()
 }
 
+/// The authority seed 000 names for the ChatGPT-subscription text-only lane.
+pub const CHAT_SUBSCRIPTION_AUTHORITY: &str = "chat_subscription_isolated_v1";
+
+/// An agent that runs through the ChatGPT-subscription text-only lane
+/// (`execution_config.authority: "chat_subscription_isolated_v1"`), signed in as the app's
+/// ChatGPT account `execution_config.chatgpt_account_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatSubscription {
+    pub account_id: String,
+}
+
+impl ChatSubscription {
+    /// Reads `execution_config.authority` and `chatgpt_account_id`; `None` without an
+    /// authority; an error naming the problem when they are malformed.
+    pub fn from_execution_config(
+        config: Option<&serde_json::Value>,
+    ) -> Result<Option<Self>, String> {
+        let Some(value) = config.and_then(|c| c.get("authority")) else {
+            return Ok(None);
+        };
+        if value.as_str() != Some(CHAT_SUBSCRIPTION_AUTHORITY) {
+            return Err(format!(
+                "execution_config.authority {value} is not supported ({CHAT_SUBSCRIPTION_AUTHORITY})"
+            ));
+        }
+        match config
+            .and_then(|c| c.get("chatgpt_account_id"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim)
+        {
+            Some(id) if !id.is_empty() => Ok(Some(ChatSubscription {
+                account_id: id.to_string(),
+            })),
+            _ => Err(format!(
+                "execution_config.authority {CHAT_SUBSCRIPTION_AUTHORITY} needs execution_config.chatgpt_account_id (the app's signed-in ChatGPT account)"
+            )),
+        }
+    }
+}
+
+/// A turn through the subscription lane: the model, and the app's sign-in it runs as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubscriptionTurn {
+    /// The model the lane asks for.
+    pub model: String,
+    /// The account's ChatGPT plan (`plus`, `pro`, …).
+    pub account_plan: String,
+    /// Codex's `auth.json` of the sign-in.
+    pub auth_json: Secret,
+}
+
 /// What one CLI turn needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CliTurnRequest {
@@ -122,6 +173,8 @@ pub struct CliTurnRequest {
     pub placement: CliPlacement,
     /// Machines that lost this turn before: not to be used again for it.
     pub avoid_machines: Vec<String>,
+    /// The turn runs through the subscription lane (no route, tools or workspace).
+    pub subscription: Option<SubscriptionTurn>,
 }
 
 /// How a CLI turn ended.
@@ -158,8 +211,12 @@ pub enum CliEvent {
     Started { workdir: String },
     /// A piece of assistant text (CLIs that stream).
     AssistantDelta { text: String },
-    /// A complete assistant message.
-    AssistantCompleted { text: String },
+    /// A complete assistant message; `metadata`: what the lane validated about the answer
+    /// (seed 000's `ResponseMetadata`), recorded with the message.
+    AssistantCompleted {
+        text: String,
+        metadata: Option<serde_json::Value>,
+    },
     /// A tool call began (`id` is unique within the turn).
     ToolStarted {
         id: String,
@@ -245,6 +302,10 @@ pub trait AgentCli: Send + Sync + 'static {
     fn serves(&self, kind: RuntimeKind) -> bool;
     /// Whether turns of this kind can be offered the run's tools ([`ToolGatewayAccess`]).
     fn bridges_tools(&self, kind: RuntimeKind) -> bool;
+    /// Whether turns can run through the ChatGPT-subscription text-only lane here.
+    fn serves_subscription(&self) -> bool {
+        false
+    }
     /// Starts one turn. On error nothing was started.
     async fn start_turn(&self, request: CliTurnRequest) -> Result<CliTurn, AgentCliError>;
     /// Whether runs of `kind` with this placement can run here at all (a machine that

@@ -273,7 +273,9 @@ impl Engine {
         // 6. Persist atomically with the sealed credentials; emit run.queued.
         let mut run = new_run(run_id, checked, &agent, input, &request, now);
         run.engine.budgets = limits.budgets;
-        // Where its agent CLI may run: refused here when it cannot be honoured.
+        // The subscription lane its agent asks for, and where its agent CLI may run:
+        // refused here when they cannot be honoured.
+        self.check_subscription(&agent, &run).await?;
         self.check_placement(&agent, &run)?;
         // Skills and execution policy: refused here when they cannot be honoured.
         let skills = self.run_skills(&agent, &run).await?;

@@ -48,7 +48,7 @@ use std::collections::HashMap;
 
 use ar_core::agent_cli::{
     AgentCliError, CliEgress, CliEvent, CliOutcome, CliPlacement, CliTurn, CliTurnRequest,
-    ToolGatewayAccess,
+    SubscriptionTurn, ToolGatewayAccess,
 };
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::ids::{new_id, prefix};
@@ -224,6 +224,26 @@ impl Engine {
             .ok()
             .and_then(|model| resolve_route(config, &model, None).ok());
         Ok(route)
+    }
+
+    /// How the turn reaches its model: the run's route, or the subscription lane's sign-in
+    /// (no route); why the turn cannot start otherwise.
+    async fn turn_access(
+        &self,
+        run: &Run,
+        agent: &Agent,
+    ) -> EngineResult<Result<(Option<ModelRoute>, Option<SubscriptionTurn>), String>> {
+        match self.subscription_turn(run, agent).await? {
+            Err(reason) => return Ok(Err(reason)),
+            Ok(Some(turn)) => return Ok(Ok((None, Some(turn)))),
+            Ok(None) => {}
+        }
+        Ok(match self.cli_route(run, agent).await {
+            Ok(route) => Ok((route, None)),
+            Err(RouteProblem::Authentication(reason)) | Err(RouteProblem::Other(reason)) => {
+                Err(reason)
+            }
+        })
     }
 
     fn cli_workdir(run: &Run) -> Option<String> {
@@ -434,9 +454,9 @@ impl Engine {
             state.transcript.push(ChatMessage::user("Continue."));
         }
         state.turn_steps = 0;
-        let route = match self.cli_route(run, agent).await {
-            Ok(route) => route,
-            Err(RouteProblem::Authentication(reason)) | Err(RouteProblem::Other(reason)) => {
+        let (route, subscription) = match self.turn_access(run, agent).await? {
+            Ok(access) => access,
+            Err(reason) => {
                 self.fail_step(run, state, &reason).await?;
                 return Ok(None);
             }
@@ -447,7 +467,11 @@ impl Engine {
             .hold(route.as_ref().and_then(|route| route.api_key.as_ref()));
         // So is its bridge's gateway token; the run keeps only its digest (any replica may
         // check it), replaced with every turn.
-        let tool_gateway = self.cli_tool_gateway(run, agent).await;
+        let tool_gateway = match subscription {
+            // The lane is text-only: no tools reach it.
+            Some(_) => None,
+            None => self.cli_tool_gateway(run, agent).await,
+        };
         owner
             .secrets
             .hold(tool_gateway.as_ref().map(|access| &access.token));
@@ -484,6 +508,7 @@ impl Engine {
             tool_gateway,
             placement,
             avoid_machines: Vec::new(),
+            subscription,
         }))
     }
 
@@ -599,8 +624,9 @@ impl Engine {
                 .await
             }
             CliEvent::AssistantDelta { text } => self.cli_assistant_delta(run, marks, text).await,
-            CliEvent::AssistantCompleted { text } => {
-                self.cli_assistant_completed(run, marks, text).await
+            CliEvent::AssistantCompleted { text, metadata } => {
+                self.cli_assistant_completed(run, marks, text, metadata)
+                    .await
             }
             CliEvent::ToolStarted { id, name, input: _ } => {
                 let call_id = new_id(prefix::TOOL_CALL);
@@ -690,7 +716,13 @@ impl Engine {
         run: &mut Run,
         marks: &mut TurnMarks,
         text: String,
+        metadata: Option<Value>,
     ) -> EngineResult<bool> {
+        // What the lane validated about the answer goes with the message.
+        let blocks = metadata.map(|metadata| {
+            json!([{"type": "text", "text": text},
+                   {"type": "response_metadata", "response_metadata": metadata}])
+        });
         let (id, started) = marks
             .open_message
             .take()
@@ -725,6 +757,7 @@ impl Engine {
             );
             row.id = id.clone();
             row.runtime_message_id = id.clone();
+            row.content_blocks.clone_from(&blocks);
             change.messages.push(row);
             Ok(())
         })

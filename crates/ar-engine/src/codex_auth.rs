@@ -8,6 +8,7 @@
 use ar_core::event::{CodexAuthStateChanged, RunEvent};
 use ar_core::secret::Secret;
 use ar_core::{Run, RuntimeKind};
+use serde::{Deserialize, Serialize};
 
 use crate::engine::{Decide, Engine};
 use crate::error::{EngineError, EngineResult};
@@ -19,6 +20,20 @@ pub const RUN_TERMINAL: &str = "run is terminal";
 /// A sign-in completed on a runtime that cannot seal it.
 pub const NO_SEALING: &str = "codex sign-in needs credential sealing \
     (AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY is not set)";
+
+/// An app's sign-in of one ChatGPT account: its plan and codex's `auth.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodexSignIn {
+    pub plan_type: String,
+    pub auth_json: Secret,
+}
+
+/// The sealed form of a sign-in.
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    plan_type: String,
+    auth_json: String,
+}
 
 /// The app secret (and the sealing purpose) of the sign-in of one connection.
 fn secret_name(connection: &str) -> String {
@@ -43,12 +58,12 @@ impl Engine {
         self.deps().sealer.is_some()
     }
 
-    /// Keeps `tokens` (codex's `auth.json`) as the app's sign-in of `connection`, sealed.
+    /// Keeps `sign_in` as the app's sign-in of `connection`, sealed.
     pub async fn keep_codex_sign_in(
         &self,
         app_id: &str,
         connection: &str,
-        tokens: &Secret,
+        sign_in: &CodexSignIn,
     ) -> EngineResult<()> {
         let sealer = self
             .deps()
@@ -56,8 +71,13 @@ impl Engine {
             .clone()
             .ok_or_else(|| EngineError::invalid(NO_SEALING))?;
         let name = secret_name(connection);
+        let plain = serde_json::to_vec(&Sealed {
+            plan_type: sign_in.plan_type.clone(),
+            auth_json: sign_in.auth_json.expose().to_string(),
+        })
+        .map_err(|error| EngineError::internal("encoding the codex sign-in", error))?;
         let sealed = sealer
-            .seal(app_id, "", &name, tokens.expose().as_bytes())
+            .seal(app_id, "", &name, &plain)
             .map_err(|error| EngineError::internal("sealing the codex sign-in", error))?;
         self.deps()
             .store
@@ -66,12 +86,12 @@ impl Engine {
         Ok(())
     }
 
-    /// The app's sign-in of `connection` (codex's `auth.json`), when it has one.
+    /// The app's sign-in of `connection`, when it has one.
     pub async fn codex_sign_in(
         &self,
         app_id: &str,
         connection: &str,
-    ) -> EngineResult<Option<Secret>> {
+    ) -> EngineResult<Option<CodexSignIn>> {
         let name = secret_name(connection);
         let Some(sealed) = self.deps().store.get_app_secret(app_id, &name).await? else {
             return Ok(None);
@@ -84,9 +104,12 @@ impl Engine {
         let plain = sealer
             .open(app_id, "", &name, &sealed)
             .map_err(|error| EngineError::internal("opening the codex sign-in", error))?;
-        let text = String::from_utf8(plain)
-            .map_err(|error| EngineError::internal("the codex sign-in is not text", error))?;
-        Ok(Some(Secret::new(text)))
+        let sealed: Sealed = serde_json::from_slice(&plain)
+            .map_err(|error| EngineError::internal("reading the codex sign-in", error))?;
+        Ok(Some(CodexSignIn {
+            plan_type: sealed.plan_type,
+            auth_json: Secret::new(sealed.auth_json),
+        }))
     }
 
     /// Records a sign-in's new state on the run (`codex_auth.state_changed`).

@@ -32,6 +32,7 @@ pub mod sealer;
 mod skills;
 pub mod studio;
 pub mod studio_replay;
+mod subscription;
 pub mod transcript;
 pub mod window;
 mod workspace;

@@ -72,6 +72,8 @@ pub struct AgentCliConfig {
     pub bridge: Option<McpBridge>,
     /// The service's URL as the nodes' bridges reach it (`None`: the bridge's own URL).
     pub node_service_url: Option<String>,
+    /// The ChatGPT-subscription text-only lane (`None`: not offered).
+    pub lane: Option<crate::subscription_lane::LaneSettings>,
 }
 
 impl AgentCliConfig {
@@ -93,6 +95,7 @@ impl AgentCliConfig {
             bypass_permissions: true,
             bridge: None,
             node_service_url: None,
+            lane: None,
         }
     }
 
@@ -158,6 +161,7 @@ fn agent_of(kind: RuntimeKind) -> Option<&'static str> {
 pub struct DispatchAgentCli {
     config: AgentCliConfig,
     router: Arc<ClusterRouter>,
+    lane: Option<Arc<crate::subscription_lane::Lane>>,
 }
 
 impl DispatchAgentCli {
@@ -182,9 +186,16 @@ impl DispatchAgentCli {
         for node in nodes {
             router = router.with_node(node)?;
         }
+        let lane = config.lane.clone().map(|settings| {
+            Arc::new(crate::subscription_lane::Lane::new(
+                settings,
+                config.root.join(".lane"),
+            ))
+        });
         Ok(DispatchAgentCli {
             config,
             router: Arc::new(router),
+            lane,
         })
     }
 
@@ -342,7 +353,18 @@ impl AgentCli for DispatchAgentCli {
         self.config.bridge.is_some() && self.serves(kind)
     }
 
+    fn serves_subscription(&self) -> bool {
+        self.lane.is_some()
+    }
+
     async fn start_turn(&self, request: CliTurnRequest) -> Result<CliTurn, AgentCliError> {
+        if let Some(turn) = &request.subscription {
+            let lane = self
+                .lane
+                .as_ref()
+                .ok_or(AgentCliError::Unavailable(request.kind))?;
+            return lane.start(&request, turn).await;
+        }
         let Some(agent) = agent_of(request.kind).filter(|_| self.serves(request.kind)) else {
             return Err(AgentCliError::Unavailable(request.kind));
         };
@@ -501,7 +523,10 @@ impl TurnReader {
         }
         let cli_event = match event {
             AgentEvent::TextDelta(text) => CliEvent::AssistantDelta { text },
-            AgentEvent::Message(text) => CliEvent::AssistantCompleted { text },
+            AgentEvent::Message(text) => CliEvent::AssistantCompleted {
+                text,
+                metadata: None,
+            },
             AgentEvent::ToolStarted { id, name, input } => {
                 CliEvent::ToolStarted { id, name, input }
             }

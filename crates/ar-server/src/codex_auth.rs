@@ -218,8 +218,12 @@ async fn ended_state(
                 "" => "default",
                 id => id,
             };
+            let sign_in = ar_engine::codex_auth::CodexSignIn {
+                plan_type: account.plan_type.clone(),
+                auth_json: account.auth_json.clone(),
+            };
             match engine
-                .keep_codex_sign_in(app_id, connection, &account.auth_json)
+                .keep_codex_sign_in(app_id, connection, &sign_in)
                 .await
             {
                 Ok(()) => ar_wire::CodexAuthState {

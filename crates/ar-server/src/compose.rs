@@ -452,6 +452,38 @@ fn codex_login(
     })
 }
 
+/// The ChatGPT-subscription lane, offered with codex here. When the ChatGPT backend is not
+/// codex's own, the lane's codex is pointed at it: its account calls (`chatgpt_base_url`), and
+/// its Responses route as a provider signed in with the ChatGPT sign-in
+/// (`requires_openai_auth`; codex's built-in provider follows the account's workspace origin,
+/// which must be https).
+fn lane_settings(
+    settings: &ServiceSettings,
+    dir: &Path,
+) -> Option<crate::subscription_lane::LaneSettings> {
+    let login = codex_login(settings, dir)?;
+    let overrides = match &login.chatgpt_base_url {
+        None => Vec::new(),
+        Some(base) => {
+            let quote = ar_dispatch::providers::toml_string;
+            let responses = settings.models.chatgpt_base_url.as_str();
+            let responses = quote(responses.trim_end_matches('/'));
+            vec![
+                format!("chatgpt_base_url={}", quote(base)),
+                "model_provider=\"chatgpt_backend\"".into(),
+                "model_providers.chatgpt_backend.name=\"chatgpt_backend\"".into(),
+                format!("model_providers.chatgpt_backend.base_url={responses}"),
+                "model_providers.chatgpt_backend.requires_openai_auth=true".into(),
+                "model_providers.chatgpt_backend.wire_api=\"responses\"".into(),
+            ]
+        }
+    };
+    Some(crate::subscription_lane::LaneSettings {
+        program: login.program,
+        overrides,
+    })
+}
+
 /// The agent CLIs: those found on PATH and the fleet's nodes (`AGENT_RUNTIME_NODES`) run
 /// `codex`, `claude_code` and `opencode` agents, offered `bridge`; the nodes' health is
 /// checked in the background until `stop`.
@@ -473,6 +505,7 @@ fn agent_clis(
     let mut cli_config = crate::agent_cli::AgentCliConfig::detect(dir.join("cli-runs"));
     cli_config.bridge = bridge;
     cli_config.node_service_url = nodes.service_url.as_ref().map(|url| url.to_string());
+    cli_config.lane = lane_settings(settings, dir);
     let local_kinds: Vec<String> = cli_config
         .kinds()
         .iter()

@@ -20,6 +20,7 @@ pub mod state;
 pub mod studio_console;
 pub mod studio_embed;
 pub mod studio_runtime;
+pub mod subscription_lane;
 
 pub use ar_temporal::worker::WorkerRole;
 pub use compose::{Service, ServiceOptions};

@@ -20,7 +20,8 @@ use serde_json::{json, Value};
 
 use crate::BIN;
 
-fn env(dir: &Path, mock: &MockProvider) -> Env {
+/// The service pointed at the mock provider as the issuer and the ChatGPT backend.
+pub fn env(dir: &Path, mock: &MockProvider) -> Env {
     let mut env = sqlite_env(dir, mock);
     env.insert("AGENT_RUNTIME_LOG".into(), "debug".into());
     env.insert("AGENT_RUNTIME_CODEX_LOGIN_ISSUER".into(), mock.root_url());
@@ -71,6 +72,22 @@ async fn wait_auth_state(server: &Server, run_id: &str, state: &str) -> Vec<Valu
         },
     )
     .await
+}
+
+/// Signs the app in as the script's account through a codex run kept running meanwhile
+/// (cancelled afterwards; the mock answers at once again).
+pub async fn sign_in(server: &Server, mock: &MockProvider) {
+    let run_id = running_codex_run(server, mock).await;
+    let (status, started) = server.post(&auth_path(&run_id, "start"), json!({})).await;
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(started["state"], "pending");
+    wait_auth_state(server, &run_id, "connected").await;
+    let (status, _) = server
+        .post(&format!("/v1/runs/{run_id}/cancel?app_id={APP}"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    server.wait_status(&run_id, &["cancelled"]).await;
+    mock.set_fallback(None);
 }
 
 /// Every byte of the SQLite store's files.

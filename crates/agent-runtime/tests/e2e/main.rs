@@ -32,5 +32,6 @@ mod sdk_flow;
 mod secrets;
 mod skills;
 mod studio;
+mod subscription_lane;
 mod traces;
 mod workspaces;

@@ -339,3 +339,63 @@ async fn a_spent_quota_fails_the_run_at_once_saying_so() {
     assert_eq!(mock.model_requests().len(), 1, "not retried");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn capabilities_list_every_provider_with_its_protocol_controls_and_auth_modes() {
+    let mock = MockProvider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = keyless_server(&mock, &dir).await;
+    let (status, caps) = server.get("/v1/capabilities").await;
+    assert_eq!(status, 200, "{caps}");
+    let listed = caps["providers"].as_array().unwrap();
+    let expected = [
+        (
+            "openai",
+            "responses",
+            json!(["reasoning_effort", "service_tier"]),
+            json!(["api_key"]),
+        ),
+        (
+            "anthropic",
+            "anthropic_messages",
+            json!(null),
+            json!(["api_key"]),
+        ),
+        (
+            "openrouter",
+            "responses",
+            json!(["reasoning_effort", "openrouter"]),
+            json!(["api_key"]),
+        ),
+        (
+            "openrouter_responses",
+            "responses",
+            json!(["reasoning_effort", "openrouter"]),
+            json!(["api_key"]),
+        ),
+        (
+            "openai_compatible",
+            "chat_completions",
+            json!(null),
+            json!(["api_key", "none"]),
+        ),
+        (
+            "openai_chatgpt",
+            "responses",
+            json!(["reasoning_effort", "service_tier"]),
+            json!(["oauth"]),
+        ),
+    ];
+    assert_eq!(listed.len(), expected.len(), "{caps}");
+    for (name, protocol, controls, auth_modes) in expected {
+        let provider = listed
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not listed: {caps}"));
+        assert_eq!(provider["protocols"], json!([protocol]), "{provider}");
+        assert_eq!(provider["controls"], controls, "{provider}");
+        assert_eq!(provider["auth_modes"], auth_modes, "{provider}");
+        assert_eq!(provider["run_credentials_configured"], true, "{provider}");
+    }
+    server.stop().await;
+}

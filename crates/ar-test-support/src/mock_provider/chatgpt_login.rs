@@ -4,8 +4,10 @@
 //! `{device_auth_id, user_code, interval}`), `POST /api/accounts/deviceauth/token`
 //! (`{device_auth_id, user_code}` → 403 while the person has not signed in, then
 //! `{authorization_code, code_challenge, code_verifier}`), `POST /oauth/token` (form
-//! `grant_type=authorization_code&code&redirect_uri&client_id&code_verifier` → `{id_token,
-//! access_token, refresh_token}`, JWTs whose `https://api.openai.com/auth` claim carries the plan
+//! `grant_type=authorization_code&code&redirect_uri&client_id&code_verifier`, or
+//! `grant_type=refresh_token` with a refresh token it issued → `{id_token, access_token,
+//! refresh_token, expires_in}` (a new refresh token each time), JWTs whose
+//! `https://api.openai.com/auth` claim carries the plan
 //! and account), `GET /codex/device` (the page the person opens) and `GET
 //! /backend-api/wham/accounts/check` (the account's workspace and its backend origin).
 //!
@@ -162,10 +164,14 @@ fn jwt(script: &DeviceLoginScript, serial: usize) -> String {
 async fn token(State(state): State<Arc<LoginState>>, body: String) -> Response {
     let form: Vec<(String, String)> = url_pairs(&body);
     let get = |key: &str| form.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-    if get("grant_type") != Some("authorization_code")
-        || get("code") != Some("code_mock_1")
-        || get("code_verifier") != Some("verifier_mock")
-    {
+    let refresh = get("grant_type") == Some("refresh_token")
+        && get("refresh_token").is_some_and(|token| {
+            token.starts_with("rt_mock_") && state.issued.lock().iter().any(|t| t == token)
+        });
+    let code = get("grant_type") == Some("authorization_code")
+        && get("code") == Some("code_mock_1")
+        && get("code_verifier") == Some("verifier_mock");
+    if !(refresh || code) || get("client_id").is_none_or(str::is_empty) {
         return (
             StatusCode::BAD_REQUEST,
             Json(json!({"error": "invalid_grant"})),
