@@ -23,7 +23,7 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API, its embedded studio (/api/...) and the console at /studio
     /// (configuration from AGENT_RUNTIME_* environment variables).
-    Serve,
+    Serve(commands::serve::ServeArgs),
     /// Check configuration.
     Config {
         #[command(subcommand)]
@@ -69,7 +69,7 @@ fn main() -> std::process::ExitCode {
     // Logs on stderr; traces over OTLP when configured (flushed when this guard drops).
     let _telemetry = telemetry::init(log_filter());
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if matches!(cli.command, Command::Serve | Command::Worker(_)) {
+    if matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
         match ar_config::env::worker_threads(|name| std::env::var(name).ok()) {
             Ok(threads) => {
                 builder.worker_threads(threads);
@@ -89,7 +89,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         let done = match cli.command {
-            Command::Serve => commands::serve::run().await,
+            Command::Serve(args) => commands::serve::run(args).await,
             Command::Config { action } => commands::config::run(action),
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Studio(args) => commands::studio::run(args).await,

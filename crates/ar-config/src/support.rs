@@ -33,8 +33,9 @@ impl Capability {
             // The original answers with a made-up reply when no provider is configured; a
             // host would take it for the agent's work and never see the missing provider.
             Capability::DeterministicModel => "this runtime never answers with a stand-in model \
-                 (a made-up reply would hide a missing provider); configure a provider, or point \
-                 one at a stand-in server for tests"
+                 in place of a missing provider (a made-up reply would hide it); configure a \
+                 provider, or point one at a stand-in server for tests; to try the runtime \
+                 without a key, `agent-runtime serve --demo` serves a demo model labelled as one"
                 .to_string(),
             other => format!("this version does not support {} yet", other.describe()),
         }

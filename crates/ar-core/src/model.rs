@@ -32,6 +32,10 @@ pub struct ModelToolCall {
     pub arguments: String,
 }
 
+/// The built-in demo model's provider name (`agent-runtime serve --demo`): a deterministic
+/// stand-in for a first run without a vendor key, served only in demo mode.
+pub const DEMO_PROVIDER: &str = "demo";
+
 /// One message of the transcript sent to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {

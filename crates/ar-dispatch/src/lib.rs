@@ -19,6 +19,7 @@
 //! - [`bench::run_bench`] measures dispatch overhead and streaming under load.
 
 pub mod bench;
+pub mod bench_remote;
 pub mod cluster;
 pub mod codex_login;
 pub mod composite;

@@ -346,6 +346,12 @@ pub async fn serve_node(
         shutdown.await;
         drain(&draining).await;
     };
+    // Events are small NDJSON lines: without TCP_NODELAY each waits for the client's delayed
+    // ACK (tens of milliseconds per run).
+    let listener =
+        axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+            let _ = stream.set_nodelay(true);
+        });
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(on_shutdown)
         .await;

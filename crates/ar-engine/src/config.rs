@@ -29,12 +29,14 @@ pub struct ProviderDefaults {
     /// The global key; `None` when the provider is not configured globally.
     pub api_key: Option<Secret>,
     pub default_model: String,
+    /// A provider that needs no key at all: the built-in demo model of `serve --demo`.
+    pub keyless: bool,
 }
 
 impl ProviderDefaults {
     /// Whether runs without a credential of their own can use the provider.
     pub fn has_global_key(&self) -> bool {
-        self.api_key.is_some()
+        self.api_key.is_some() || self.keyless
     }
 }
 

@@ -1,6 +1,6 @@
 //! Model routes: validation of the model a run asks for, and resolution to a concrete endpoint.
 
-use ar_core::model::{normalize_service_tier, ModelRoute};
+use ar_core::model::{normalize_service_tier, ModelRoute, DEMO_PROVIDER};
 use ar_core::run::ModelEndpoint;
 use ar_core::secret::Secret;
 use ar_core::RunModel;
@@ -351,7 +351,8 @@ fn validated_provider(model: &RunModel) -> EngineResult<&str> {
     if provider.is_empty() {
         return Err(EngineError::invalid("model.provider is required"));
     }
-    if !KNOWN_PROVIDERS.contains(&provider) {
+    // The demo model is ours, not the contract's: known here, served only in demo mode.
+    if !KNOWN_PROVIDERS.contains(&provider) && provider != DEMO_PROVIDER {
         return Err(EngineError::invalid(format!(
             "invalid model.provider {provider:?}: expected one of {}",
             KNOWN_PROVIDERS.join(", ")
@@ -383,6 +384,9 @@ fn validate_endpoint(
         (_, Some(_)) => Err(EngineError::invalid(format!(
             "model.endpoint is only supported for provider openai_compatible, not {provider}"
         ))),
+        (DEMO_PROVIDER, None) if credential.is_some() => Err(EngineError::invalid(
+            "provider demo (the built-in demo model) takes no model_credential",
+        )),
         ("openai_chatgpt", None) => {
             if credential.map(|c| c.credential_type.as_str()) != Some("oauth") {
                 return Err(EngineError::invalid(
@@ -441,6 +445,11 @@ fn ensure_served(config: &EngineConfig, provider: &str) -> EngineResult<()> {
         .served_providers
         .iter()
         .any(|served| served == provider);
+    if !served && provider == DEMO_PROVIDER {
+        return Err(EngineError::invalid(
+            "model provider demo (the built-in deterministic demo model) is served only by `agent-runtime serve --demo`",
+        ));
+    }
     if !served && provider == CHATGPT {
         return Err(EngineError::invalid(
             "ChatGPT subscription access is not enabled on this runtime (AGENT_RUNTIME_CHATGPT_ENABLED)",
@@ -465,6 +474,10 @@ pub fn default_model(
     } else {
         agent_provider.trim().to_string()
     };
+    if provider == DEMO_PROVIDER {
+        // Say that demo mode is off, not that a key is missing: the demo model has none.
+        ensure_served(config, &provider)?;
+    }
     let Some(defaults) = config
         .providers
         .get(&provider)
@@ -543,6 +556,63 @@ mod tests {
             credential_type: credential_type.into(),
             ..RunCredential::default()
         }
+    }
+
+    fn demo_model() -> RunModel {
+        RunModel {
+            provider: DEMO_PROVIDER.into(),
+            model: "demo-deterministic".into(),
+            endpoint: None,
+            controls: None,
+        }
+    }
+
+    fn demo_config() -> EngineConfig {
+        let mut config = EngineConfig::default();
+        config.served_providers.push(DEMO_PROVIDER.into());
+        config.default_provider = DEMO_PROVIDER.into();
+        config.providers.insert(
+            DEMO_PROVIDER.into(),
+            crate::config::ProviderDefaults {
+                base_url: String::new(),
+                api_key: None,
+                default_model: "demo-deterministic".into(),
+                keyless: true,
+            },
+        );
+        config
+    }
+
+    #[test]
+    fn the_demo_provider_is_served_only_in_demo_mode() {
+        let now = Utc::now();
+        let policy = AppPolicy::default();
+        let off = EngineConfig::default();
+        let error = validate_run_model(&off, &policy, Some(&demo_model()), None, now).unwrap_err();
+        assert!(error.to_string().contains("serve --demo"), "{error}");
+        let error = default_model(&off, DEMO_PROVIDER, "").unwrap_err();
+        assert!(error.to_string().contains("serve --demo"), "{error}");
+
+        let on = demo_config();
+        assert!(validate_run_model(&on, &policy, Some(&demo_model()), None, now).is_ok());
+        let key = RunCredential {
+            api_key: "sk-test".into(),
+            ..credential("api_key")
+        };
+        let keyed = EngineConfig {
+            credentials_enabled: true,
+            ..demo_config()
+        };
+        let error =
+            validate_run_model(&keyed, &policy, Some(&demo_model()), Some(&key), now).unwrap_err();
+        assert!(
+            error.to_string().contains("takes no model_credential"),
+            "{error}"
+        );
+        let model = default_model(&on, "", "").expect("the default in demo mode");
+        assert_eq!(model.provider, DEMO_PROVIDER);
+        let route = resolve_route(&on, &model, None).expect("a keyless route");
+        assert!(route.api_key.is_none() && route.model == "demo-deterministic");
     }
 
     #[test]

@@ -4,19 +4,14 @@
 //! finish. Each run's events wait in a queue of their own; a run whose previous event is
 //! acknowledged is ready to send its next one. Acknowledgements complete in any order; the
 //! cursor only moves over the prefix whose events are all acknowledged, so it never passes an
-//! event JetStream may not have.
+//! event JetStream may not have. This is plain state: the answers themselves arrive on the
+//! publisher's acknowledgement subscription ([`crate::acks`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ar_core::event::StoredEvent;
-use async_nats::jetstream::context::{PublishAckFuture, PublishError};
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt as _, StreamExt as _};
-
-type AckOf = Pin<Box<dyn Future<Output = (u64, Result<(), PublishError>)> + Send>>;
 
 /// One event between the log and its acknowledgement.
 struct Slot {
@@ -38,7 +33,14 @@ pub(crate) struct Flight {
     busy: HashSet<Arc<str>>,
     /// Runs with nothing in flight and an event waiting, in the order they became ready.
     ready: VecDeque<Arc<str>>,
-    acks: FuturesUnordered<AckOf>,
+    /// Sent and not yet acknowledged, by slot.
+    sent: HashMap<u64, Sent>,
+}
+
+/// A sent event: how many of its copies JetStream has still to acknowledge, and since when.
+struct Sent {
+    unanswered: usize,
+    at: Instant,
 }
 
 impl Flight {
@@ -67,7 +69,7 @@ impl Flight {
     }
 
     pub(crate) fn in_flight(&self) -> usize {
-        self.acks.len()
+        self.sent.len()
     }
 
     /// The next event that may be sent (its run has nothing in flight), taken out of its slot.
@@ -83,43 +85,54 @@ impl Flight {
         Some((slot, event))
     }
 
-    /// Records that `slot` was sent; `acks` are its messages' acknowledgements.
-    pub(crate) fn sent(&mut self, slot: u64, acks: Vec<PublishAckFuture>) {
-        self.acks.push(Box::pin(async move {
-            for ack in acks {
-                if let Err(error) = ack.await {
-                    return (slot, Err(error));
-                }
-            }
-            (slot, Ok(()))
-        }));
+    /// Records that `slot` was sent as `copies` messages, each to be acknowledged.
+    pub(crate) fn sent(&mut self, slot: u64, copies: usize, now: Instant) {
+        if copies == 0 {
+            self.acknowledge(slot);
+            return;
+        }
+        self.sent.insert(
+            slot,
+            Sent {
+                unanswered: copies,
+                at: now,
+            },
+        );
     }
 
-    /// Waits for one event's acknowledgements, then takes every other one already there; their
-    /// runs may send their next events. Pending forever when nothing is in flight.
-    pub(crate) async fn acknowledged(&mut self) -> Result<(), PublishError> {
-        if self.acks.is_empty() {
-            return std::future::pending().await;
+    /// Records one copy of `slot` acknowledged; the last one frees its run to send its next
+    /// event. An answer for a slot not in flight (a duplicate) is ignored.
+    pub(crate) fn acknowledged(&mut self, slot: u64) {
+        let Some(sent) = self.sent.get_mut(&slot) else {
+            return;
+        };
+        sent.unanswered -= 1;
+        if sent.unanswered == 0 {
+            self.sent.remove(&slot);
+            self.acknowledge(slot);
         }
-        if let Some((slot, result)) = self.acks.next().await {
-            self.record(slot, result)?;
-        }
-        while let Some(Some((slot, result))) = self.acks.next().now_or_never() {
-            self.record(slot, result)?;
-        }
-        Ok(())
     }
 
-    fn record(&mut self, slot: u64, result: Result<(), PublishError>) -> Result<(), PublishError> {
-        result?;
-        let entry = &mut self.slots[(slot - self.first) as usize];
+    fn acknowledge(&mut self, slot: u64) {
+        let Some(entry) = slot
+            .checked_sub(self.first)
+            .and_then(|index| self.slots.get_mut(index as usize))
+        else {
+            return;
+        };
         entry.acked = true;
         let run = entry.run.clone();
         self.busy.remove(&run);
         if self.waiting.contains_key(&run) {
             self.ready.push_back(run);
         }
-        Ok(())
+    }
+
+    /// Whether an event sent before `now - timeout` is still unacknowledged.
+    pub(crate) fn overdue(&self, now: Instant, timeout: Duration) -> bool {
+        self.sent
+            .values()
+            .any(|sent| now.duration_since(sent.at) >= timeout)
     }
 
     /// Moves over the acknowledged prefix; returns how many events it passed and the position
@@ -161,14 +174,19 @@ mod tests {
     fn sendable(flight: &mut Flight) -> Vec<i64> {
         let mut positions = Vec::new();
         while let Some((slot, event)) = flight.next_to_send() {
-            flight.sent(slot, Vec::new());
+            flight.sent(slot, 1, Instant::now());
             positions.push(event.position);
         }
         positions
     }
 
-    #[tokio::test]
-    async fn one_event_per_run_is_in_flight_at_a_time_in_log_order() {
+    /// The slot of the event at `position` (positions and slots both count from the start here).
+    fn ack(flight: &mut Flight, position: i64) {
+        flight.acknowledged(position as u64 - 1);
+    }
+
+    #[test]
+    fn one_event_per_run_is_in_flight_at_a_time_in_log_order() {
         let mut flight = Flight::default();
         flight.extend(vec![event(1, "a"), event(2, "a"), event(3, "b")]);
         assert_eq!(sendable(&mut flight), vec![1, 3], "a's second waits");
@@ -176,18 +194,38 @@ mod tests {
         flight.extend(vec![event(4, "a"), event(5, "c")]);
         assert_eq!(sendable(&mut flight), vec![5]);
         assert!(flight.advance().is_none());
-        flight.acknowledged().await.unwrap();
+        ack(&mut flight, 1);
         assert_eq!(
             flight.advance(),
             Some((1, 1)),
             "1 is acknowledged; 2 is not sent yet"
         );
         assert_eq!(sendable(&mut flight), vec![2], "a's next after its first");
-        flight.acknowledged().await.unwrap();
+        ack(&mut flight, 3);
+        ack(&mut flight, 5);
+        ack(&mut flight, 2);
+        ack(&mut flight, 2);
         assert_eq!(sendable(&mut flight), vec![4]);
-        flight.acknowledged().await.unwrap();
+        ack(&mut flight, 4);
         assert_eq!(flight.advance(), Some((4, 5)));
         assert_eq!(flight.held(), 0);
         assert_eq!(flight.in_flight(), 0);
+    }
+
+    #[test]
+    fn an_event_sent_twice_waits_for_both_copies_and_a_late_one_is_overdue() {
+        let mut flight = Flight::default();
+        flight.extend(vec![event(1, "a")]);
+        let (slot, _) = flight.next_to_send().unwrap();
+        let start = Instant::now();
+        flight.sent(slot, 2, start);
+        flight.acknowledged(slot);
+        assert!(flight.advance().is_none(), "one copy of two");
+        let timeout = Duration::from_secs(5);
+        assert!(!flight.overdue(start + Duration::from_secs(1), timeout));
+        assert!(flight.overdue(start + timeout, timeout));
+        flight.acknowledged(slot);
+        assert_eq!(flight.advance(), Some((1, 1)));
+        assert!(!flight.overdue(start + timeout, timeout));
     }
 }

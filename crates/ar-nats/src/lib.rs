@@ -21,6 +21,7 @@
 //! - The connection and both publishers run on a thread of the sink's own (`thread`), so a
 //!   saturated engine does not hold publishing back.
 
+mod acks;
 mod flight;
 pub mod live;
 pub mod message;
@@ -33,3 +34,4 @@ mod thread;
 
 pub use message::{Renderers, Routes};
 pub use sink::{cursor_name, NatsError, NatsOptions, NatsSink, Stats, Tuning};
+pub use thread::SINK_THREAD_NAME;

@@ -17,15 +17,15 @@
 //! in the log.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use ar_core::event::StoredEvent;
 use ar_core::store::{Store, StoreError};
-use async_nats::jetstream::{self, context::PublishAckFuture};
+use async_nats::jetstream;
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use crate::acks::{Acks, Answer};
 use crate::flight::Flight;
 use crate::message::Routes;
 use crate::sink::{Stats, Tuning};
@@ -36,8 +36,14 @@ use crate::thread::on_store_runtime;
 pub enum PassError {
     #[error("the NATS client is not connected")]
     NotConnected,
-    #[error("publishing to JetStream: {0}")]
-    Publish(#[from] jetstream::context::PublishError),
+    #[error("sending to NATS: {0}")]
+    Send(#[from] async_nats::PublishError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("JetStream did not acknowledge a message in time")]
+    Unacknowledged,
+    #[error("the NATS connection is closed")]
+    Closed,
     #[error("reading the event log: {0}")]
     Store(#[from] StoreError),
 }
@@ -46,6 +52,8 @@ pub enum PassError {
 pub(crate) struct Parts {
     pub client: async_nats::Client,
     pub js: jetstream::Context,
+    /// Where JetStream answers the publishes.
+    pub acks: Acks,
     pub store: Arc<dyn Store>,
     /// Where store calls run (the service's runtime, see [`crate::thread`]).
     pub store_runtime: tokio::runtime::Handle,
@@ -214,6 +222,7 @@ impl Publisher {
     /// in flight until one is acknowledged.
     async fn restart_from_cursor(&mut self) {
         self.flight = Flight::default();
+        self.parts.acks.restart();
         self.read = self.parts.cursor;
         self.more = true;
         self.window = 1;
@@ -240,11 +249,16 @@ impl Publisher {
     async fn drain(&mut self) {
         self.more = true;
         while self.step().await.is_ok() && (self.more || self.flight.held() > 0) {
-            if let Err(error) = self.flight.acknowledged().await {
+            if self.flight.in_flight() == 0 {
+                // Nothing to wait for yet; let the shutdown timer run before trying again.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let answer = self.parts.acks.next().await;
+            if let Err(error) = self.take_answers(answer) {
                 tracing::warn!(%error, "publishing events to NATS at shutdown failed");
                 return;
             }
-            self.advance();
         }
     }
 
@@ -255,6 +269,9 @@ impl Publisher {
         save.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut poll = tokio::time::interval(self.parts.tuning.poll_interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let ack_timeout = self.parts.tuning.ack_timeout;
+        let mut check = tokio::time::interval((ack_timeout / 4).max(Duration::from_millis(10)));
+        check.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             if self.role != Role::Active {
                 return Ok(Stopped::Standby);
@@ -263,10 +280,10 @@ impl Publisher {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Ok(Stopped::Cancelled),
-                acknowledged = self.flight.acknowledged() => {
-                    acknowledged?;
-                    self.advance();
-                }
+                answer = self.parts.acks.next() => self.take_answers(answer)?,
+                _ = check.tick() => if self.flight.overdue(Instant::now(), ack_timeout) {
+                    return Err(PassError::Unacknowledged);
+                },
                 _ = wait_for_commit(&mut self.parts.wake), if !self.more => self.more = true,
                 _ = save.tick() => self.persist_cursor().await,
                 _ = poll.tick() => self.more = true,
@@ -301,9 +318,40 @@ impl Publisher {
             let Some((slot, event)) = self.flight.next_to_send() else {
                 break;
             };
-            let acks = send(&self.parts.js, &self.parts.routes, &event).await?;
-            self.flight.sent(slot, acks);
+            let mut copies = 0;
+            for message in self.parts.routes.messages(&event) {
+                self.parts
+                    .acks
+                    .send(&self.parts.client, slot, message)
+                    .await?;
+                copies += 1;
+            }
+            self.flight.sent(slot, copies, Instant::now());
         }
+        Ok(())
+    }
+
+    /// Takes `answer` and every other one already there, then moves the cursor over what is
+    /// acknowledged. Answers to sends abandoned by a restart are ignored.
+    fn take_answers(&mut self, mut answer: Option<Answer>) -> Result<(), PassError> {
+        let epoch = self.parts.acks.epoch();
+        loop {
+            match answer {
+                None => return Err(PassError::Closed),
+                Some(Answer::Stored { epoch: of, slot }) if of == epoch => {
+                    self.flight.acknowledged(slot)
+                }
+                Some(Answer::Refused { epoch: of, reason }) if of == epoch => {
+                    return Err(PassError::Refused(reason))
+                }
+                Some(_) => {}
+            }
+            answer = match self.parts.acks.ready() {
+                Some(next) => Some(next),
+                None => break,
+            };
+        }
+        self.advance();
         Ok(())
     }
 
@@ -385,22 +433,6 @@ async fn ensure_stream(
         }
         backoff = (backoff * 2).min(tuning.max_backoff);
     }
-}
-
-/// Sends an event's messages; returns their acknowledgement futures.
-async fn send(
-    js: &jetstream::Context,
-    routes: &Routes,
-    event: &StoredEvent,
-) -> Result<Vec<PublishAckFuture>, PassError> {
-    let mut acks = Vec::with_capacity(2);
-    for message in routes.messages(event) {
-        let publish = jetstream::message::PublishMessage::build()
-            .payload(message.payload)
-            .message_id(&message.message_id);
-        acks.push(js.send_publish(message.subject, publish).await?);
-    }
-    Ok(acks)
 }
 
 /// Waits for the bus's commit signal; pending forever without one (polling alone then).

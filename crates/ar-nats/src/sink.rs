@@ -55,6 +55,9 @@ pub struct Tuning {
     pub reconnect_wait: Duration,
     /// How long shutdown waits for committed events to be published.
     pub shutdown_flush: Duration,
+    /// How long the sink's thread sleeps when it runs out of work, gathering what arrives
+    /// meanwhile into one wake-up (see [`crate::thread`]); adds at most this to the lag.
+    pub pace: Duration,
 }
 
 impl Default for Tuning {
@@ -71,6 +74,7 @@ impl Default for Tuning {
             live_capacity: 4096,
             reconnect_wait: Duration::from_secs(2),
             shutdown_flush: Duration::from_secs(5),
+            pace: Duration::from_millis(1),
         }
     }
 }
@@ -159,6 +163,7 @@ pub enum NatsError {
 pub struct NatsSink {
     client: async_nats::Client,
     js: jetstream::Context,
+    acks: crate::acks::Acks,
     store: Arc<dyn Store>,
     routes: Arc<Routes>,
     options: NatsOptions,
@@ -220,10 +225,10 @@ impl NatsSink {
         store: Arc<dyn Store>,
     ) -> Result<NatsSink, NatsError> {
         let servers = servers(options.servers.expose())?;
-        let thread = SinkThread::start().map_err(NatsError::Thread)?;
+        let thread = SinkThread::start(options.tuning.pace).map_err(NatsError::Thread)?;
         // Connected on the sink's thread: the connection's tasks and the acknowledgement
         // tracker run there.
-        let (client, js) = thread
+        let (client, js, acks) = thread
             .handle()
             .spawn(open_connection(
                 servers,
@@ -242,6 +247,7 @@ impl NatsSink {
         Ok(NatsSink {
             client,
             js,
+            acks,
             store,
             routes: Arc::new(routes),
             options,
@@ -289,6 +295,7 @@ impl NatsSink {
         let publisher = crate::publisher::Publisher::new(crate::publisher::Parts {
             client: self.client,
             js: self.js,
+            acks: self.acks,
             store: self.store,
             store_runtime: tokio::runtime::Handle::current(),
             routes: self.routes,
@@ -316,7 +323,7 @@ async fn open_connection(
     servers: Vec<async_nats::ServerAddr>,
     client_name: String,
     tuning: Tuning,
-) -> Result<(async_nats::Client, jetstream::Context), NatsError> {
+) -> Result<(async_nats::Client, jetstream::Context, crate::acks::Acks), NatsError> {
     let wait = tuning.reconnect_wait;
     let client = async_nats::ConnectOptions::new()
         .name(&client_name)
@@ -336,9 +343,9 @@ async fn open_connection(
         .await?;
     let js = jetstream::ContextBuilder::new()
         .timeout(tuning.ack_timeout)
-        .max_ack_inflight(tuning.max_in_flight * 2 + 1)
         .build(client.clone());
-    Ok((client, js))
+    let acks = crate::acks::Acks::subscribe(&client).await?;
+    Ok((client, js, acks))
 }
 
 #[cfg(test)]

@@ -162,6 +162,7 @@ fn app_policies(apps: &AppConfig) -> HashMap<String, AppPolicy> {
 fn provider_facts(
     settings: &ServiceSettings,
     credentials: bool,
+    demo: bool,
 ) -> (
     Vec<ar_wire::ProviderCapability>,
     HashMap<String, ProviderDefaults>,
@@ -205,6 +206,7 @@ fn provider_facts(
                 base_url: provider.base_url.as_str().trim_end_matches('/').to_string(),
                 api_key: provider.api_key.clone(),
                 default_model: default_model.clone(),
+                keyless: false,
             },
         );
         providers.push(ar_wire::ProviderCapability {
@@ -235,6 +237,13 @@ fn provider_facts(
         default_model: String::new(),
         base_url_overridden: false,
     });
+    if demo {
+        defaults.insert(
+            ar_core::model::DEMO_PROVIDER.to_string(),
+            crate::demo::provider_defaults(),
+        );
+        providers.push(crate::demo::capability());
+    }
     (providers, defaults)
 }
 
@@ -257,6 +266,7 @@ fn chatgpt_facts(
             .trim_end_matches('/')
             .to_string(),
         api_key: None,
+        keyless: false,
         default_model: default_model.clone(),
     };
     let capability = ar_wire::ProviderCapability {
@@ -406,6 +416,9 @@ pub struct ServiceOptions {
     /// `AGENT_RUNTIME_INSTANCE_ID` names one), so that the leases of two workers sharing a
     /// data directory keep their turns apart.
     pub worker: bool,
+    /// Demo mode (`serve --demo`, see [`crate::demo`]): the built-in demo model, its app and
+    /// agent. Refused when a real provider is configured.
+    pub demo: bool,
 }
 
 /// How long a CLI's bridged tool call may take (the bridge's own default).
@@ -572,7 +585,7 @@ fn event_sinks(
 
 /// The v1 envelope of a persisted event as JSON (app callbacks, the global callback, NATS).
 fn v1_body() -> ar_events::RenderFn {
-    Arc::new(|event| serde_json::to_vec(&crate::convert::event_to_v1(event)).unwrap_or_default())
+    Arc::new(|event| serde_json::to_vec(&crate::convert::v1_envelope(event)).unwrap_or_default())
 }
 
 /// The client of app-health probes: ten seconds per probe.
@@ -628,7 +641,7 @@ async fn nats_sink(
         render: ar_nats::Renderers {
             v1: v1_body(),
             v2: Arc::new(|event| {
-                serde_json::to_vec(&crate::convert::event_to_v2(event)).unwrap_or_default()
+                serde_json::to_vec(&crate::convert::v2_envelope(event)).unwrap_or_default()
             }),
         },
     };
@@ -703,13 +716,15 @@ impl Service {
         listen_addr: SocketAddr,
         options: ServiceOptions,
     ) -> anyhow::Result<Service> {
+        let settings = crate::demo::prepare(settings, options.demo)?;
         let dir = data_dir(&settings);
         let auth = resolve_auth(&settings, listen_addr, &dir)?;
         let (metrics, store) = metered_store(&settings).await?;
         let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
-        let (providers, provider_defaults) = provider_facts(&settings, sealer.is_some());
+        let (providers, provider_defaults) =
+            provider_facts(&settings, sealer.is_some(), options.demo);
         let background = CancellationToken::new();
         let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
         let config = EngineConfig {
@@ -717,7 +732,7 @@ impl Service {
             apps: app_policies(&apps),
             providers: provider_defaults,
             credentials_enabled: sealer.is_some(),
-            ..engine_config(&settings)
+            ..engine_config(&settings, options.demo)
         };
         let (mcp_sealer, mcp) = run_mcp(&settings.mcp)?;
         let (tools, mcp_providers) = tool_host(&apps, &dir, &settings.mcp)?;
@@ -731,7 +746,7 @@ impl Service {
         let deps = EngineDeps {
             store: store.clone(),
             bus: event_sinks(&settings.events, &bus, nats.as_ref(), replicas.as_ref()),
-            models: model_client(&metrics)?,
+            models: model_client(&metrics, options.demo)?,
             tools: Arc::new(tools),
             context: Arc::new(context),
             clock: Arc::new(SystemClock),
@@ -863,8 +878,8 @@ async fn durable_scheduler(
 }
 
 /// The engine settings read straight from the service settings.
-fn engine_config(settings: &ServiceSettings) -> EngineConfig {
-    EngineConfig {
+fn engine_config(settings: &ServiceSettings, demo: bool) -> EngineConfig {
+    let mut config = EngineConfig {
         lease_ttl: settings.lease_ttl,
         sweep_interval: settings.sweep_interval,
         served_providers: SERVED_PROVIDERS
@@ -885,7 +900,15 @@ fn engine_config(settings: &ServiceSettings) -> EngineConfig {
             allowed_hosts: settings.mcp.allowed_hosts.clone(),
         },
         ..EngineConfig::default()
+    };
+    if demo {
+        // Demo mode has no real provider (it refuses to start beside one): runs that name
+        // no model get the demo model.
+        let provider = ar_core::model::DEMO_PROVIDER.to_string();
+        config.served_providers.push(provider.clone());
+        config.default_provider = provider;
     }
+    config
 }
 
 /// The tools runs get: host commands, `fetch_url` (its destinations as open as those of run MCP
@@ -963,9 +986,16 @@ async fn metered_store(
 }
 
 /// The model client (every vendor's dialect), wrapped by the metrics' recorder.
-fn model_client(metrics: &Arc<Metrics>) -> anyhow::Result<Arc<dyn ar_core::model::ModelClient>> {
-    let client = ar_llm::LlmClient::new().context("model client")?;
-    Ok(MeteredModels::wrap(Arc::new(client), metrics.clone()))
+fn model_client(
+    metrics: &Arc<Metrics>,
+    demo: bool,
+) -> anyhow::Result<Arc<dyn ar_core::model::ModelClient>> {
+    let mut client: Arc<dyn ar_core::model::ModelClient> =
+        Arc::new(ar_llm::LlmClient::new().context("model client")?);
+    if demo {
+        client = Arc::new(crate::demo::WithDemo::new(client));
+    }
+    Ok(MeteredModels::wrap(client, metrics.clone()))
 }
 
 /// Names every outbox cursor (the apps' callbacks, the global callback, the NATS sink) so

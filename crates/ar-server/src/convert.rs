@@ -367,33 +367,37 @@ pub fn tool_to_wire(tool: &ToolDefinition, with_risk: bool) -> ar_wire::Tool {
     }
 }
 
-/// The v1 envelope of a persisted event.
-pub fn event_to_v1(event: &StoredEvent) -> ar_wire::EventEnvelope {
-    ar_wire::EventEnvelope {
-        event_id: event.event_id.clone(),
+/// The v1 envelope of a persisted event, borrowed from it (see [`ar_wire::EventEnvelopeRef`]).
+pub fn v1_envelope(event: &StoredEvent) -> ar_wire::EventEnvelopeRef<'_> {
+    ar_wire::EventEnvelopeRef {
+        event_id: &event.event_id,
         sent_at: event.created_at,
         sequence_no: event.sequence_no,
-        app_id: event.app_id.clone(),
-        run_id: event.run_id.clone(),
-        host_run_id: event.host_run_id.clone(),
-        event_type: event.kind.as_str().to_string(),
-        data: event.data.clone(),
-        ..Default::default()
+        app_id: &event.app_id,
+        run_id: &event.run_id,
+        host_run_id: &event.host_run_id,
+        schema_version: "",
+        turn_id: "",
+        segment_id: "",
+        revision: 0,
+        base_revision: 0,
+        event_type: event.kind.as_str(),
+        data: &event.data,
     }
 }
 
-fn first_string(data: &JsonMap, keys: &[&str]) -> String {
+/// The first non-empty string among `keys` in `data`.
+fn first_string<'a>(data: &'a JsonMap, keys: &[&str]) -> &'a str {
     keys.iter()
         .filter_map(|key| data.get(*key).and_then(Value::as_str))
         .find(|value| !value.is_empty())
         .unwrap_or_default()
-        .to_string()
 }
 
 /// The v2 envelope: segment and turn derived from the data, revision = sequence.
-pub fn event_to_v2(event: &StoredEvent) -> ar_wire::EventEnvelope {
-    let mut envelope = event_to_v1(event);
-    envelope.schema_version = "2".to_string();
+pub fn v2_envelope(event: &StoredEvent) -> ar_wire::EventEnvelopeRef<'_> {
+    let mut envelope = v1_envelope(event);
+    envelope.schema_version = ar_wire::events::EVENT_SCHEMA_VERSION_V2;
     envelope.segment_id = first_string(
         &event.data,
         &["segment_id", "message_id", "tool_call_id", "activity_id"],
@@ -407,10 +411,15 @@ pub fn event_to_v2(event: &StoredEvent) -> ar_wire::EventEnvelope {
                 | EventKind::AssistantMessageCompleted
         )
     {
-        envelope.turn_id = envelope.segment_id.clone();
+        envelope.turn_id = envelope.segment_id;
     }
     envelope.revision = event.sequence_no;
     envelope
+}
+
+/// The v2 envelope, owned.
+pub fn event_to_v2(event: &StoredEvent) -> ar_wire::EventEnvelope {
+    v2_envelope(event).to_owned_envelope()
 }
 
 /// The bare form of a transient event (its data carries no `host_run_id`: the envelope does).

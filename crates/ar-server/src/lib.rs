@@ -11,6 +11,7 @@ pub mod codex_auth;
 pub mod compose;
 pub mod connections;
 pub mod convert;
+pub mod demo;
 pub mod durable;
 pub mod error;
 pub mod metrics;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ar_config::app::AppConfig;
 use ar_core::secret::Secret;
-use ar_core::store::Store;
+use ar_core::store::{RunSearch, Store};
 use ar_engine::transcript::LoopState;
 use ar_events::sse;
 use axum::extract::{Path, Query, Request, State};
@@ -24,23 +24,33 @@ use crate::convert;
 
 /// How often the live timeline looks for new events.
 const TIMELINE_POLL: Duration = Duration::from_millis(250);
-/// Runs listed per app.
-const RECENT_RUNS: usize = 50;
+/// Runs on a page of the console's list, unless it asks for fewer.
+const PAGE: i64 = 50;
+/// The most runs one page may ask for.
+const MAX_PAGE: i64 = 200;
 
 #[derive(Clone)]
 struct ConsoleState {
     store: Arc<dyn Store>,
     apps: Arc<AppConfig>,
     token: Option<Secret>,
+    /// Demo mode (`serve --demo`): the built-in demo model serves runs that name no model.
+    demo: bool,
 }
 
 /// The run-view routes, behind the service token (a bearer header or `?token=`, which
 /// `EventSource` needs) or, without one, loopback only.
-pub fn routes(store: Arc<dyn Store>, apps: Arc<AppConfig>, token: Option<String>) -> Router {
+pub fn routes(
+    store: Arc<dyn Store>,
+    apps: Arc<AppConfig>,
+    token: Option<String>,
+    demo: bool,
+) -> Router {
     let state = ConsoleState {
         store,
         apps,
         token: token.filter(|t| !t.is_empty()).map(Secret::new),
+        demo,
     };
     Router::new()
         .route("/studio/api/info", get(info))
@@ -102,8 +112,11 @@ fn query_token(req: &Request) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-async fn info() -> Json<Value> {
-    Json(json!({"embedded": true, "runs": true}))
+/// What the console needs to say what to do next: the apps runs can be started in, and
+/// whether the demo model serves them.
+async fn info(State(s): State<ConsoleState>) -> Json<Value> {
+    let apps: Vec<&str> = s.apps.app_ids().collect();
+    Json(json!({"embedded": true, "runs": true, "apps": apps, "demo": s.demo}))
 }
 
 async fn find_app(s: &ConsoleState, run_id: &str) -> Option<String> {
@@ -115,38 +128,93 @@ async fn find_app(s: &ConsoleState, run_id: &str) -> Option<String> {
     None
 }
 
-async fn runs(State(s): State<ConsoleState>) -> Response {
+/// The console's run list: a page of one app's runs or of all apps', newest first, filtered
+/// by status and a search text (run, host run, agent or target id).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RunsQuery {
+    app: String,
+    q: String,
+    status: String,
+    offset: i64,
+    limit: i64,
+}
+
+async fn runs(State(s): State<ConsoleState>, Query(query): Query<RunsQuery>) -> Response {
+    let status = match query.status.trim() {
+        "" => None,
+        given => match ar_core::RunStatus::parse(given) {
+            Ok(status) => Some(status),
+            Err(error) => return deny(StatusCode::BAD_REQUEST, "bad_request", &error.to_string()),
+        },
+    };
+    let apps: Vec<String> = match query.app.trim() {
+        "" => s.apps.app_ids().map(str::to_string).collect(),
+        app if s.apps.app(app).is_some() => vec![app.to_string()],
+        _ => return deny(StatusCode::NOT_FOUND, "not_found", "no such app"),
+    };
+    let offset = query.offset.max(0);
+    let limit = if query.limit > 0 {
+        query.limit.min(MAX_PAGE)
+    } else {
+        PAGE
+    };
+    // One app pages in the store; several are merged from the first offset+limit of each.
+    let (skip, search_offset, search_limit) = match apps.len() {
+        1 => (0, offset, limit),
+        _ => (offset, 0, offset + limit),
+    };
     let mut all = Vec::new();
-    for app in s.apps.apps.keys() {
-        match s.store.list_runs(app).await {
-            Ok(list) => all.extend(list),
+    let mut total = 0;
+    for app in apps {
+        let search = RunSearch {
+            app_id: app,
+            query: query.q.trim().to_string(),
+            status,
+            limit: search_limit,
+            offset: search_offset,
+        };
+        match s.store.search_runs(&search).await {
+            Ok((page, count)) => {
+                all.extend(page);
+                total += count;
+            }
             Err(error) => {
                 tracing::warn!(%error, "console: listing runs failed");
                 return deny(StatusCode::INTERNAL_SERVER_ERROR, "internal", "store error");
             }
         }
     }
-    all.sort_by_key(|r| std::cmp::Reverse(r.created_at));
-    all.truncate(RECENT_RUNS);
+    all.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
     let rows: Vec<Value> = all
         .iter()
-        .map(|r| {
-            json!({
-                "id": r.id,
-                "app_id": r.app_id,
-                "agent_id": r.agent_id,
-                "status": r.status().to_string(),
-                "pause_reason": r.pause_reason().to_string(),
-                "created_at": r.created_at,
-                "error": r.error_message,
-                "studio": r.engine.studio,
-                "forked_from": r.engine.studio.as_ref()
-                    .map(|policy| policy.source_run_id.as_str())
-                    .filter(|source| !source.is_empty()),
-            })
-        })
+        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .map(run_row)
         .collect();
-    Json(json!({"runs": rows})).into_response()
+    Json(json!({"runs": rows, "total": total, "offset": offset, "limit": limit})).into_response()
+}
+
+/// One run as the console's list shows it.
+fn run_row(r: &ar_core::Run) -> Value {
+    json!({
+        "id": r.id,
+        "app_id": r.app_id,
+        "agent_id": r.agent_id,
+        "target": format!("{}/{}", r.target.target_type, r.target.id),
+        "status": r.status().to_string(),
+        "pause_reason": r.pause_reason().to_string(),
+        "created_at": r.created_at,
+        "error": r.error_message,
+        "studio": r.engine.studio,
+        // Which model answers: the console labels the demo model's runs.
+        "model": r.input.model.as_ref().map(|m| format!("{}/{}", m.provider, m.model)),
+        "demo_model": r.input.model.as_ref()
+            .is_some_and(|m| m.provider == ar_core::model::DEMO_PROVIDER),
+        "forked_from": r.engine.studio.as_ref()
+            .map(|policy| policy.source_run_id.as_str())
+            .filter(|source| !source.is_empty()),
+    })
 }
 
 async fn run(State(s): State<ConsoleState>, Path(id): Path<String>) -> Response {
@@ -225,7 +293,7 @@ async fn events(
             let mut frames = Vec::with_capacity(batch.len());
             for event in &batch {
                 cursor = cursor.max(event.sequence_no);
-                let wire = convert::event_to_v1(event);
+                let wire = convert::v1_envelope(event);
                 let data = serde_json::to_string(&wire).unwrap_or_default();
                 frames.push((
                     sse::frame(Some(event.sequence_no), "run_event", &data),

@@ -34,6 +34,8 @@ pub struct EmbeddedStudio {
     external_token: Option<Secret>,
     store: Arc<dyn Store>,
     apps: Arc<AppConfig>,
+    /// Demo mode: the console says so and offers the demo run.
+    demo: bool,
 }
 
 /// The links started by [`EmbeddedStudio::start_links`].
@@ -62,6 +64,11 @@ impl EmbeddedStudio {
         token: Option<Secret>,
         settings: &StudioSettings,
     ) -> Self {
+        let demo = engine
+            .config()
+            .served_providers
+            .iter()
+            .any(|provider| provider == ar_core::model::DEMO_PROVIDER);
         let runtime = Arc::new(StudioRuntime::new(engine, store.clone(), apps.clone()));
         runtime.set_budget(
             settings.max_tokens_per_experiment,
@@ -78,6 +85,7 @@ impl EmbeddedStudio {
             external_token: settings.token.clone(),
             store,
             apps,
+            demo,
         }
     }
 
@@ -100,6 +108,7 @@ impl EmbeddedStudio {
                 self.store.clone(),
                 self.apps.clone(),
                 token,
+                self.demo,
             ))
     }
 

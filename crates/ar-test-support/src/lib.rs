@@ -1,8 +1,9 @@
 //! Test support: the mock model provider server, the MCP test servers (an authenticating rmcp
 //! server and the reference server-everything), a host's `http` MCP provider, a host's
-//! workspace provider and the HTTP harness of the service suites.
+//! workspace provider, the HTTP harness of the service suites and the browser tests' runner.
 //! Dev and bench only.
 
+pub mod browser;
 pub mod mcp_everything;
 #[cfg(feature = "mcp-server")]
 pub mod mcp_server;

@@ -72,6 +72,7 @@ fn allowed_edges() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "ar-wire",
                 "ar-config",
                 "ar-server",
+                "ar-nats",
                 "ar-dispatch",
                 "ar-studio",
                 "ar-store",

@@ -53,6 +53,57 @@ pub struct EventEnvelope {
     pub data: Map<String, Value>,
 }
 
+/// [`EventEnvelope`] borrowed from the event it describes: written for every SSE frame,
+/// callback and NATS message, where copying the event's data only to serialize it would be
+/// most of the work. Serializes exactly as the owned envelope does (same fields, order and
+/// omissions).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EventEnvelopeRef<'a> {
+    pub event_id: &'a str,
+    #[serde(with = "crate::time::rfc3339")]
+    pub sent_at: DateTime<Utc>,
+    pub sequence_no: i64,
+    pub app_id: &'a str,
+    pub run_id: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub host_run_id: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub schema_version: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub turn_id: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub segment_id: &'a str,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub revision: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub base_revision: i64,
+    #[serde(rename = "type")]
+    pub event_type: &'a str,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub data: &'a Map<String, Value>,
+}
+
+impl EventEnvelopeRef<'_> {
+    /// The owned envelope (for responses that hold envelopes, and for decoding helpers).
+    pub fn to_owned_envelope(&self) -> EventEnvelope {
+        EventEnvelope {
+            event_id: self.event_id.to_owned(),
+            sent_at: self.sent_at,
+            sequence_no: self.sequence_no,
+            app_id: self.app_id.to_owned(),
+            run_id: self.run_id.to_owned(),
+            host_run_id: self.host_run_id.to_owned(),
+            schema_version: self.schema_version.to_owned(),
+            turn_id: self.turn_id.to_owned(),
+            segment_id: self.segment_id.to_owned(),
+            revision: self.revision,
+            base_revision: self.base_revision,
+            event_type: self.event_type.to_owned(),
+            data: self.data.clone(),
+        }
+    }
+}
+
 /// The bare form of a transient (never persisted) event, as sent on SSE for deltas.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
@@ -451,4 +502,61 @@ pub fn is_tool_call_type(event_type: &str) -> bool {
                 | EventKind::ToolCallFinished
         )
     )
+}
+
+#[cfg(test)]
+mod envelope_ref_tests {
+    use super::*;
+
+    fn owned(v2: bool, data: Map<String, Value>) -> EventEnvelope {
+        EventEnvelope {
+            event_id: "evt_1".into(),
+            sent_at: "2026-12-04T10:11:12.123456789Z".parse().unwrap(),
+            sequence_no: 7,
+            app_id: "app".into(),
+            run_id: "run_1".into(),
+            host_run_id: if v2 { "host_9".into() } else { String::new() },
+            schema_version: if v2 { "2".into() } else { String::new() },
+            turn_id: if v2 { "turn".into() } else { String::new() },
+            segment_id: if v2 { "msg".into() } else { String::new() },
+            revision: if v2 { 7 } else { 0 },
+            base_revision: 0,
+            event_type: "assistant_message_completed".into(),
+            data,
+        }
+    }
+
+    fn borrowed(envelope: &EventEnvelope) -> EventEnvelopeRef<'_> {
+        EventEnvelopeRef {
+            event_id: &envelope.event_id,
+            sent_at: envelope.sent_at,
+            sequence_no: envelope.sequence_no,
+            app_id: &envelope.app_id,
+            run_id: &envelope.run_id,
+            host_run_id: &envelope.host_run_id,
+            schema_version: &envelope.schema_version,
+            turn_id: &envelope.turn_id,
+            segment_id: &envelope.segment_id,
+            revision: envelope.revision,
+            base_revision: envelope.base_revision,
+            event_type: &envelope.event_type,
+            data: &envelope.data,
+        }
+    }
+
+    #[test]
+    fn a_borrowed_envelope_writes_exactly_the_owned_one() {
+        let mut data = Map::new();
+        data.insert("message_id".into(), Value::from("msg"));
+        data.insert("text".into(), Value::from("héllo \"quoted\""));
+        for (v2, data) in [(false, data.clone()), (true, data), (false, Map::new())] {
+            let envelope = owned(v2, data);
+            let view = borrowed(&envelope);
+            assert_eq!(
+                serde_json::to_string(&view).unwrap(),
+                serde_json::to_string(&envelope).unwrap()
+            );
+            assert_eq!(view.to_owned_envelope(), envelope);
+        }
+    }
 }

@@ -40,6 +40,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let options = ar_server::ServiceOptions {
         mcp_bridge_program: std::env::current_exe().ok(),
         worker: true,
+        demo: false,
     };
     let service = ar_server::Service::build_with(settings, addr, options).await?;
     eprintln!("agent runtime worker ({role:?}) ready on http://{addr}/readyz");

@@ -203,3 +203,35 @@ async fn claude_code_never_holds_the_runs_key() {
 async fn opencode_never_holds_the_runs_key() {
     key_stays_out_of("opencode", "opencode").await;
 }
+
+/// A 20 MB model answer through the turn's proxy: the proxy cuts it at its 16 MiB bound and
+/// the run fails saying so — never stuck, the key nowhere in what it says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_20_mb_model_answer_fails_the_run_clearly() {
+    if !require_cli("codex") {
+        return;
+    }
+    let mock = MockProvider::start().await;
+    mock.set_fallback(Some(Reply::text("x".repeat(20 * 1024 * 1024))));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(BIN, &sqlite_env(dir.path(), &mock)).await;
+    let agent = server
+        .agent("codex-huge", json!({"runtime_kind": "codex"}))
+        .await;
+    let run = server.start_run(&mock, &agent, json!({})).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    // codex tries the call again a few times; every try is cut the same way.
+    let ended = wait_for("the run to end", Duration::from_secs(300), || async {
+        let run = server.run(&run_id).await;
+        (run["status"] != "running" && run["status"] != "queued").then_some(run)
+    })
+    .await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = ended["error_message"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("16 MiB"),
+        "the failure names the proxy's bound: {error}"
+    );
+    assert!(!ended.to_string().contains(RUN_API_KEY));
+    assert!(!format!("{:?}", server.events(&run_id).await).contains(RUN_API_KEY));
+}

@@ -14,7 +14,7 @@ use futures::StreamExt;
 
 use super::params::{Params, RunPath};
 use super::runs::load;
-use crate::convert::{event_to_v1, event_to_v2, transient_to_wire};
+use crate::convert::{event_to_v2, transient_to_wire, v1_envelope, v2_envelope};
 use crate::error::{json, ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -22,9 +22,9 @@ fn frame_for(event: &LiveEvent, v2: bool) -> String {
     match event {
         LiveEvent::Persisted(stored) => {
             let envelope = if v2 {
-                event_to_v2(stored)
+                v2_envelope(stored)
             } else {
-                event_to_v1(stored)
+                v1_envelope(stored)
             };
             let data = serde_json::to_string(&envelope).unwrap_or_default();
             sse::frame(Some(stored.sequence_no), stored.kind.as_str(), &data)
@@ -148,7 +148,7 @@ pub async fn history(
         .await?;
     Ok(json(
         StatusCode::OK,
-        &events.iter().map(event_to_v1).collect::<Vec<_>>(),
+        &events.iter().map(v1_envelope).collect::<Vec<_>>(),
     ))
 }
 
@@ -181,7 +181,7 @@ async fn snapshot(
     let through = events.last().map(|event| event.sequence_no).unwrap_or(0);
     let envelopes: Vec<serde_json::Value> = events
         .iter()
-        .map(|event| serde_json::to_value(event_to_v2(event)).unwrap_or_default())
+        .map(|event| serde_json::to_value(v2_envelope(event)).unwrap_or_default())
         .collect();
     let mut state_map = serde_json::Map::new();
     state_map.insert("events".into(), serde_json::Value::Array(envelopes));

@@ -674,3 +674,60 @@ async fn experiment_budgets_are_reserved_at_admission_and_the_runtime_rechecks()
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
 }
+
+#[tokio::test]
+async fn the_console_pages_and_filters_runs_in_the_store() {
+    let mock = MockProvider::start().await;
+    let (server, _dir) = studio_server(&mock).await;
+    server
+        .agent("helper", json!({"allowed_tools": ["get_context"]}))
+        .await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        mock.push(Reply::text("done").usage(Usage::new(3, 1)));
+        let run = server
+            .start_run(
+                &mock,
+                "helper",
+                json!({"target": {"type": "ticket", "id": format!("PAGE-{n}")}}),
+            )
+            .await;
+        let id = run["id"].as_str().expect("id").to_string();
+        wait_run(&server, &id, &["completed"]).await;
+        ids.push(id);
+    }
+    ids.reverse(); // newest first, as the console lists them
+    let page = |query: &str| {
+        let server = &server;
+        let path = format!("/studio/api/runs?{query}");
+        async move {
+            let (status, body) = server.get(&path).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            let listed: Vec<String> = body["runs"]
+                .as_array()
+                .expect("runs")
+                .iter()
+                .map(|r| r["id"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (listed, body["total"].as_i64().unwrap_or(-1))
+        }
+    };
+    assert_eq!(page("limit=2").await, (ids[..2].to_vec(), 5));
+    assert_eq!(page("limit=2&offset=2").await, (ids[2..4].to_vec(), 5));
+    assert_eq!(
+        page("limit=2&offset=4&app=host_app").await,
+        (ids[4..].to_vec(), 5)
+    );
+    assert_eq!(page("q=PAGE-3").await, (vec![ids[1].clone()], 1));
+    assert_eq!(page("status=completed&limit=1").await.1, 5);
+    assert_eq!(page("status=paused").await, (vec![], 0));
+    let (status, body) = server.get("/studio/api/runs?status=sleeping").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("sleeping"), "{body}");
+    let (status, _) = server.get("/studio/api/runs?app=nope").await;
+    assert_eq!(status, 404);
+    let (_, info) = server.get("/studio/api/info").await;
+    assert_eq!(info["apps"], json!(["host_app", "v2_app"]), "{info}");
+    assert_eq!(info["demo"], false, "{info}");
+    server.stop().await;
+}

@@ -4,53 +4,17 @@
 //! `target/browser-artifacts/`. Under `CI=true` a missing browser fails; locally it skips
 //! loudly (`.ci/steps/install-browser.sh` installs chromium and the npm package).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use ar_test_support::browser;
 use ar_test_support::mock_provider::{MockProvider, Reply, Usage};
 use serde_json::json;
 
 use ar_test_support::service::*;
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// What is missing to run the browser test, if anything.
-fn missing_pieces(chromium: &str) -> Vec<String> {
-    let root = repo_root();
-    let mut missing = Vec::new();
-    if !PathBuf::from(chromium).exists() {
-        missing.push(format!("{chromium} (apt-get install chromium)"));
-    }
-    if !root
-        .join("tests/browser/node_modules/playwright-core/package.json")
-        .exists()
-    {
-        missing.push("tests/browser/node_modules (npm ci in tests/browser)".to_string());
-    }
-    let node = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("node").exists()))
-        .unwrap_or(false);
-    if !node {
-        missing.push("node".to_string());
-    }
-    missing
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_string());
-    let missing = missing_pieces(&chromium);
-    if !missing.is_empty() {
-        let message = format!(
-            "browser test needs {}; run .ci/steps/install-browser.sh",
-            missing.join(", ")
-        );
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{message}");
-        }
-        eprintln!("SKIPPED (not CI): {message}");
+    if !browser::require_browser() {
         return;
     }
     // A standalone studio the service links to as well (AGENT_RUNTIME_STUDIO_URL).
@@ -82,31 +46,19 @@ async fn console_approves_a_parked_tool_and_replays_from_a_step_in_chromium() {
     mock.push(Reply::text("all done").usage(Usage::new(20, 5)));
     mock.push(Reply::text("forked answer").usage(Usage::new(9, 3)));
 
-    let root = repo_root();
-    let artifacts = root.join("target/browser-artifacts");
-    let run = tokio::process::Command::new("node")
-        .arg("console.mjs")
-        .current_dir(root.join("tests/browser"))
-        .env("STUDIO_URL", format!("http://{}", server.addr))
-        .env("STUDIO_TOKEN", TOKEN)
-        .env("STANDALONE_URL", &standalone_url)
-        .env("AGENT", "host_app/helper")
-        .env("TOOL", "get_context")
-        .env("ARTIFACTS", &artifacts)
-        .env("CHROMIUM", &chromium)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
-        .await
-        .expect("the browser test finished within 2 minutes")
-        .expect("node ran");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "browser test failed (screenshots in {}):\n{stdout}\n{stderr}",
-        artifacts.display()
-    );
+    browser::run_script(
+        "console.mjs",
+        &[
+            ("STUDIO_URL", format!("http://{}", server.addr)),
+            ("STUDIO_TOKEN", TOKEN.to_string()),
+            ("STANDALONE_URL", standalone_url.clone()),
+            ("AGENT", "host_app/helper".to_string()),
+            ("TOOL", "get_context".to_string()),
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    let artifacts = browser::artifacts();
     for shot in [
         "1-parked.png",
         "2-approved.png",

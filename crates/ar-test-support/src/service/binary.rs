@@ -288,7 +288,20 @@ impl Server {
     /// Starts `<bin> serve` with `env` and waits (bounded) until it listens; requests carry
     /// `AGENT_RUNTIME_SERVICE_TOKEN` of `env`, if set.
     pub async fn start(bin: &str, env: &Env) -> Server {
-        let mut process = ChildGuard::spawn(bin, &["serve"], env);
+        Server::start_with_args(bin, &["serve"], env).await
+    }
+
+    /// The same server, its requests carrying `token` (one it generated and printed).
+    pub fn with_token(self, token: Option<String>) -> Server {
+        Server {
+            api: Api::new(self.api.addr, token),
+            process: self.process,
+        }
+    }
+
+    /// [`Server::start`] with the command line given (`["serve", "--demo"]`).
+    pub async fn start_with_args(bin: &str, args: &[&str], env: &Env) -> Server {
+        let mut process = ChildGuard::spawn(bin, args, env);
         const LISTENING: &str = "agent runtime listening on http://";
         let line = process.wait_stderr_line(LISTENING, WAIT).await;
         let addr: SocketAddr = line

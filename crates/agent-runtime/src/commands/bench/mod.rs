@@ -32,6 +32,10 @@ pub struct BenchArgs {
     /// Concurrent runs in the throughput measurement.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// `dispatch`: measure remote runs instead (two nodes on loopback): a node's overhead
+    /// over a local run, the model egress proxy's per call, 100 concurrent remote runs.
+    #[arg(long)]
+    pub remote: bool,
     /// MCP tool calls measured (`mcp`), after a warm-up of 200.
     #[arg(long, default_value_t = 2000)]
     pub calls: usize,
@@ -58,9 +62,16 @@ pub struct BenchArgs {
     /// TEMPORAL_ADDRESS or the `temporal` CLI for a dev server).
     #[arg(long, default_value = "lightweight")]
     pub mode: String,
+    /// The `agent-runtime` binary the benchmarks start as the server (default: this one), to
+    /// compare two builds under one benchmark client.
+    #[arg(long)]
+    pub server_binary: Option<std::path::PathBuf>,
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(binary) = &args.server_binary {
+        service::use_server_binary(binary.clone());
+    }
     match args.which.as_str() {
         "service" if args.mode == "durable" => durable::run(&args).await,
         "service" if args.mode == "lightweight" => service::run(&args).await,
@@ -68,6 +79,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             "unknown mode {:?} (expected lightweight or durable)",
             args.mode
         ),
+        "dispatch" if args.remote => {
+            let dir = tempfile::tempdir()?;
+            let config = ar_dispatch::bench_remote::RemoteBenchConfig::standard(dir.path());
+            println!(
+                "{}",
+                ar_dispatch::bench_remote::run_remote_bench(config).await?
+            );
+            Ok(())
+        }
         "dispatch" => {
             let dir = tempfile::tempdir()?;
             let report = ar_dispatch::bench::run_bench(ar_dispatch::bench::BenchConfig::standard(

@@ -2,7 +2,40 @@
 
 /// CPU time (user + system) of `pid` in milliseconds.
 pub fn cpu_ms(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_ms(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// CPU time of `pid`'s live threads named `name` (the kernel's 15-byte `comm`), in milliseconds.
+pub fn thread_cpu_ms(pid: u32, name: &str) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = None;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).ok();
+        if let Some(ms) = stat.as_deref().and_then(stat_cpu_ms) {
+            total = Some(total.unwrap_or(0.0) + ms);
+        }
+    }
+    total
+}
+
+/// The first process whose `comm` is `name` (e.g. the machine's `nats-server`).
+pub fn pid_named(name: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            (comm.trim_end() == name).then_some(pid)
+        })
+}
+
+/// User + system time of a `/proc/.../stat` line, in milliseconds.
+fn stat_cpu_ms(stat: &str) -> Option<f64> {
     // Fields after the command name, which is parenthesized and may contain spaces.
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -11,7 +11,9 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::nats_lag::NatsBench;
-use super::proc_stats::{context_switches, cpu_ms, peak_rss_mib, rss_mib};
+use super::proc_stats::{
+    context_switches, cpu_ms, peak_rss_mib, pid_named, rss_mib, thread_cpu_ms,
+};
 use super::{percentile, BenchArgs};
 
 const TOKEN: &str = "bench-token";
@@ -27,6 +29,13 @@ pub(super) struct Server {
     pub(super) dir: tempfile::TempDir,
     /// `execution_mode` of the runs it starts (`lightweight` unless a benchmark says).
     pub(super) execution_mode: &'static str,
+}
+
+/// The server binary chosen with `--server-binary`, if any.
+static SERVER_BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+pub(super) fn use_server_binary(binary: std::path::PathBuf) {
+    let _ = SERVER_BINARY.set(binary);
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -52,7 +61,10 @@ pub(super) async fn start_server_with(
 ) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
-    let exe = std::env::current_exe().context("locating the agent-runtime binary")?;
+    let exe = match SERVER_BINARY.get() {
+        Some(binary) => binary.clone(),
+        None => std::env::current_exe().context("locating the agent-runtime binary")?,
+    };
     let mut app = json!({"app_id": APP, "model_endpoints": [
         {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none", "allow_http": true}
     ]});
@@ -404,6 +416,10 @@ struct Concurrent {
     /// Milliseconds, sorted.
     latencies: Vec<f64>,
     cpu_per_run: f64,
+    /// Of `cpu_per_run`, the NATS sink's own thread (`None` without the sink).
+    sink_cpu_per_run: Option<f64>,
+    /// The machine's NATS server, when one runs here (`None` otherwise).
+    nats_cpu_per_run: Option<f64>,
     switches_per_run: f64,
     /// The client and the mock provider share the machine with the server.
     client_cpu_per_run: f64,
@@ -418,6 +434,11 @@ impl Concurrent {
         concurrency: usize,
     ) -> anyhow::Result<Self> {
         let cpu_before = server.cpu();
+        let sink_cpu = || thread_cpu_ms(server.process.pid(), ar_nats::SINK_THREAD_NAME);
+        let sink_before = sink_cpu();
+        let nats_pid = pid_named("nats-server");
+        let nats_cpu = || nats_pid.and_then(cpu_ms);
+        let nats_before = nats_cpu();
         let switches_before = server.switches();
         let client_cpu_before = cpu_ms(std::process::id()).unwrap_or(0.0);
         let started = Instant::now();
@@ -436,6 +457,10 @@ impl Concurrent {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let elapsed_secs = started.elapsed().as_secs_f64();
         let cpu_per_run = (server.cpu() - cpu_before) / runs as f64;
+        let per_run =
+            |before: Option<f64>, after: Option<f64>| Some((after? - before?) / runs as f64);
+        let sink_cpu_per_run = per_run(sink_before, sink_cpu());
+        let nats_cpu_per_run = per_run(nats_before, nats_cpu());
         let switches_per_run = (server.switches() - switches_before) / runs as f64;
         let client_cpu_per_run =
             (cpu_ms(std::process::id()).unwrap_or(0.0) - client_cpu_before) / runs as f64;
@@ -446,6 +471,8 @@ impl Concurrent {
             elapsed_secs,
             latencies,
             cpu_per_run,
+            sink_cpu_per_run,
+            nats_cpu_per_run,
             switches_per_run,
             client_cpu_per_run,
             peak_rss: peak_rss_mib(server.process.pid()).unwrap_or(0.0),
@@ -470,6 +497,12 @@ impl Concurrent {
             percentile(&self.latencies, 0.99)
         );
         println!("    server CPU per run:        {:.2} ms", self.cpu_per_run);
+        if let Some(sink) = self.sink_cpu_per_run {
+            println!("      of which the NATS sink's thread: {sink:.2} ms");
+        }
+        if let Some(nats) = self.nats_cpu_per_run {
+            println!("    NATS server CPU per run (same machine): {nats:.2} ms");
+        }
         println!(
             "    server context switches per run: {:.0}",
             self.switches_per_run
