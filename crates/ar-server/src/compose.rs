@@ -723,14 +723,13 @@ impl Service {
         let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
-        let (providers, provider_defaults) =
-            provider_facts(&settings, sealer.is_some(), options.demo);
+        let (providers, defaults) = provider_facts(&settings, sealer.is_some(), options.demo);
         let background = CancellationToken::new();
         let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
         let config = EngineConfig {
             instance_id: process_instance_id(&settings, &dir, options.worker)?,
             apps: app_policies(&apps),
-            providers: provider_defaults,
+            providers: defaults,
             credentials_enabled: sealer.is_some(),
             ..engine_config(&settings, options.demo)
         };
