@@ -84,7 +84,13 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mock = MockProvider::start().await;
     mock.set_recording(false);
     mock.auto(AutoScript::five_step("get_context"));
-    let extra = [("TEMPORAL_ADDRESS", address.clone())];
+    // Events the worker commits reach the server's SSE readers through a replica link (NATS
+    // when AGENT_RUNTIME_NATS_URL is set), else through its one-second poll of the store.
+    let mut extra = vec![("TEMPORAL_ADDRESS", address.clone())];
+    if let Ok(url) = std::env::var("AGENT_RUNTIME_NATS_URL") {
+        extra.push(("AGENT_RUNTIME_EVENT_SINK", "log,nats".to_string()));
+        extra.push(("AGENT_RUNTIME_NATS_URL", url));
+    }
     let mut server =
         start_server_with("sqlite", "", &mock, (None, serde_json::json!({})), &extra).await?;
     let worker = start_worker(&server)?;
