@@ -33,6 +33,9 @@ enum Command {
     Bench(commands::bench::BenchArgs),
     /// Serve a standalone studio: the runtime link, the people API and the console at /studio.
     Studio(commands::studio::StudioArgs),
+    /// Execute durable runs from Temporal's task queues (TEMPORAL_ADDRESS; same settings and
+    /// store as `serve`).
+    Worker(commands::worker::WorkerArgs),
     /// Serve this machine's agent CLIs to other machines (node API, bearer token from
     /// AGENT_RUNTIME_NODE_TOKEN).
     Node(commands::node::NodeArgs),
@@ -66,7 +69,7 @@ fn main() -> std::process::ExitCode {
     // Logs on stderr; traces over OTLP when configured (flushed when this guard drops).
     let _telemetry = telemetry::init(log_filter());
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if matches!(cli.command, Command::Serve(_)) {
+    if matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
         match ar_config::env::worker_threads(|name| std::env::var(name).ok()) {
             Ok(threads) => {
                 builder.worker_threads(threads);
@@ -91,6 +94,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Studio(args) => commands::studio::run(args).await,
             Command::Node(args) => commands::node::run(args).await,
+            Command::Worker(args) => commands::worker::run(args).await,
             Command::Exec(args) => commands::exec::run(args).await,
             Command::McpBridge => commands::mcp_bridge::run().await,
             // The client commands say what went wrong themselves and exit with its code.

@@ -367,23 +367,44 @@ pub const TEMPORAL_ADDRESS: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_ADDRESS",
     None,
-    "Temporal frontend `host:port`; enables durable execution.",
-)
-.not_yet(Capability::Durable);
+    "Temporal frontend `host:port` (or an `http(s)://` URL); enables durable execution: `serve` starts durable runs as workflows, `worker` executes them.",
+);
 pub const TEMPORAL_NAMESPACE: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_NAMESPACE",
     Some("default"),
-    "Temporal namespace.",
-)
-.not_yet(Capability::Durable);
+    "Temporal namespace (with TEMPORAL_ADDRESS only).",
+);
 pub const TEMPORAL_TASK_QUEUE_PREFIX: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TASK_QUEUE_PREFIX",
     None,
-    "Prefix of every Temporal task queue name.",
-)
-.not_yet(Capability::Durable);
+    "Prefix of every Temporal task queue name (with TEMPORAL_ADDRESS only).",
+);
+pub const TEMPORAL_API_KEY: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_API_KEY",
+    None,
+    "API key sent to Temporal as a bearer token (turns TLS on; with TEMPORAL_ADDRESS only).",
+);
+pub const DURABLE_RECONCILE_SECONDS: EnvVar = EnvVar::new(
+    DURABLE,
+    "AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS",
+    Some("30"),
+    "Seconds between passes of `serve`'s durable reconciler, and how long a durable run's row must sit unchanged before it is inspected.",
+);
+pub const DURABLE_TURNS_PER_WORKFLOW_RUN: EnvVar = EnvVar::new(
+    DURABLE,
+    "AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN",
+    Some("200"),
+    "Turns a durable run's workflow executes before it continues as new (a fresh history).",
+);
+pub const TEMPORAL_TLS: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS",
+    Some("false"),
+    "Connect to Temporal over TLS (the system's roots; on by itself with TEMPORAL_API_KEY).",
+);
 
 // --- mcp ------------------------------------------------------------------------------------
 
@@ -597,6 +618,10 @@ pub const ALL: &[EnvVar] = &[
     TEMPORAL_ADDRESS,
     TEMPORAL_NAMESPACE,
     TEMPORAL_TASK_QUEUE_PREFIX,
+    TEMPORAL_API_KEY,
+    TEMPORAL_TLS,
+    DURABLE_RECONCILE_SECONDS,
+    DURABLE_TURNS_PER_WORKFLOW_RUN,
     MCP_CREDENTIAL_ENCRYPTION_KEY,
     MCP_ALLOWED_HOSTS,
     MCP_ALLOW_PRIVATE_NETWORKS,
@@ -1122,6 +1147,24 @@ pub struct ServiceSettings {
     pub github_token: Option<Secret>,
     /// `AGENT_RUNTIME_NODES`: the fleet (no nodes when unset).
     pub nodes: crate::nodes::NodesConfig,
+    /// `TEMPORAL_*`: durable execution, when `TEMPORAL_ADDRESS` is set.
+    pub durable: Option<DurableSettings>,
+}
+
+/// Where durable runs are scheduled: the Temporal frontend and how to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurableSettings {
+    /// `host:port` or an `http(s)://` URL, as given.
+    pub address: String,
+    pub namespace: String,
+    /// Prepended to every task queue name.
+    pub task_queue_prefix: String,
+    pub api_key: Option<Secret>,
+    pub tls: bool,
+    /// The reconciler's period and the age of the rows it inspects.
+    pub reconcile_every: std::time::Duration,
+    /// Turns per workflow run before it continues as new.
+    pub turns_per_workflow_run: u64,
 }
 
 impl ServiceSettings {
@@ -1167,6 +1210,7 @@ impl ServiceSettings {
                     .filter(|token| !token.expose().trim().is_empty())
             });
         let nodes = read_nodes(&mut r);
+        let durable = read_durable(&mut r);
         if !r.diagnostics.is_empty() {
             return Err(r.diagnostics);
         }
@@ -1187,6 +1231,7 @@ impl ServiceSettings {
             github_api_base,
             github_token,
             nodes,
+            durable,
         })
     }
 
@@ -1603,6 +1648,71 @@ pub struct HttpSettings {
     pub max_connections_per_client: usize,
 }
 
+/// `TEMPORAL_*`: none without an address; the other settings alone would be ignored, so they
+/// are refused.
+fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
+    let tls = r.flag(&TEMPORAL_TLS);
+    let Some(address) = r.get(&TEMPORAL_ADDRESS) else {
+        let set_alone = [
+            &TEMPORAL_NAMESPACE,
+            &TEMPORAL_TASK_QUEUE_PREFIX,
+            &TEMPORAL_API_KEY,
+            &DURABLE_RECONCILE_SECONDS,
+            &DURABLE_TURNS_PER_WORKFLOW_RUN,
+        ];
+        for var in set_alone {
+            if r.get(var).is_some() {
+                r.report(
+                    var,
+                    "is set but TEMPORAL_ADDRESS is not (durable execution is off)",
+                );
+            }
+        }
+        if tls {
+            r.report(
+                &TEMPORAL_TLS,
+                "is on but TEMPORAL_ADDRESS is not (durable execution is off)",
+            );
+        }
+        return None;
+    };
+    let bare = address
+        .strip_prefix("http://")
+        .or_else(|| address.strip_prefix("https://"))
+        .unwrap_or(&address);
+    let port_ok = bare
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if !port_ok || bare.contains('/') {
+        r.report(
+            &TEMPORAL_ADDRESS,
+            format!("{address:?} is not a host:port (e.g. 127.0.0.1:7233)"),
+        );
+        return None;
+    }
+    let api_key = r.secret(&TEMPORAL_API_KEY);
+    let reconcile_every = r.seconds(&DURABLE_RECONCILE_SECONDS, 3600);
+    let turns_per_workflow_run = match r.count(&DURABLE_TURNS_PER_WORKFLOW_RUN) {
+        turns @ 1..=10_000 => turns as u64,
+        _ => {
+            r.report(
+                &DURABLE_TURNS_PER_WORKFLOW_RUN,
+                "must be between 1 and 10000",
+            );
+            200
+        }
+    };
+    Some(DurableSettings {
+        reconcile_every,
+        turns_per_workflow_run,
+        tls: tls || api_key.is_some() || address.starts_with("https://"),
+        address,
+        namespace: r.string_or_default(&TEMPORAL_NAMESPACE),
+        task_queue_prefix: r.get(&TEMPORAL_TASK_QUEUE_PREFIX).unwrap_or_default(),
+        api_key,
+    })
+}
+
 fn read_http(r: &mut Reader<'_>) -> HttpSettings {
     HttpSettings {
         header_read_timeout: r.seconds(&HTTP_HEADER_READ_TIMEOUT_SECONDS, 3600),
@@ -1791,7 +1901,7 @@ mod tests {
             ("AGENT_RUNTIME_MODEL_CREDENTIAL_ENCRYPTION_KEY", "short"),
             ("AGENT_RUNTIME_EVENT_SINK", "log,kafka"),
             ("AGENT_RUNTIME_WORKER_THREADS", "0"),
-            ("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+            ("TEMPORAL_ADDRESS", "127.0.0.1"),
             ("AGENT_RUNTIME_APP_CONFIG", "apps: [{app_id: a, bogus: 1}]"),
         ]))
         .unwrap_err();
@@ -1953,16 +2063,38 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_variables_are_refused_whatever_else_is_set() {
-        // A Temporal namespace without an address: set, it would be ignored, so it is refused
-        // on its own.
+    fn temporal_settings_without_an_address_are_refused() {
+        // A Temporal namespace without an address would be ignored, so it is refused.
         let err = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_NAMESPACE", "default"),
             ("AGENT_RUNTIME_CHATGPT_ENABLED", "yes"),
         ]))
         .unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_NAMESPACE"]);
-        assert!(err[0].message.contains("durable execution (Temporal)"));
+        assert!(err[0].message.contains("TEMPORAL_ADDRESS is not"));
+    }
+
+    #[test]
+    fn temporal_address_enables_durable_execution() {
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+            ("TEMPORAL_TASK_QUEUE_PREFIX", "staging-"),
+        ]))
+        .unwrap();
+        let durable = settings.durable.unwrap();
+        assert_eq!(durable.namespace, "default");
+        assert_eq!(durable.task_queue_prefix, "staging-");
+        assert!(!durable.tls);
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.example:7233"),
+            ("TEMPORAL_API_KEY", "k"),
+        ]))
+        .unwrap();
+        assert!(settings.durable.unwrap().tls);
+        assert!(ServiceSettings::from_env(lookup(&[]))
+            .unwrap()
+            .durable
+            .is_none());
     }
 
     #[test]
@@ -2043,9 +2175,7 @@ mod tests {
     fn the_table_says_what_is_not_supported() {
         let table = markdown_table();
         assert!(
-            table.contains(
-                "| `TEMPORAL_ADDRESS` | durable | – |  | not yet (durable execution (Temporal)) |"
-            ),
+            table.contains("not yet (a deterministic stand-in model)"),
             "{table}"
         );
     }

@@ -11,8 +11,6 @@ use crate::Diagnostic;
 /// turns one on by reading its settings and dropping them from the refusals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capability {
-    /// Durable execution on Temporal (issue 13).
-    Durable,
     /// Browser tools and their artifact uploads.
     Browser,
     /// A deterministic stand-in model when no model is configured. Refused by design, not for
@@ -24,7 +22,6 @@ impl Capability {
     /// What is missing, as a phrase ("this version does not support … yet").
     pub fn describe(self) -> &'static str {
         match self {
-            Capability::Durable => "durable execution (Temporal)",
             Capability::Browser => "browser tools",
             Capability::DeterministicModel => "a deterministic stand-in model",
         }

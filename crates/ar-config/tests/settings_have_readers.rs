@@ -40,6 +40,7 @@ const fn reader(
 }
 
 const COMPOSE: &str = "ar-server/src/compose.rs";
+const DURABLE: &str = "ar-server/src/durable.rs";
 const STUDIO_EMBED: &str = "ar-server/src/studio_embed.rs";
 const MAIN: &str = "agent-runtime/src/main.rs";
 const HOST_TOOLS: &str = "ar-tools/src/host_tools.rs";
@@ -356,6 +357,37 @@ const ENV_READERS: &[Reader] = &[
             r#"NODE_TOKEN_ENV: &str = "AGENT_RUNTIME_NODE_TOKEN""#,
             "std::env::var(NODE_TOKEN_ENV)",
         ],
+    ),
+    reader(
+        "TEMPORAL_ADDRESS",
+        DURABLE,
+        &["address: settings.address.clone()"],
+    ),
+    reader(
+        "TEMPORAL_NAMESPACE",
+        DURABLE,
+        &["namespace: settings.namespace.clone()"],
+    ),
+    reader(
+        "TEMPORAL_TASK_QUEUE_PREFIX",
+        DURABLE,
+        &["task_queue_prefix: settings.task_queue_prefix.clone()"],
+    ),
+    reader(
+        "TEMPORAL_API_KEY",
+        DURABLE,
+        &["api_key: settings.api_key.clone()"],
+    ),
+    reader("TEMPORAL_TLS", DURABLE, &["tls: settings.tls"]),
+    reader(
+        "AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN",
+        DURABLE,
+        &["turns_per_workflow_run: settings.turns_per_workflow_run"],
+    ),
+    reader(
+        "AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS",
+        COMPOSE,
+        &["durable.reconcile_every"],
     ),
     reader(
         "AGENT_RUNTIME_NODES",

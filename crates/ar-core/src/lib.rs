@@ -10,6 +10,7 @@ pub mod agent;
 pub mod agent_cli;
 pub mod budget;
 pub mod clock;
+pub mod durable;
 pub mod enums;
 pub mod event;
 pub mod host;

@@ -257,6 +257,13 @@ pub trait Store: Send + Sync + 'static {
     /// Queued or running runs whose lease is missing or expired at `now` (any app).
     async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>>;
     /// Queued or running runs leased by `owner` (to take back a previous life's runs at start).
+    /// Durable runs still queued, running or paused whose row has not changed since `before`
+    /// (what the durable reconciler inspects), oldest change first.
+    async fn list_stale_durable_runs(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Run>>;
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>>;
 
     // Outbox cursors (event callback delivery).

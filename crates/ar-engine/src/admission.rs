@@ -221,6 +221,9 @@ impl Engine {
         }
         // 1. Required fields and modes.
         let checked = CheckedRequest::from_request(&request)?;
+        if checked.execution_mode == ExecutionMode::Durable && !self.durable_enabled() {
+            return Err(crate::durable::durable_off());
+        }
         // 2. Idempotent start by host_run_id.
         let store = &self.deps().store;
         if !checked.host_run_id.is_empty() {
@@ -228,7 +231,7 @@ impl Engine {
                 .get_run_by_host_run_id(&checked.app_id, &checked.host_run_id)
                 .await?
             {
-                return Ok(existing);
+                return self.admitted_again(existing).await;
             }
         }
         // A required tool catalogue of the app has not loaded (a new run would start without
@@ -278,19 +281,35 @@ impl Engine {
         let skills = self.run_skills(&agent, &run).await?;
         let change = self.creation_change(&run, &request, now)?;
         match store.create_run(change).await? {
-            CreateRun::HostRunIdTaken(existing) => Ok(*existing),
+            CreateRun::HostRunIdTaken(existing) => self.admitted_again(*existing).await,
             CreateRun::Created(committed) => {
                 for stored in committed.events {
                     self.deps()
                         .bus
                         .publish(ar_core::event::LiveEvent::Persisted(stored));
                 }
-                // 7. Dispatch (lightweight: this process).
-                self.hand_to_first_owner(&run, agent, request.seed.is_some(), skills)
-                    .await;
+                // 7. Dispatch (lightweight: this process; durable: its workflow).
+                if run.execution_mode == ExecutionMode::Durable {
+                    self.start_durable(&run).await?;
+                } else {
+                    self.hand_to_first_owner(&run, agent, request.seed.is_some(), skills)
+                        .await;
+                }
                 Ok(run)
             }
         }
+    }
+
+    /// A run already admitted under the same `host_run_id`, returned as it is; a durable one
+    /// still queued has its workflow started again (idempotent by workflow id), which repairs
+    /// a row committed by a process that died before starting it.
+    async fn admitted_again(&self, existing: Run) -> EngineResult<Run> {
+        if existing.execution_mode == ExecutionMode::Durable
+            && existing.status() == ar_core::RunStatus::Queued
+        {
+            self.start_durable(&existing).await?;
+        }
+        Ok(existing)
     }
 
     /// The run's input as admitted (without the target context, resolved next): checks the
@@ -391,8 +410,11 @@ impl Engine {
     ) -> EngineResult<RunChange> {
         let mut change = RunChange::for_run(run);
         change.run = Some(run.clone());
-        // This process executes the run next: it takes the lease with the run itself.
-        change.lease = Some(self.lease_for_new_owner(now));
+        // This process executes a lightweight run next: it takes the lease with the run
+        // itself. A durable run's lease is taken by the worker that executes its turn.
+        if run.execution_mode != ExecutionMode::Durable {
+            change.lease = Some(self.lease_for_new_owner(now));
+        }
         change
             .events
             .push(RunEvent::RunQueued(ev::RunQueued::default()));
@@ -456,11 +478,6 @@ impl CheckedRequest {
         let invocation_mode = parse_optional(&request.mode, InvocationMode::parse)?;
         let execution_mode = parse_optional(&request.execution_mode, ExecutionMode::parse)?
             .unwrap_or(ExecutionMode::Lightweight);
-        if execution_mode == ExecutionMode::Durable {
-            return Err(EngineError::invalid(
-                "execution_mode durable is not available: durable execution is not configured on this runtime",
-            ));
-        }
         Ok(CheckedRequest {
             app_id,
             agent_id,

@@ -46,6 +46,8 @@ pub struct EngineDeps {
     pub workspace_opener: Option<Arc<dyn ar_core::workspace::WorkspaceOpener>>,
     /// Present when some app has a `model_credential_callback`.
     pub credential_refresher: Option<Arc<dyn ar_core::host::CredentialRefresher>>,
+    /// Present when durable runs are scheduled by a workflow engine (`TEMPORAL_ADDRESS`).
+    pub durable: Option<Arc<dyn ar_core::durable::DurableScheduler>>,
 }
 
 pub(crate) struct Inner {

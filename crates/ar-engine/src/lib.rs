@@ -16,6 +16,7 @@ pub mod config;
 mod context;
 mod credential_refresh;
 mod credential_replace;
+pub mod durable;
 mod engine;
 pub mod error;
 mod gate;

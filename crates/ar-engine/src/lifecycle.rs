@@ -2,13 +2,14 @@
 //! request changes, auth completed, continue), cancel, pause, and the records hosts append.
 
 use ar_core::budget::{BudgetExceeded, RunBudgets};
+use ar_core::durable::DurableSignal;
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::records::{interaction_kind, message_type, Artifact, Interaction, Message};
 use ar_core::replica::OwnerSignal;
 use ar_core::store::{RunChange, SecretChange};
 use ar_core::{
-    InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason, ResumeIntent, Run,
-    RunStatus, TurnPolicy,
+    ExecutionMode, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
+    ResumeIntent, Run, RunStatus, TurnPolicy,
 };
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -427,14 +428,52 @@ impl Engine {
             budgets,
             now,
         };
+        let before = run.clone();
         let (run, _, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
                 plan.apply(run, change)?;
                 Ok(Decide::Commit(()))
             })
             .await?;
+        if run.execution_mode == ExecutionMode::Durable {
+            return self.signal_resumed(run, &before, &plan).await;
+        }
         self.spawn_owner(app_id, run_id);
         Ok(run)
+    }
+
+    /// Wakes a durable run's workflow for a committed resume; when the signal fails the resume
+    /// is rolled back (the run paused again for its old reason, the interaction pending, the
+    /// last resume as it was) and the request fails, so the host can try again.
+    async fn signal_resumed(&self, run: Run, before: &Run, plan: &ResumePlan) -> EngineResult<Run> {
+        let resume_id = plan.resume_id.clone();
+        let signal = match plan.intent {
+            ResumeIntent::Approve | ResumeIntent::RequestChanges => {
+                DurableSignal::Approve { resume_id }
+            }
+            _ => DurableSignal::Resume { resume_id },
+        };
+        let Err(error) = self.signal_durable(&run.id, signal).await else {
+            return Ok(run);
+        };
+        tracing::error!(run_id = %run.id, %error, "resume signal failed; rolling the resume back");
+        let (reason, last_resume) = (before.pause_reason(), before.engine.last_resume.clone());
+        let pending = plan.target.clone();
+        let rolled_back = self
+            .transact(&run.app_id, &run.id, None, |run, change| {
+                if run.status() != RunStatus::Running {
+                    return Ok(Decide::Skip(()));
+                }
+                run.pause(reason)?;
+                run.engine.last_resume = last_resume.clone();
+                change.interactions.extend(pending.clone());
+                Ok(Decide::Commit(()))
+            })
+            .await;
+        if let Err(rollback) = rolled_back {
+            tracing::error!(run_id = %run.id, error = %rollback, "could not roll the resume back");
+        }
+        Err(error)
     }
 
     /// Completes a chat run that sat paused past its idle timeout.
@@ -549,6 +588,10 @@ impl Engine {
             }
             return Ok(run);
         }
+        if run.execution_mode == ExecutionMode::Durable {
+            // The workflow first, so it schedules nothing more for the run.
+            self.cancel_durable(&run.id).await?;
+        }
         let now = self.now();
         let run_id = run.id.clone();
         let (run, _, ()) = self
@@ -586,6 +629,11 @@ impl Engine {
             })
             .await?;
         self.signal_owner(run_id, OwnerSignal::Pause);
+        if run.execution_mode == ExecutionMode::Durable {
+            // The store holds the request (the turn pauses at its next safe point); the
+            // workflow records it.
+            self.signal_durable(run_id, DurableSignal::Pause).await?;
+        }
         Ok(run)
     }
 
@@ -621,6 +669,15 @@ impl Engine {
         let mut change = RunChange::for_run(&run);
         change.messages.push(row);
         let committed = self.deps().store.commit(change).await?;
+        if run.execution_mode == ExecutionMode::Durable && !run.is_terminal() {
+            let signal = DurableSignal::Message {
+                content: content.to_string(),
+            };
+            if let Err(error) = self.signal_durable(run_id, signal).await {
+                // The message is stored; the workflow only records that one arrived.
+                tracing::warn!(run_id, %error, "message signal failed");
+            }
+        }
         committed
             .messages
             .into_iter()

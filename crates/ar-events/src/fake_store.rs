@@ -180,6 +180,9 @@ impl Store for FakeStore {
     async fn list_orphaned_runs(&self, _: DateTime<Utc>, _: i64) -> StoreResult<Vec<Run>> {
         unsupported()
     }
+    async fn list_stale_durable_runs(&self, _: DateTime<Utc>, _: i64) -> StoreResult<Vec<Run>> {
+        unsupported()
+    }
     async fn list_runs_leased_by(&self, _: &str) -> StoreResult<Vec<Run>> {
         unsupported()
     }

@@ -89,9 +89,11 @@ pub struct Service {
     pub studio: crate::studio_embed::EmbeddedStudio,
     /// Timeouts and the per-client cap of HTTP connections.
     pub connections: crate::connections::ConnectionLimits,
-    background: CancellationToken,
+    pub(crate) background: CancellationToken,
     /// The NATS sink's publisher, which flushes what is committed when `background` ends.
     nats_publisher: Option<tokio::task::JoinHandle<()>>,
+    /// `TEMPORAL_*`, when durable execution is on.
+    pub(crate) durable: Option<ar_config::env::DurableSettings>,
 }
 
 /// Directory for files the runtime keeps beside its database (dev token, dev key, instance id).
@@ -380,6 +382,19 @@ fn run_mcp(settings: &ar_config::env::McpSettings) -> anyhow::Result<RunMcp> {
 
 /// The configured instance id; on SQLite one kept beside the database, so a restarted process
 /// takes its own runs back at once.
+/// This process's instance id: a durable worker's is its own (unless configured), so the
+/// leases of two workers sharing a data directory keep their turns apart.
+fn process_instance_id(
+    settings: &ServiceSettings,
+    dir: &Path,
+    worker: bool,
+) -> anyhow::Result<String> {
+    match (&settings.instance_id, worker) {
+        (None, true) => Ok(ar_core::ids::new_id("inst")),
+        _ => instance_id(settings, dir),
+    }
+}
+
 fn instance_id(settings: &ServiceSettings, dir: &Path) -> anyhow::Result<String> {
     Ok(match (&settings.instance_id, &settings.store) {
         (Some(id), _) => id.clone(),
@@ -397,6 +412,10 @@ pub struct ServiceOptions {
     /// tools (`<program> mcp-bridge`). `None`: CLI runs are offered no tools of the run, and a
     /// CLI run with `mcp_servers` is refused.
     pub mcp_bridge_program: Option<PathBuf>,
+    /// A durable worker: an instance id of its own per process (unless
+    /// `AGENT_RUNTIME_INSTANCE_ID` names one), so that the leases of two workers sharing a
+    /// data directory keep their turns apart.
+    pub worker: bool,
     /// Demo mode (`serve --demo`, see [`crate::demo`]): the built-in demo model, its app and
     /// agent. Refused when a real provider is configured.
     pub demo: bool,
@@ -704,14 +723,13 @@ impl Service {
         let sealer = credential_sealer(&settings, &dir)?;
         let apps = Arc::new(settings.app_config.clone());
         let bus = Arc::new(Bus::new());
-        let (providers, provider_defaults) =
-            provider_facts(&settings, sealer.is_some(), options.demo);
+        let (providers, defaults) = provider_facts(&settings, sealer.is_some(), options.demo);
         let background = CancellationToken::new();
         let clis = agent_clis(&dir, &settings, (&options, listen_addr), &background)?;
         let config = EngineConfig {
-            instance_id: instance_id(&settings, &dir)?,
+            instance_id: process_instance_id(&settings, &dir, options.worker)?,
             apps: app_policies(&apps),
-            providers: provider_defaults,
+            providers: defaults,
             credentials_enabled: sealer.is_some(),
             ..engine_config(&settings, options.demo)
         };
@@ -740,6 +758,7 @@ impl Service {
             workspaces: workspaces(&apps, &settings)?,
             workspace_opener: Some(Arc::new(ar_workspace::Opener::default())),
             credential_refresher: credential_refresher(&apps)?,
+            durable: durable_scheduler(settings.durable.as_ref()).await?,
         };
         let engine = Engine::new(deps, config);
         if let (Some(replicas), Some(inbound)) = (&replicas, inbound) {
@@ -789,6 +808,7 @@ impl Service {
             connections: (&settings.http).into(),
             background,
             nats_publisher,
+            durable: settings.durable,
         })
     }
 
@@ -799,6 +819,13 @@ impl Service {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         self.engine.start_background();
+        if let Some(durable) = &self.durable {
+            crate::durable::start_reconciler(
+                &self.engine,
+                durable.reconcile_every,
+                &self.background,
+            );
+        }
         let router = crate::router(self.state.clone()).merge(self.studio.routes());
         let links = self.studio.start_links(listener.local_addr()?);
         let engine = self.engine.clone();
@@ -833,6 +860,20 @@ impl Service {
         self.state.mcp_providers.close().await;
         Ok(())
     }
+}
+
+/// The Temporal client of durable runs, when `TEMPORAL_ADDRESS` is set.
+async fn durable_scheduler(
+    settings: Option<&ar_config::env::DurableSettings>,
+) -> anyhow::Result<Option<Arc<dyn ar_core::durable::DurableScheduler>>> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    let scheduler =
+        ar_temporal::TemporalScheduler::connect(crate::durable::temporal_settings(settings))
+            .await
+            .context("durable execution (TEMPORAL_ADDRESS)")?;
+    Ok(Some(Arc::new(scheduler)))
 }
 
 /// The engine settings read straight from the service settings.

@@ -12,6 +12,7 @@ pub mod compose;
 pub mod connections;
 pub mod convert;
 pub mod demo;
+pub mod durable;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
@@ -22,5 +23,6 @@ pub mod studio_embed;
 pub mod studio_runtime;
 pub mod subscription_lane;
 
+pub use ar_temporal::worker::WorkerRole;
 pub use compose::{Service, ServiceOptions};
 pub use routes::router;

@@ -1164,6 +1164,27 @@ impl Store for PostgresStore {
         rows.iter().map(codec::run_from).collect()
     }
 
+    async fn list_stale_durable_runs(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Run>> {
+        let mut lane = self.pool.get("postgres: list stale durable runs").await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pg_run_columns!(),
+            " FROM runs WHERE execution_mode = 'durable' \
+             AND status IN ('queued', 'running', 'paused') AND updated_at <= $1 \
+             ORDER BY updated_at, id LIMIT $2"
+        ))
+        .bind(micros(before))
+        .bind(limit.max(0))
+        .fetch_all(lane.conn())
+        .await
+        .map_err(|error| lane.fail("postgres: list stale durable runs", error))?;
+        rows.iter().map(codec::run_from).collect()
+    }
+
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>> {
         let mut lane = self.pool.get("postgres: list leased runs").await?;
         let rows = sqlx::query(concat!(

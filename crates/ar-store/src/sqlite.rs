@@ -583,6 +583,11 @@ static ORPHANED_RUNS: Select = select!(
      AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1) \
      ORDER BY created_at, id LIMIT ?2"
 );
+static STALE_DURABLE_RUNS: Select = select!(
+    RUN_COLUMNS,
+    "FROM runs WHERE execution_mode = 'durable' AND status IN ('queued', 'running', 'paused') \
+     AND updated_at <= ?1 ORDER BY updated_at, id LIMIT ?2"
+);
 static RUNS_LEASED_BY: Select = select!(
     RUN_COLUMNS,
     "FROM runs WHERE lease_owner = ?1 AND status IN ('queued', 'running') \
@@ -1025,6 +1030,21 @@ impl Store for SqliteStore {
         let limit = limit.max(0);
         self.read("sqlite: list orphaned runs", move |conn| {
             query_all(conn, &ORPHANED_RUNS, params![now, limit], |row| {
+                codec::run_from(row)
+            })
+        })
+        .await
+    }
+
+    async fn list_stale_durable_runs(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Run>> {
+        let before = ts_text(before);
+        let limit = limit.max(0);
+        self.read("sqlite: list stale durable runs", move |conn| {
+            query_all(conn, &STALE_DURABLE_RUNS, params![before, limit], |row| {
                 codec::run_from(row)
             })
         })

@@ -8,3 +8,4 @@ pub mod node;
 pub mod remote;
 pub mod serve;
 pub mod studio;
+pub mod worker;

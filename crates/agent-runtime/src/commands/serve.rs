@@ -61,6 +61,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Agent CLIs start this very executable as their MCP bridge to the run's tools.
     let options = ar_server::ServiceOptions {
         mcp_bridge_program: std::env::current_exe().ok(),
+        worker: false,
         demo: args.demo,
     };
     let service = ar_server::Service::build_with(settings, addr, options).await?;

@@ -139,12 +139,20 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
     }
 }
 
-/// Settings this version does not support yet, each with what the refusal must name.
-const UNSUPPORTED: &[(&str, &str, &str)] = &[(
-    "TEMPORAL_ADDRESS",
-    "127.0.0.1:7233",
-    "does not support durable execution (Temporal) yet",
-)];
+/// Settings this version refuses, each with what the refusal must name: one refused by
+/// design, and a Temporal setting without `TEMPORAL_ADDRESS` (it would be ignored).
+const UNSUPPORTED: &[(&str, &str, &str)] = &[
+    (
+        "AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK",
+        "true",
+        "never answers with a stand-in model",
+    ),
+    (
+        "TEMPORAL_NAMESPACE",
+        "default",
+        "is set but TEMPORAL_ADDRESS is not",
+    ),
+];
 
 /// An app that configures browser tools, which this version does not support yet.
 const WITH_BROWSER: &str = r#"

@@ -18,6 +18,7 @@ mod codex_auth;
 mod config_cli;
 mod demo;
 mod durability;
+mod durable;
 mod egress;
 mod embedded;
 mod fleet;

@@ -163,14 +163,7 @@ impl Engine {
         loop {
             self.drive_with_lease(&app_id, &run_id, &mut owner, start.take())
                 .await;
-            self.inner.owners.release(&run_id);
-            // A run that is not executing holds no MCP session (the next owner opens anew).
-            if let Some(mcp) = &self.deps().mcp {
-                mcp.close_run(&run_id).await;
-            }
-            // Its workspace tools went with the registration; the workspace itself is cleaned
-            // when its policy says so for the state the run stopped in.
-            self.clean_workspace(&app_id, &run_id).await;
+            self.owner_stopped(&app_id, &run_id).await;
             // A resume that landed while this owner was finishing saw an owner and did not
             // spawn one; look once more so the run is never left running without an owner.
             // A run seen committed terminal cannot be resumed: no need to look.
@@ -191,13 +184,15 @@ impl Engine {
         }
     }
 
-    async fn drive_with_lease(
+    /// Executes the run's turn under this process's lease; false when the lease could not be
+    /// taken (another live process holds it, or the store failed).
+    pub(crate) async fn drive_with_lease(
         &self,
         app_id: &str,
         run_id: &str,
         owner: &mut Owner,
         start: Option<OwnerStart>,
-    ) {
+    ) -> bool {
         let store = &self.deps().store;
         let acquired = if start.as_ref().is_some_and(|start| start.leased) {
             Ok(true)
@@ -212,11 +207,11 @@ impl Engine {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(run_id, "run is owned by another live replica");
-                return;
+                return false;
             }
             Err(error) => {
                 tracing::error!(run_id, %error, "could not take the run's lease");
-                return;
+                return false;
             }
         }
         let outcome = std::panic::AssertUnwindSafe(self.execute(app_id, run_id, owner, start))
@@ -236,7 +231,7 @@ impl Engine {
             }
         }
         if owner.inbox.lease_released() {
-            return;
+            return true;
         }
         if let Err(error) = store
             .release_lease(run_id, &self.inner.config.instance_id)
@@ -244,6 +239,40 @@ impl Engine {
         {
             tracing::warn!(run_id, %error, "could not release the run's lease");
         }
+        true
+    }
+
+    /// One turn of a run as its owner here, tracked so that a shutdown waits for it to reach a
+    /// checkpoint: `None` when the run already has an owner here; otherwise whether the lease
+    /// was taken (false: another live process holds it).
+    pub(crate) async fn drive_turn_once(
+        &self,
+        app_id: &str,
+        run_id: &str,
+    ) -> Option<Result<bool, tokio::task::JoinError>> {
+        let mut owner = self.inner.owners.claim(run_id)?;
+        let engine = self.clone();
+        let (app_id, run_id) = (app_id.to_string(), run_id.to_string());
+        let task = self.inner.tasks.spawn(async move {
+            let leased = engine
+                .drive_with_lease(&app_id, &run_id, &mut owner, None)
+                .await;
+            engine.owner_stopped(&app_id, &run_id).await;
+            leased
+        });
+        Some(task.await)
+    }
+
+    /// What follows an owner's turn: its registration ends, a run that is not executing holds
+    /// no MCP session (the next owner opens anew), and its workspace tools went with the
+    /// registration; the workspace itself is cleaned when its policy says so for the state the
+    /// run stopped in.
+    pub(crate) async fn owner_stopped(&self, app_id: &str, run_id: &str) {
+        self.inner.owners.release(run_id);
+        if let Some(mcp) = &self.deps().mcp {
+            mcp.close_run(run_id).await;
+        }
+        self.clean_workspace(app_id, run_id).await;
     }
 
     /// Marks a non-terminal run failed (best effort; used when execution itself broke). Its
@@ -285,14 +314,20 @@ impl Engine {
 
     /// Starts the heartbeat and the orphan sweeper, and takes over runs left behind.
     pub fn start_background(&self) {
-        let engine = self.clone();
-        self.inner
-            .tasks
-            .spawn(async move { engine.heartbeat_loop().await });
+        self.start_lease_heartbeat();
         let engine = self.clone();
         self.inner
             .tasks
             .spawn(async move { engine.sweep_loop().await });
+    }
+
+    /// Starts only the heartbeat of this process's leases (a durable worker: Temporal, not
+    /// the sweeper, decides where a durable run's turn continues).
+    pub fn start_lease_heartbeat(&self) {
+        let engine = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { engine.heartbeat_loop().await });
     }
 
     async fn heartbeat_loop(&self) {
@@ -345,6 +380,10 @@ impl Engine {
 
     fn adopt(&self, runs: Vec<Run>) {
         for run in runs {
+            // A durable run's turns are the workflow's to schedule: its activity retries them.
+            if run.execution_mode == ar_core::ExecutionMode::Durable {
+                continue;
+            }
             if !self.inner.owners.contains(&run.id) {
                 tracing::info!(run_id = %run.id, status = %run.status(), "taking over run");
                 self.spawn_owner(&run.app_id, &run.id);

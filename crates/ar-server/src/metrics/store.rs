@@ -279,6 +279,13 @@ impl Store for MeteredStore {
     async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
         self.inner.list_orphaned_runs(now, limit).await
     }
+    async fn list_stale_durable_runs(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Run>> {
+        self.inner.list_stale_durable_runs(before, limit).await
+    }
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>> {
         self.inner.list_runs_leased_by(owner).await
     }

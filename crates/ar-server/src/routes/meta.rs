@@ -35,6 +35,18 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     )
 }
 
+/// Durable execution as configured (`TEMPORAL_ADDRESS`): where Temporal is, or off.
+fn durable_info(engine: &ar_engine::Engine) -> ar_wire::DurableInfo {
+    match engine.durable_endpoint() {
+        Some((temporal_address, namespace)) => ar_wire::DurableInfo {
+            enabled: true,
+            temporal_address,
+            namespace,
+        },
+        None => ar_wire::DurableInfo::default(),
+    }
+}
+
 fn static_summary(state: &AppState, app_id: &str) -> ar_wire::AppSummary {
     let Some(app) = state.apps.apps.get(app_id) else {
         return ar_wire::AppSummary {
@@ -100,13 +112,7 @@ pub async fn capabilities(State(state): State<AppState>, params: Params) -> ApiR
             driver: facts.store_driver.clone(),
             in_memory: facts.store_in_memory,
         },
-        // Durable execution is not supported by this version: its settings (TEMPORAL_*) are
-        // refused at startup.
-        durable: ar_wire::DurableInfo {
-            enabled: false,
-            temporal_address: String::new(),
-            namespace: String::new(),
-        },
+        durable: durable_info(&state.engine),
         skills: built_in_skills(),
         apps,
         service_auth_enabled: state.service_token.is_some(),

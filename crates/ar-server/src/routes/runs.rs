@@ -131,13 +131,30 @@ pub async fn execution(
     let run = load(&state, &app_id, &run_id)
         .await
         .map_err(|error| ApiError::bad_request(error.message))?;
-    let info = ar_wire::RunExecutionInfo {
+    let mut info = ar_wire::RunExecutionInfo {
         execution_mode: run.execution_mode.as_str().to_string(),
         state: run.status().as_str().to_string(),
         started_at: run.started_at,
         closed_at: run.completed_at,
         ..Default::default()
     };
+    if run.execution_mode == ar_core::ExecutionMode::Durable {
+        // A durable run's execution is its workflow, as Temporal describes it.
+        if let Some(workflow) = state.engine.durable_workflow(&run).await? {
+            info = ar_wire::RunExecutionInfo {
+                execution_mode: info.execution_mode,
+                state: workflow.state,
+                workflow_id: workflow.workflow_id,
+                temporal_run_id: workflow.temporal_run_id,
+                task_queue: workflow.task_queue,
+                history_length: workflow.history_length,
+                history_size_bytes: workflow.history_size_bytes,
+                state_transition_count: workflow.state_transition_count,
+                started_at: workflow.started_at,
+                closed_at: workflow.closed_at,
+            };
+        }
+    }
     Ok(json(StatusCode::OK, &info))
 }
 

@@ -12,6 +12,7 @@ pub mod nats;
 mod postgres;
 mod proxy;
 mod sse;
+pub mod temporal;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

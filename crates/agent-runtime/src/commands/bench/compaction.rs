@@ -72,7 +72,7 @@ async fn long_run(window: Option<u64>) -> anyhow::Result<LongRunFigures> {
     mock.long_run(script.clone());
     let host = ProviderHost::start(None, vec![tool("bulk_read", "Read a chunk", false)]).await;
     let providers = json!({"mcp_providers": [{"name": "docs", "url": host.url()}]});
-    let server = start_server_with("sqlite", "", &mock, (None, providers)).await?;
+    let server = start_server_with("sqlite", "", &mock, (None, providers), &[]).await?;
     let mut config = json!({"max_tool_steps": STEPS + 10});
     if let Some(window) = window {
         config["native_context"] = json!({"enabled": true, "context_window": window});

@@ -1,6 +1,7 @@
 //! `agent-runtime bench`: the benchmarks whose figures README.md reports.
 
 mod compaction;
+mod durable;
 mod mcp;
 mod nats_lag;
 mod proc_stats;
@@ -56,6 +57,11 @@ pub struct BenchArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     pub postgres_url: String,
+    /// Execution mode of `service`'s runs: `lightweight` (the default), or `durable` (each run
+    /// a Temporal workflow executed by a child worker, measured beside lightweight runs; needs
+    /// TEMPORAL_ADDRESS or the `temporal` CLI for a dev server).
+    #[arg(long, default_value = "lightweight")]
+    pub mode: String,
     /// The `agent-runtime` binary the benchmarks start as the server (default: this one), to
     /// compare two builds under one benchmark client.
     #[arg(long)]
@@ -67,7 +73,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         service::use_server_binary(binary.clone());
     }
     match args.which.as_str() {
-        "service" => service::run(&args).await,
+        "service" if args.mode == "durable" => durable::run(&args).await,
+        "service" if args.mode == "lightweight" => service::run(&args).await,
+        "service" => anyhow::bail!(
+            "unknown mode {:?} (expected lightweight or durable)",
+            args.mode
+        ),
         "dispatch" if args.remote => {
             let dir = tempfile::tempdir()?;
             let config = ar_dispatch::bench_remote::RemoteBenchConfig::standard(dir.path());

@@ -24,7 +24,11 @@ pub(super) struct Server {
     pub(super) process: ar_process::Process,
     base: String,
     client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    /// The server's environment and directory (a durable benchmark's worker shares them).
+    pub(super) env: EnvPolicy,
+    pub(super) dir: tempfile::TempDir,
+    /// `execution_mode` of the runs it starts (`lightweight` unless a benchmark says).
+    pub(super) execution_mode: &'static str,
 }
 
 /// The server binary chosen with `--server-binary`, if any.
@@ -44,7 +48,7 @@ async fn start_server(
     mock: &MockProvider,
     nats: Option<&NatsBench>,
 ) -> anyhow::Result<Server> {
-    start_server_with(store, postgres_url, mock, (nats, json!({}))).await
+    start_server_with(store, postgres_url, mock, (nats, json!({})), &[]).await
 }
 
 /// [`start_server`] with more keys in the bench app's configuration (`app_extra`).
@@ -53,6 +57,7 @@ pub(super) async fn start_server_with(
     postgres_url: &str,
     mock: &MockProvider,
     (nats, app_extra): (Option<&NatsBench>, Value),
+    extra_env: &[(&str, String)],
 ) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let port = free_port()?;
@@ -83,6 +88,9 @@ pub(super) async fn start_server_with(
         );
     if let Some(nats) = nats {
         env = nats.env(env);
+    }
+    for (name, value) in extra_env {
+        env = env.with(*name, value.clone());
     }
     env = match store {
         "postgres" => {
@@ -116,7 +124,7 @@ pub(super) async fn start_server_with(
     };
     let spec = ProcessSpec::new(exe.display().to_string(), dir.path())
         .args(["serve"])
-        .env(env);
+        .env(env.clone());
     let process = ar_process::spawn(&spec).context("starting the server")?;
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder()
@@ -134,7 +142,9 @@ pub(super) async fn start_server_with(
                 process,
                 base,
                 client,
-                _dir: dir,
+                env,
+                dir,
+                execution_mode: "lightweight",
             });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -157,13 +167,14 @@ impl Server {
         Ok(value)
     }
 
-    async fn start_run(&self, mock: &MockProvider) -> anyhow::Result<String> {
+    pub(super) async fn start_run(&self, mock: &MockProvider) -> anyhow::Result<String> {
         let run = self
             .post(
                 "/v1/runs",
                 json!({
                     "app_id": APP, "agent_id": "bench", "target": {"type": "bench", "id": "1"},
                     "instructions": "Run the five steps.",
+                    "execution_mode": self.execution_mode,
                     "model": {"provider": "openai_compatible", "model": "mock",
                               "endpoint": {"id": "mock", "base_url": mock.base_url(), "auth_mode": "none"}},
                     "model_credential": {"type": "none"}
@@ -174,7 +185,7 @@ impl Server {
     }
 
     /// Follows the SSE stream to its end; returns (time to first event, whether it completed).
-    async fn follow(&self, run_id: &str) -> anyhow::Result<(Duration, bool)> {
+    pub(super) async fn follow(&self, run_id: &str) -> anyhow::Result<(Duration, bool)> {
         let started = Instant::now();
         let response = self
             .client
@@ -294,7 +305,7 @@ async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Resul
 
 impl Server {
     /// Registers the agent every benchmark run starts.
-    async fn put_agent(&self) -> anyhow::Result<()> {
+    pub(super) async fn put_agent(&self) -> anyhow::Result<()> {
         let response = self
             .client
             .put(format!("{}/v1/agents/bench?app_id={APP}", self.base))

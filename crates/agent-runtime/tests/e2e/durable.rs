@@ -1,0 +1,566 @@
+//! Durable execution on a real Temporal dev server: `serve` with `TEMPORAL_ADDRESS` starts
+//! durable runs as `AgentRunWorkflow`s, `agent-runtime worker` executes their turns, signals
+//! wake them, cancel cancels them, a killed worker's runs continue on another, and the
+//! reconciler repairs rows whose workflow never started or ended early. The dev server comes
+//! from `ar_test_support::service::temporal` (skipped loudly without the CLI, failing under
+//! CI=true).
+
+use std::time::Duration;
+
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use ar_test_support::service::temporal::TemporalDev;
+use ar_test_support::service::*;
+use serde_json::{json, Value};
+
+use crate::BIN;
+
+/// The dev server, `serve` and one worker, on one SQLite file.
+struct Durable {
+    dev: TemporalDev,
+    env: Env,
+    server: Server,
+    worker: ChildGuard,
+    _dir: tempfile::TempDir,
+}
+
+/// `agent-runtime worker` with `env`, once it is ready.
+async fn start_worker(env: &Env) -> ChildGuard {
+    let mut worker = ChildGuard::spawn(BIN, &["worker", "--addr", "127.0.0.1:0"], env);
+    worker.wait_stderr_line("ready on http://", WAIT).await;
+    worker
+}
+
+impl Durable {
+    async fn start(case: &str, mock: &MockProvider, extra: &[(&str, &str)]) -> Option<Durable> {
+        let dev = TemporalDev::start(case).await?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut env = sqlite_env(dir.path(), mock);
+        env.insert("TEMPORAL_ADDRESS".into(), dev.address.clone());
+        env.insert("TEMPORAL_TASK_QUEUE_PREFIX".into(), "test-".into());
+        for (name, value) in extra {
+            env.insert((*name).into(), (*value).into());
+        }
+        let server = Server::start(BIN, &env).await;
+        let worker = start_worker(&env).await;
+        Some(Durable {
+            dev,
+            env,
+            server,
+            worker,
+            _dir: dir,
+        })
+    }
+
+    async fn durable_run(&self, mock: &MockProvider, agent_id: &str, extra: Value) -> String {
+        let mut body = json!({"execution_mode": "durable"});
+        merge(&mut body, &extra);
+        let run = self.server.start_run(mock, agent_id, body).await;
+        assert_eq!(run["execution_mode"], "durable", "{run}");
+        run["id"].as_str().expect("run id").to_string()
+    }
+
+    async fn execution(&self, run_id: &str) -> Value {
+        let (status, info) = self
+            .server
+            .get(&format!("/v1/runs/{run_id}/execution?app_id={APP}"))
+            .await;
+        assert_eq!(status, 200, "{info}");
+        info
+    }
+
+    /// Waits until the run's workflow reports `state`.
+    async fn wait_workflow(&self, run_id: &str, state: &str) -> Value {
+        wait_for(&format!("workflow {state}"), WAIT, || async {
+            let info = self.execution(run_id).await;
+            (info["state"] == state).then_some(info)
+        })
+        .await
+    }
+
+    async fn query(&self, run_id: &str, name: &str) -> Value {
+        let workflow_id = format!("agent-run-{run_id}");
+        let (ok, stdout, stderr) = self
+            .dev
+            .command(&[
+                "workflow",
+                "query",
+                "--workflow-id",
+                &workflow_id,
+                "--name",
+                name,
+                "--output",
+                "json",
+            ])
+            .await;
+        assert!(ok, "query {name}: {stderr}");
+        let value: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        value["queryResult"][0].clone()
+    }
+}
+
+fn one_terminal_event(events: &[Value]) {
+    let types = event_types(events);
+    let terminal = types
+        .iter()
+        .filter(|t| matches!(t.as_str(), "run.completed" | "run.failed" | "run.cancelled"))
+        .count();
+    assert_eq!(terminal, 1, "{types:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_five_step_run_completes_and_its_workflow_completed() {
+    let mock = MockProvider::start().await;
+    for step in 0..4 {
+        mock.push(Reply::tool_call(
+            "get_context",
+            json!({"step": step}).to_string(),
+        ));
+    }
+    mock.push(Reply::text("done after five steps"));
+    let Some(d) = Durable::start("durable five steps", &mock, &[]).await else {
+        return;
+    };
+    let (status, caps) = d.server.get("/v1/capabilities").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        caps["durable"],
+        json!({"enabled": true, "temporal_address": d.dev.address, "namespace": "default"})
+    );
+    let agent = d.server.create_agent("durable", &["get_context"]).await;
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    let done = d
+        .server
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let info = d.wait_workflow(&run_id, "completed").await;
+    assert_eq!(info["execution_mode"], "durable");
+    assert_eq!(info["workflow_id"], format!("agent-run-{run_id}"));
+    assert_eq!(info["task_queue"], "test-agent-native-autonomous");
+    assert!(
+        !info["temporal_run_id"].as_str().unwrap_or("").is_empty(),
+        "{info}"
+    );
+    for field in [
+        "history_length",
+        "history_size_bytes",
+        "state_transition_count",
+    ] {
+        assert!(info[field].as_i64().unwrap_or(0) > 0, "{field}: {info}");
+    }
+    assert!(
+        info["started_at"].is_string() && info["closed_at"].is_string(),
+        "{info}"
+    );
+    // Temporal itself says so, and its history carries references, not transcripts.
+    let described = d
+        .dev
+        .describe_workflow(&format!("agent-run-{run_id}"))
+        .await;
+    let status = described["workflowExecutionInfo"]["status"]
+        .as_str()
+        .unwrap_or("");
+    assert!(status.contains("COMPLETED"), "{described}");
+    let history = d
+        .dev
+        .history(&format!("agent-run-{run_id}"))
+        .await
+        .to_string();
+    assert!(
+        !history.contains("done after five steps"),
+        "transcript in history"
+    );
+    assert!(!history.contains(RUN_API_KEY), "secret in history");
+    let events = d.server.events(&run_id).await;
+    assert_contiguous(&events);
+    one_terminal_event(&events);
+    assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 4);
+    assert_eq!(mock.model_requests().len(), 5, "each step asked once");
+    drop(d.worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_and_replies_travel_as_signals_and_duplicates_advance_nothing() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_approval",
+        json!({"summary": "ship it?"}).to_string(),
+    ));
+    mock.push(Reply::text("approved, shipping"));
+    mock.push(Reply::text("second answer"));
+    let Some(d) = Durable::start("durable signals", &mock, &[]).await else {
+        return;
+    };
+    let agent = d.server.create_agent("asker", &["request_approval"]).await;
+    let policy = json!({"turn_policy": {"mode": "pause_after_assistant"}, "mode": "interactive"});
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), policy)
+        .await;
+    let paused = d.server.wait_status(&run_id, &["paused"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval", "{paused}");
+    wait_for("awaiting_approval", WAIT, || async {
+        (d.query(&run_id, "current_step").await == "awaiting_approval").then_some(())
+    })
+    .await;
+    assert_eq!(
+        d.query(&run_id, "approval_wait_state").await["waiting"],
+        true
+    );
+
+    let approve = format!("/v1/runs/{run_id}/approve?app_id={APP}");
+    let (status, body) = d
+        .server
+        .post(&approve, json!({"resume_id": "approve-1"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let paused = d.server.wait_status(&run_id, &["paused"]).await;
+    let paused = if paused["pause_reason"] == "human_approval" {
+        wait_for("the approved turn", WAIT, || async {
+            let run = d.server.run(&run_id).await;
+            (run["pause_reason"] == "awaiting_user_message").then_some(run)
+        })
+        .await
+    } else {
+        paused
+    };
+    assert_eq!(paused["pause_reason"], "awaiting_user_message", "{paused}");
+    assert_eq!(mock.model_requests().len(), 2);
+    wait_for("awaiting_input", WAIT, || async {
+        (d.query(&run_id, "current_step").await == "awaiting_input").then_some(())
+    })
+    .await;
+    assert_eq!(d.query(&run_id, "input_wait_state").await["waiting"], true);
+
+    let resume = format!("/v1/runs/{run_id}/resume?app_id={APP}");
+    let reply = json!({"intent": "reply", "content": "once more", "resume_id": "reply-1"});
+    let (status, body) = d.server.post(&resume, reply.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    wait_for("the reply's turn", WAIT, || async {
+        let run = d.server.run(&run_id).await;
+        (mock.model_requests().len() == 3 && run["status"] == "paused").then_some(())
+    })
+    .await;
+    wait_for("awaiting_input again", WAIT, || async {
+        (d.query(&run_id, "current_step").await == "awaiting_input").then_some(())
+    })
+    .await;
+    let workflow_id = format!("agent-run-{run_id}");
+    let turns = || async {
+        let history = d.dev.history(&workflow_id).await.to_string();
+        history.matches("MARKER_RECORDED").count()
+    };
+    let before = turns().await;
+    assert!(before >= 3, "prepare and two turns recorded: {before}");
+    // A duplicate reply (same resume id) neither appends a message nor runs a turn, and the
+    // same signal sent again straight to the workflow wakes nothing: its id was consumed.
+    let (status, body) = d.server.post(&resume, reply).await;
+    assert_eq!(status, 200, "{body}");
+    let (ok, _, stderr) = d
+        .dev
+        .command(&[
+            "workflow",
+            "signal",
+            "--workflow-id",
+            &workflow_id,
+            "--name",
+            "ResumeRun",
+            "--input",
+            r#"{"resume_id":"reply-1"}"#,
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        mock.model_requests().len(),
+        3,
+        "a duplicate advanced a turn"
+    );
+    assert_eq!(turns().await, before, "a duplicate signal executed a turn");
+    assert_eq!(d.query(&run_id, "current_step").await, "awaiting_input");
+    let messages = d.server.list(&run_id, "messages").await;
+    let replies = messages
+        .iter()
+        .filter(|m| m["content"] == "once more")
+        .count();
+    assert_eq!(replies, 1, "{messages:?}");
+    assert_contiguous(&d.server.events(&run_id).await);
+    assert_eq!(d.execution(&run_id).await["state"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_cancels_the_workflow_and_ends_the_run_once() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::hang());
+    let Some(d) = Durable::start("durable cancel", &mock, &[]).await else {
+        return;
+    };
+    let agent = d.server.create_agent("hanger", &["get_context"]).await;
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    wait_model_requests(&mock, 1).await;
+    let (status, run) = d
+        .server
+        .post(&format!("/v1/runs/{run_id}/cancel?app_id={APP}"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["status"], "cancelled");
+    d.wait_workflow(&run_id, "cancelled").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let events = d.server.events(&run_id).await;
+    assert_contiguous(&events);
+    one_terminal_event(&events);
+    assert_eq!(d.server.run(&run_id).await["status"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_run_leaves_its_runs_to_another_worker() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call("get_context", "{}"));
+    // The second step's model call never answers: the worker dies with it in flight.
+    mock.push(Reply::hang());
+    let lease = [("AGENT_RUNTIME_LEASE_TTL_SECONDS", "3")];
+    let Some(mut d) = Durable::start("durable worker kill", &mock, &lease).await else {
+        return;
+    };
+    let agent = d.server.create_agent("survivor", &["get_context"]).await;
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    wait_model_requests(&mock, 2).await;
+    d.worker.kill_hard();
+    mock.push(Reply::text("finished elsewhere"));
+    let started = std::time::Instant::now();
+    d.worker = start_worker(&d.env).await;
+    let done = d
+        .server
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    let events = d.server.events(&run_id).await;
+    assert_contiguous(&events);
+    one_terminal_event(&events);
+    assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 1);
+    assert_eq!(mock.model_requests().len(), 3, "the finished step was kept");
+    d.wait_workflow(&run_id, "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_fails_a_run_whose_workflow_ended_and_starts_a_missing_one() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "request_approval",
+        json!({"summary": "wait"}).to_string(),
+    ));
+    mock.push(Reply::text("started by the reconciler"));
+    // The first `serve` leaves the repairs to the second, which reconciles every second.
+    let off = [("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS", "3600")];
+    let Some(mut d) = Durable::start("durable reconciler", &mock, &off).await else {
+        return;
+    };
+    let agent = d.server.create_agent("paused", &["request_approval"]).await;
+    let agent_id = agent["id"].as_str().unwrap();
+
+    // A paused run whose workflow is terminated behind the runtime's back.
+    let ended = d.durable_run(&mock, agent_id, json!({})).await;
+    d.server.wait_status(&ended, &["paused"]).await;
+    terminate(&d.dev, &ended).await;
+    // A queued row whose workflow is gone (as when the process died between its commit and
+    // the start): with no worker polling, the run stays queued while its workflow is removed.
+    d.worker.kill_hard();
+    let missing = d.durable_run(&mock, agent_id, json!({})).await;
+    terminate(&d.dev, &missing).await;
+    let workflow_id = format!("agent-run-{missing}");
+    let (ok, _, stderr) = d
+        .dev
+        .command(&["workflow", "delete", "--workflow-id", &workflow_id, "--yes"])
+        .await;
+    assert!(ok, "{stderr}");
+    wait_for("the workflow deleted", Duration::from_secs(60), || async {
+        let (ok, _, _) = d
+            .dev
+            .command(&["workflow", "describe", "--workflow-id", &workflow_id])
+            .await;
+        (!ok).then_some(())
+    })
+    .await;
+    assert_eq!(d.server.run(&missing).await["status"], "queued");
+
+    d.env
+        .insert("AGENT_RUNTIME_DURABLE_RECONCILE_SECONDS".into(), "1".into());
+    d.server = Server::start(BIN, &d.env).await;
+    d.worker = start_worker(&d.env).await;
+    let failed = d.server.wait_status(&ended, &["failed"]).await;
+    assert_eq!(
+        failed["error_message"],
+        "temporal workflow is terminated while runtime run remained paused",
+        "{failed}"
+    );
+    let done = d
+        .server
+        .wait_status(&missing, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    d.wait_workflow(&missing, "completed").await;
+    one_terminal_event(&d.server.events(&missing).await);
+}
+
+async fn terminate(dev: &TemporalDev, run_id: &str) {
+    let workflow_id = format!("agent-run-{run_id}");
+    let (ok, _, stderr) = dev
+        .command(&[
+            "workflow",
+            "terminate",
+            "--workflow-id",
+            &workflow_id,
+            "--reason",
+            "test",
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_without_temporal_and_a_malformed_address_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mock = MockProvider::start().await;
+    let mut env = sqlite_env(dir.path(), &mock);
+    let (status, _, stderr) = run_command(BIN, &["worker", "--addr", "127.0.0.1:0"], &env).await;
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("needs TEMPORAL_ADDRESS"), "{stderr}");
+    env.insert("TEMPORAL_ADDRESS".into(), "temporal-without-port".into());
+    let (status, _, stderr) = run_command(BIN, &["serve"], &env).await;
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("TEMPORAL_ADDRESS") && stderr.contains("is not a host:port"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_serve_does_not_stop_a_durable_run() {
+    let mock = MockProvider::start().await;
+    for step in 0..3 {
+        mock.push(
+            Reply::tool_call("get_context", json!({"step": step}).to_string())
+                .delay(Duration::from_millis(500)),
+        );
+    }
+    mock.push(Reply::text("finished without the API"));
+    let Some(mut d) = Durable::start("durable serve kill", &mock, &[]).await else {
+        return;
+    };
+    let agent = d.server.create_agent("headless", &["get_context"]).await;
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    wait_model_requests(&mock, 1).await;
+    d.server.process.kill_hard();
+    // The worker goes on alone; the API comes back to a finished run.
+    wait_model_requests(&mock, 4).await;
+    d.server = Server::start(BIN, &d.env).await;
+    let done = d
+        .server
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let events = d.server.events(&run_id).await;
+    assert_contiguous(&events);
+    one_terminal_event(&events);
+    assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 3);
+    d.wait_workflow(&run_id, "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_chat_continues_as_new_and_keeps_its_consumed_resume_ids() {
+    let mock = MockProvider::start().await;
+    for turn in 0..4 {
+        mock.push(Reply::text(format!("answer {turn}")));
+    }
+    let every_two = [("AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN", "2")];
+    let Some(d) = Durable::start("durable continue-as-new", &mock, &every_two).await else {
+        return;
+    };
+    let agent = d.server.create_agent("chatty", &[]).await;
+    let policy = json!({"turn_policy": {"mode": "pause_after_assistant"}});
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), policy)
+        .await;
+    d.server.wait_status(&run_id, &["paused"]).await;
+    let first = d.execution(&run_id).await["temporal_run_id"].clone();
+    let resume = format!("/v1/runs/{run_id}/resume?app_id={APP}");
+    for turn in 1..=3 {
+        let reply = json!({"intent": "reply", "content": format!("reply {turn}"),
+                           "resume_id": format!("reply-{turn}")});
+        let (status, body) = d.server.post(&resume, reply).await;
+        assert_eq!(status, 200, "{body}");
+        wait_for("the reply's turn", WAIT, || async {
+            let run = d.server.run(&run_id).await;
+            (mock.model_requests().len() == turn + 1 && run["status"] == "paused").then_some(())
+        })
+        .await;
+    }
+    let info = d.execution(&run_id).await;
+    assert_ne!(
+        info["temporal_run_id"], first,
+        "the workflow continued as new: {info}"
+    );
+    assert_eq!(info["state"], "running", "{info}");
+    let workflow_id = format!("agent-run-{run_id}");
+    let (ok, stdout, stderr) = d
+        .dev
+        .command(&[
+            "workflow",
+            "describe",
+            "--workflow-id",
+            &workflow_id,
+            "--run-id",
+            first.as_str().unwrap_or_default(),
+            "--output",
+            "json",
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("CONTINUED_AS_NEW"), "{stdout}");
+    // A resume id consumed before the continue-as-new still wakes nothing.
+    wait_for("awaiting_input", WAIT, || async {
+        (d.query(&run_id, "current_step").await == "awaiting_input").then_some(())
+    })
+    .await;
+    let markers = || async {
+        let history = d.dev.history(&workflow_id).await.to_string();
+        history.matches("MARKER_RECORDED").count()
+    };
+    let before = markers().await;
+    let (ok, _, stderr) = d
+        .dev
+        .command(&[
+            "workflow",
+            "signal",
+            "--workflow-id",
+            &workflow_id,
+            "--name",
+            "ResumeRun",
+            "--input",
+            r#"{"resume_id":"reply-1"}"#,
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        markers().await,
+        before,
+        "a consumed resume id executed a turn"
+    );
+    assert_eq!(d.query(&run_id, "current_step").await, "awaiting_input");
+    assert_eq!(mock.model_requests().len(), 4);
+    assert_contiguous(&d.server.events(&run_id).await);
+}

@@ -1,0 +1,79 @@
+//! Durable execution on Temporal (`execution_mode: durable`), on Temporal's official Rust SDK:
+//! the `AgentRunWorkflow` and its activities ([`workflow`], [`activities`]), the API side that
+//! starts, signals, cancels and describes workflows ([`TemporalScheduler`]), and the worker that
+//! polls the task queues ([`worker`]).
+//!
+//! The engine stays the one executor: the workflow decides when a run's turn executes, an
+//! activity asks the engine (through `ar_core::durable::DurableTurns`) to execute it, and every
+//! payload is a reference to the store's data.
+
+pub mod activities;
+pub mod scheduler;
+pub mod worker;
+pub mod workflow;
+
+use ar_core::durable::{DurableError, DurableQueue};
+use ar_core::secret::Secret;
+use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, TlsOptions};
+
+pub use scheduler::TemporalScheduler;
+
+/// Where Temporal is and how to reach it (from `TEMPORAL_*`).
+#[derive(Debug, Clone)]
+pub struct TemporalSettings {
+    /// `host:port` or an `http(s)://` URL.
+    pub address: String,
+    pub namespace: String,
+    pub task_queue_prefix: String,
+    pub api_key: Option<Secret>,
+    pub tls: bool,
+    /// Turns a workflow run executes before it continues as new (0: the workflow's default).
+    pub turns_per_workflow_run: u64,
+}
+
+impl TemporalSettings {
+    /// A queue's full name, with the deployment's prefix.
+    pub fn queue_name(&self, queue: DurableQueue) -> String {
+        format!("{}{}", self.task_queue_prefix, queue.name())
+    }
+
+    fn url(&self) -> Result<url::Url, DurableError> {
+        let scheme = if self.tls { "https" } else { "http" };
+        let text = if self.address.contains("://") {
+            self.address.clone()
+        } else {
+            format!("{scheme}://{}", self.address)
+        };
+        url::Url::parse(&text)
+            .map_err(|error| DurableError(format!("TEMPORAL_ADDRESS {:?}: {error}", self.address)))
+    }
+}
+
+/// A client of the namespace, connected to the frontend.
+pub(crate) async fn connect(
+    settings: &TemporalSettings,
+    identity: &str,
+) -> Result<Client, DurableError> {
+    let identity = format!("{identity}@{}", std::process::id());
+    let options = ConnectionOptions::new(settings.url()?)
+        .identity(identity)
+        .maybe_api_key(
+            settings
+                .api_key
+                .as_ref()
+                .map(|key| key.expose().to_string()),
+        )
+        .maybe_tls_options(settings.tls.then(TlsOptions::default))
+        .build();
+    let connection = Connection::connect(options).await.map_err(|error| {
+        DurableError(format!(
+            "could not connect to Temporal at {}: {error}",
+            settings.address
+        ))
+    })?;
+    Client::new(
+        connection,
+        ClientOptions::new(settings.namespace.clone()).build(),
+    )
+    .map_err(|error| DurableError(error.to_string()))
+}
