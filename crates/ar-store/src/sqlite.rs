@@ -492,6 +492,21 @@ fn query_one<T>(
     }
 }
 
+/// The `ciphertext` column of the one row `sql` selects, if there is one (sealed run and app
+/// secrets).
+fn ciphertext(conn: &Connection, sql: &str, params: impl Params) -> DbResult<Option<Vec<u8>>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut rows = statement.query(params)?;
+    match rows.next()? {
+        Some(row) => {
+            Ok(Some(row.get(0).map_err(|error| {
+                Fail::Store(corrupt("ciphertext", error))
+            })?))
+        }
+        None => Ok(None),
+    }
+}
+
 const RUN_COLUMNS: &str = run_columns!();
 const AGENT_COLUMNS: &str = agent_columns!();
 const EVENT_COLUMNS: &str = event_columns!();
@@ -914,18 +929,11 @@ impl Store for SqliteStore {
     async fn get_secret(&self, run_id: &str, kind: &str) -> StoreResult<Option<Vec<u8>>> {
         let (run_id, kind) = (owned(run_id), owned(kind));
         self.read("sqlite: get secret", move |conn| {
-            let mut statement = conn.prepare_cached(
+            ciphertext(
+                conn,
                 "SELECT ciphertext FROM run_secrets WHERE run_id = ?1 AND kind = ?2",
-            )?;
-            let mut rows = statement.query(params![run_id, kind])?;
-            match rows.next()? {
-                Some(row) => {
-                    Ok(Some(row.get(0).map_err(|error| {
-                        Fail::Store(corrupt("ciphertext", error))
-                    })?))
-                }
-                None => Ok(None),
-            }
+                params![run_id, kind],
+            )
         })
         .await
     }
@@ -957,18 +965,11 @@ impl Store for SqliteStore {
     async fn get_app_secret(&self, app_id: &str, name: &str) -> StoreResult<Option<Vec<u8>>> {
         let (app_id, name) = (owned(app_id), owned(name));
         self.read("sqlite: get app secret", move |conn| {
-            let mut statement = conn.prepare_cached(
+            ciphertext(
+                conn,
                 "SELECT ciphertext FROM app_secrets WHERE app_id = ?1 AND name = ?2",
-            )?;
-            let mut rows = statement.query(params![app_id, name])?;
-            match rows.next()? {
-                Some(row) => {
-                    Ok(Some(row.get(0).map_err(|error| {
-                        Fail::Store(corrupt("ciphertext", error))
-                    })?))
-                }
-                None => Ok(None),
-            }
+                params![app_id, name],
+            )
         })
         .await
     }

@@ -154,9 +154,19 @@ pub(super) async fn start_server_with(
 
 impl Server {
     pub(super) async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.send_json(reqwest::Method::POST, path, body).await
+    }
+
+    /// Sends `body` with the bench token; the answer's JSON, or an error naming its status.
+    async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<Value> {
         let response = self
             .client
-            .post(format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.base))
             .bearer_auth(TOKEN)
             .json(&body)
             .send()
@@ -230,17 +240,7 @@ impl Server {
     }
 
     pub(super) async fn put(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        let response = self
-            .client
-            .put(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .json(&body)
-            .send()
-            .await?;
-        let status = response.status();
-        let value: Value = response.json().await?;
-        anyhow::ensure!(status.is_success(), "{path}: {status} {value}");
-        Ok(value)
+        self.send_json(reqwest::Method::PUT, path, body).await
     }
 
     fn switches(&self) -> f64 {
