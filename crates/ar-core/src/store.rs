@@ -104,6 +104,9 @@ pub struct RunChange {
     pub run: Option<Run>,
     pub expected_version: Option<i64>,
     pub messages: Vec<Message>,
+    /// Messages of the run deleted by id, before `messages` are appended: a rolled-back
+    /// resume takes back the message it appended (their sequence numbers are not reused).
+    pub removed_messages: Vec<String>,
     pub artifacts: Vec<Artifact>,
     /// Inserted, or replaced by id.
     pub interactions: Vec<Interaction>,
@@ -256,7 +259,6 @@ pub trait Store: Send + Sync + 'static {
     async fn release_lease(&self, run_id: &str, owner: &str) -> StoreResult<()>;
     /// Queued or running runs whose lease is missing or expired at `now` (any app).
     async fn list_orphaned_runs(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>>;
-    /// Queued or running runs leased by `owner` (to take back a previous life's runs at start).
     /// Durable runs still queued, running or paused whose row has not changed since `before`
     /// (what the durable reconciler inspects), oldest change first.
     async fn list_stale_durable_runs(
@@ -264,6 +266,7 @@ pub trait Store: Send + Sync + 'static {
         before: DateTime<Utc>,
         limit: i64,
     ) -> StoreResult<Vec<Run>>;
+    /// Queued or running runs leased by `owner` (to take back a previous life's runs at start).
     async fn list_runs_leased_by(&self, owner: &str) -> StoreResult<Vec<Run>>;
 
     // Outbox cursors (event callback delivery).

@@ -6,7 +6,7 @@ use ar_core::durable::DurableSignal;
 use ar_core::event::{self as ev, RunEvent};
 use ar_core::records::{interaction_kind, message_type, Artifact, Interaction, Message};
 use ar_core::replica::OwnerSignal;
-use ar_core::store::{RunChange, SecretChange};
+use ar_core::store::{Checkpoint, Committed, RunChange, SecretChange};
 use ar_core::{
     ExecutionMode, InteractionStatus, LastResume, MessageProvenance, MessageRole, PauseReason,
     ResumeIntent, Run, RunStatus, TurnPolicy,
@@ -269,6 +269,42 @@ fn gateway_decision_note(interaction: &Interaction, intent: ResumeIntent) -> Opt
     }
 }
 
+/// The loop state the resumed turn starts from (the latest checkpoint's): the decision
+/// recorded on the parked call it answers, or the content queued as a user message; the turn's
+/// counters reset.
+fn resumed_state(
+    previous: Option<&Checkpoint>,
+    request: &ResumeRun,
+    intent: ResumeIntent,
+    target: Option<&Interaction>,
+) -> EngineResult<LoopState> {
+    let mut state = match previous {
+        Some(checkpoint) => LoopState::from_json(&checkpoint.state)?,
+        None => LoopState::default(),
+    };
+    let parked = target.and_then(|interaction| {
+        state
+            .pending
+            .iter_mut()
+            .find(|p| p.interaction_id.as_deref() == Some(interaction.id.as_str()))
+    });
+    match parked {
+        // The reply or rejection reason reaches the model as the call's result.
+        Some(pending) => pending.decision = Some(decision_of(request, intent)),
+        None => {
+            let note = target.and_then(|interaction| gateway_decision_note(interaction, intent));
+            state.queued_user_messages.extend(note);
+            if !request.content.is_empty() {
+                state.queued_user_messages.push(request.content.clone());
+            }
+        }
+    }
+    state.turn_steps = 0;
+    state.corrections = 0;
+    state.skill_corrected = false;
+    Ok(state)
+}
+
 /// What a resume answers.
 enum ResumeTarget {
     /// This pending interaction, or none (a plain reply or continue).
@@ -289,7 +325,9 @@ struct ResumePlan {
     turn_policy: Option<TurnPolicy>,
     /// The run's budgets once raised by the request, when it raises any.
     budgets: Option<RunBudgets>,
-    checkpoint: ar_core::store::Checkpoint,
+    checkpoint: Checkpoint,
+    /// The checkpoint `checkpoint` replaces (at the same step), for a rollback.
+    previous_checkpoint: Option<Checkpoint>,
     message_kind: &'static str,
     now: DateTime<Utc>,
 }
@@ -355,6 +393,61 @@ impl ResumePlan {
     }
 }
 
+/// What rolls a committed resume of a durable run back when its workflow could not be told.
+struct ResumeUndo {
+    /// The run as it was before the resume.
+    before: Run,
+    /// The run's version the resume committed: only a run nothing changed since is rolled back
+    /// (anything else, such as a turn a signal reported as failed yet delivered, is left be).
+    resumed_version: i64,
+    /// The interaction the resume resolved, as it was (pending).
+    interaction: Option<Interaction>,
+    /// The message the resume appended.
+    appended: Vec<String>,
+    /// The checkpoint the resume's replaced; with none, the empty loop state (what a run
+    /// without a checkpoint starts from) at the same step.
+    checkpoint: Checkpoint,
+}
+
+impl ResumeUndo {
+    fn of(before: Run, resumed: &Run, committed: &Committed, plan: &ResumePlan) -> ResumeUndo {
+        let checkpoint = plan
+            .previous_checkpoint
+            .clone()
+            .unwrap_or_else(|| Checkpoint {
+                state: LoopState::default().to_json(),
+                ..plan.checkpoint.clone()
+            });
+        ResumeUndo {
+            before,
+            resumed_version: resumed.version,
+            interaction: plan.target.clone(),
+            appended: committed.messages.iter().map(|m| m.id.clone()).collect(),
+            checkpoint,
+        }
+    }
+
+    /// Puts the run back as it was (a stored state, not a transition: the resume is undone,
+    /// not followed by a pause) and records `run.paused` for it; false when the run moved on.
+    fn apply(&self, run: &mut Run, change: &mut RunChange) -> EngineResult<Decide<bool>> {
+        if run.version != self.resumed_version {
+            return Ok(Decide::Skip(false));
+        }
+        let version = run.version;
+        *run = self.before.clone();
+        run.version = version;
+        change.interactions.extend(self.interaction.clone());
+        change.removed_messages.clone_from(&self.appended);
+        change.checkpoint = Some(self.checkpoint.clone());
+        change
+            .events
+            .push(RunEvent::RunPaused(ev::RunPaused::because(
+                run.pause_reason(),
+            )));
+        Ok(Decide::Commit(true))
+    }
+}
+
 impl Engine {
     /// `POST /v1/runs/{id}/resume` and its shorthands.
     pub async fn resume(
@@ -403,12 +496,17 @@ impl Engine {
             enough_budget(run.engine.budgets, budgets, target.as_ref())?;
         }
         let resume_id = resume_id_for(&run, &request, intent, target.as_ref(), &print);
-        let state = self
-            .resumed_state(run_id, &request, intent, target.as_ref())
-            .await?;
+        let previous_checkpoint = self.deps().store.latest_checkpoint(run_id).await?;
+        let state = resumed_state(
+            previous_checkpoint.as_ref(),
+            &request,
+            intent,
+            target.as_ref(),
+        )?;
         let plan = ResumePlan {
             payload: response_payload(&request, intent),
-            checkpoint: ar_core::store::Checkpoint {
+            previous_checkpoint,
+            checkpoint: Checkpoint {
                 run_id: run.id.clone(),
                 step: state.step,
                 state: state.to_json(),
@@ -429,23 +527,30 @@ impl Engine {
             now,
         };
         let before = run.clone();
-        let (run, _, ()) = self
+        let (run, committed, ()) = self
             .transact(app_id, run_id, Some(run), |run, change| {
                 plan.apply(run, change)?;
                 Ok(Decide::Commit(()))
             })
             .await?;
         if run.execution_mode == ExecutionMode::Durable {
-            return self.signal_resumed(run, &before, &plan).await;
+            let undo = ResumeUndo::of(before, &run, &committed, &plan);
+            return self.signal_resumed(run, &plan, undo).await;
         }
         self.spawn_owner(app_id, run_id);
         Ok(run)
     }
 
-    /// Wakes a durable run's workflow for a committed resume; when the signal fails the resume
-    /// is rolled back (the run paused again for its old reason, the interaction pending, the
-    /// last resume as it was) and the request fails, so the host can try again.
-    async fn signal_resumed(&self, run: Run, before: &Run, plan: &ResumePlan) -> EngineResult<Run> {
+    /// Wakes a durable run's workflow for a committed resume. When the signal fails the
+    /// resume is rolled back whole (the run as it was, its interaction pending, its message
+    /// gone, its checkpoint restored; `run.paused` says it waits again) and the request fails,
+    /// so the host can try again.
+    async fn signal_resumed(
+        &self,
+        run: Run,
+        plan: &ResumePlan,
+        undo: ResumeUndo,
+    ) -> EngineResult<Run> {
         let resume_id = plan.resume_id.clone();
         let signal = match plan.intent {
             ResumeIntent::Approve | ResumeIntent::RequestChanges => {
@@ -456,24 +561,27 @@ impl Engine {
         let Err(error) = self.signal_durable(&run.id, signal).await else {
             return Ok(run);
         };
-        tracing::error!(run_id = %run.id, %error, "resume signal failed; rolling the resume back");
-        let (reason, last_resume) = (before.pause_reason(), before.engine.last_resume.clone());
-        let pending = plan.target.clone();
+        tracing::error!(run_id = %run.id, error = %ar_core::error_chain(&error), "resume signal failed; rolling the resume back");
         let rolled_back = self
             .transact(&run.app_id, &run.id, None, |run, change| {
-                if run.status() != RunStatus::Running {
-                    return Ok(Decide::Skip(()));
-                }
-                run.pause(reason)?;
-                run.engine.last_resume = last_resume.clone();
-                change.interactions.extend(pending.clone());
-                Ok(Decide::Commit(()))
+                undo.apply(run, change)
             })
             .await;
-        if let Err(rollback) = rolled_back {
-            tracing::error!(run_id = %run.id, error = %rollback, "could not roll the resume back");
-        }
-        Err(error)
+        let context = match rolled_back {
+            Ok((_, _, true)) => "the run's workflow could not be signalled, so the resume was rolled back (the run is paused as before); try again",
+            Ok((_, _, false)) => {
+                tracing::error!(run_id = %run.id, "the run changed after the resume; not rolled back");
+                "the run's workflow could not be signalled and the run changed meanwhile, so the resume was not rolled back"
+            }
+            Err(rollback) => {
+                tracing::error!(run_id = %run.id, error = %rollback, "could not roll the resume back");
+                "the run's workflow could not be signalled and the resume could not be rolled back"
+            }
+        };
+        Err(EngineError::Internal {
+            context: context.to_string(),
+            cause: Some(Box::new(error)),
+        })
     }
 
     /// Completes a chat run that sat paused past its idle timeout.
@@ -532,43 +640,6 @@ impl Engine {
             return Ok(ResumeTarget::Repeat);
         }
         Err(not_pending())
-    }
-
-    /// The loop state the resumed turn starts from: the decision recorded on the parked call
-    /// it answers, or the content queued as a user message; the turn's counters reset.
-    async fn resumed_state(
-        &self,
-        run_id: &str,
-        request: &ResumeRun,
-        intent: ResumeIntent,
-        target: Option<&Interaction>,
-    ) -> EngineResult<LoopState> {
-        let mut state = match self.deps().store.latest_checkpoint(run_id).await? {
-            Some(checkpoint) => LoopState::from_json(&checkpoint.state)?,
-            None => LoopState::default(),
-        };
-        let parked = target.and_then(|interaction| {
-            state
-                .pending
-                .iter_mut()
-                .find(|p| p.interaction_id.as_deref() == Some(interaction.id.as_str()))
-        });
-        match parked {
-            // The reply or rejection reason reaches the model as the call's result.
-            Some(pending) => pending.decision = Some(decision_of(request, intent)),
-            None => {
-                let note =
-                    target.and_then(|interaction| gateway_decision_note(interaction, intent));
-                state.queued_user_messages.extend(note);
-                if !request.content.is_empty() {
-                    state.queued_user_messages.push(request.content.clone());
-                }
-            }
-        }
-        state.turn_steps = 0;
-        state.corrections = 0;
-        state.skill_corrected = false;
-        Ok(state)
     }
 
     /// `POST /v1/runs/{id}/cancel`: by run id or host run id; idempotent on terminal runs.

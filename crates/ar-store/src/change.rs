@@ -206,6 +206,8 @@ pub(crate) struct Prepared {
     /// The version the update is guarded by (the change's, else the run record's own).
     pub expected_version: i64,
     pub messages: Vec<MessageRow>,
+    /// Ids of the run's messages to delete (before `messages` are inserted).
+    pub removed_messages: Vec<String>,
     pub artifacts: Vec<ArtifactRow>,
     pub interactions: Vec<InteractionRow>,
     pub tool_calls: Vec<ToolCallRow>,
@@ -456,6 +458,11 @@ impl Prepared {
             run_id: &run_id,
         };
         let messages = encode_each(change.messages, |m| MessageRow::encode(m, &owner))?;
+        let removed_messages = change
+            .removed_messages
+            .iter()
+            .map(|id| clean(id).into_owned())
+            .collect();
         let artifacts = encode_each(change.artifacts, |a| ArtifactRow::encode(a, &owner))?;
         let interactions = encode_each(change.interactions, |i| InteractionRow::encode(i, &owner))?;
         let tool_calls = encode_each(change.tool_calls, |c| ToolCallRow::encode(c, &owner))?;
@@ -470,6 +477,7 @@ impl Prepared {
             run,
             expected_version,
             messages,
+            removed_messages,
             artifacts,
             interactions: dedup_by_id(interactions, |row| &row.record.id),
             tool_calls: dedup_by_id(tool_calls, |row| &row.record.id),

@@ -609,6 +609,60 @@ fn bind_run_mutable<'q>(query: PgQuery<'q>, run: &'q RunRow) -> PgQuery<'q> {
         .bind(run.engine_state.as_str())
 }
 
+/// Runs a change's commit statement: the run row (updated under its version guard, or only
+/// touched) with its records. `None` when the run row matched nothing.
+async fn commit_row(
+    conn: &mut PgConnection,
+    change: &Prepared,
+) -> Result<Option<PgRow>, sqlx::Error> {
+    match &change.run {
+        Some(run) => {
+            bind_run_mutable(
+                bind_records(
+                    sqlx::query(commit_statement(Head::Update, parts_of(change))),
+                    change,
+                ),
+                run,
+            )
+            .bind(change.expected_version)
+            .bind(change.lease.take().0)
+            .bind(change.lease.take().1)
+            .bind(change.lease.release())
+            .fetch_optional(conn)
+            .await
+        }
+        None => {
+            bind_records(
+                sqlx::query(commit_statement(Head::Touch, parts_of(change))),
+                change,
+            )
+            .fetch_optional(conn)
+            .await
+        }
+    }
+}
+
+/// A commit that also deletes messages (a rolled-back resume; rare, so a transaction of two
+/// statements rather than one more part of the hot commit statement). The deletion is undone
+/// when the run row matched nothing.
+async fn commit_removing_messages(
+    conn: &mut PgConnection,
+    change: &Prepared,
+) -> Result<Option<PgRow>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("DELETE FROM messages WHERE run_id = $1 AND app_id = $2 AND id = ANY($3)")
+        .bind(change.run_id.as_str())
+        .bind(change.app_id.as_str())
+        .bind(&change.removed_messages)
+        .execute(&mut *tx)
+        .await?;
+    let row = commit_row(&mut tx, change).await?;
+    if row.is_some() {
+        tx.commit().await?;
+    }
+    Ok(row)
+}
+
 /// Reads what the commit statement returns: the version, counters, host run id and the
 /// events' positions in sequence order.
 fn head_from(row: &PgRow) -> StoreResult<(i64, Counters, String, Vec<i64>)> {
@@ -868,30 +922,10 @@ impl Store for PostgresStore {
     async fn commit(&self, change: RunChange) -> StoreResult<Committed> {
         let change = Prepared::new(change)?;
         let mut lane = self.pool.get("postgres: commit").await?;
-        let row = match &change.run {
-            Some(run) => {
-                bind_run_mutable(
-                    bind_records(
-                        sqlx::query(commit_statement(Head::Update, parts_of(&change))),
-                        &change,
-                    ),
-                    run,
-                )
-                .bind(change.expected_version)
-                .bind(change.lease.take().0)
-                .bind(change.lease.take().1)
-                .bind(change.lease.release())
-                .fetch_optional(lane.conn())
-                .await
-            }
-            None => {
-                bind_records(
-                    sqlx::query(commit_statement(Head::Touch, parts_of(&change))),
-                    &change,
-                )
-                .fetch_optional(lane.conn())
-                .await
-            }
+        let row = if change.removed_messages.is_empty() {
+            commit_row(lane.conn(), &change).await
+        } else {
+            commit_removing_messages(lane.conn(), &change).await
         }
         .map_err(|error| lane.fail("postgres: commit", error))?;
         drop(lane);

@@ -1,7 +1,7 @@
 //! Durable execution on Temporal (`execution_mode: durable`), on Temporal's official Rust SDK:
 //! the `AgentRunWorkflow` and its activities ([`workflow`], [`activities`]), the API side that
 //! starts, signals, cancels and describes workflows ([`TemporalScheduler`]), and the worker that
-//! polls the task queues ([`worker`]).
+//! polls the task queues ([`worker`]); the workflow's pure state is [`state`]'s.
 //!
 //! The engine stays the one executor: the workflow decides when a run's turn executes, an
 //! activity asks the engine (through `ar_core::durable::DurableTurns`) to execute it, and every
@@ -9,6 +9,7 @@
 
 pub mod activities;
 pub mod scheduler;
+pub mod state;
 pub mod worker;
 pub mod workflow;
 

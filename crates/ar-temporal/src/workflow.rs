@@ -18,6 +18,7 @@ use temporalio_sdk::{
 };
 
 use crate::activities::AgentRunActivities;
+use crate::state::{continued, turn_limit, CurrentStep, ResumeIds, Wait, Wake};
 
 /// The workflow's input: the contract's `{app_id, run_id}`, plus what a continued run carries
 /// over (omitted on a first start).
@@ -31,7 +32,8 @@ pub struct WorkflowInput {
     /// Turns executed by earlier runs of this workflow.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub turns: u64,
-    /// Turns per workflow run before it continues as new (0: [`TURNS_PER_WORKFLOW_RUN`]).
+    /// Turns per workflow run before it continues as new (0:
+    /// [`crate::state::TURNS_PER_WORKFLOW_RUN`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub turns_per_run: u64,
 }
@@ -62,68 +64,24 @@ pub struct WaitState {
     pub pending_resume_ids: Vec<String>,
 }
 
-/// Consumed resume ids remembered (the oldest are forgotten past this; a signal that old
-/// cannot reach a paused run again, whose last resume the store also holds).
-const REMEMBERED_RESUME_IDS: usize = 512;
-
-/// A workflow run continues as new after this many turns (each turn adds about a dozen
-/// events), well before Temporal's history limits, or earlier when Temporal suggests it.
-pub const TURNS_PER_WORKFLOW_RUN: u64 = 200;
-
 #[workflow]
 #[derive(Default)]
 pub struct AgentRunWorkflow {
-    current_step: String,
+    current_step: CurrentStep,
     step: i64,
     waiting_for: Option<Wait>,
-    pending: Vec<(String, Wake)>,
-    consumed: Vec<String>,
+    resume_ids: ResumeIds,
     pause_requests: u32,
     messages: u32,
     handoffs: u32,
 }
 
-/// What a paused run waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    Approval,
-    Input,
-    Auth,
-}
-
-/// Which signal brought a resume id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wake {
-    Resume,
-    Approve,
-}
-
 impl AgentRunWorkflow {
-    fn received(&mut self, resume_id: String, wake: Wake) {
-        let known = self.consumed.contains(&resume_id)
-            || self.pending.iter().any(|(id, _)| id == &resume_id);
-        if !resume_id.is_empty() && !known {
-            self.pending.push((resume_id, wake));
-        }
-    }
-
-    fn consume(&mut self) -> Option<Wake> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let (resume_id, wake) = self.pending.remove(0);
-        self.consumed.push(resume_id);
-        if self.consumed.len() > REMEMBERED_RESUME_IDS {
-            self.consumed.remove(0);
-        }
-        Some(wake)
-    }
-
     fn wait_state(&self, wait: Wait) -> WaitState {
         WaitState {
             waiting: self.waiting_for == Some(wait),
             step: self.step,
-            pending_resume_ids: self.pending.iter().map(|(id, _)| id.clone()).collect(),
+            pending_resume_ids: self.resume_ids.pending_ids(),
         }
     }
 }
@@ -140,21 +98,18 @@ impl AgentRunWorkflow {
             run_id: input.run_id.clone(),
         };
         ctx.state_mut(|s| {
-            s.consumed = input.consumed_resume_ids.clone();
-            s.current_step = "preparing".into();
+            s.resume_ids = ResumeIds::carried(input.consumed_resume_ids.clone());
+            s.current_step = CurrentStep::Preparing;
         });
         let mut outcome = ctx
             .execute_local_activity(AgentRunActivities::prepare, run.clone(), prepare_options())
             .await?;
         let mut turns = input.turns;
-        let limit = match input.turns_per_run {
-            0 => TURNS_PER_WORKFLOW_RUN,
-            limit => limit,
-        };
+        let limit = turn_limit(&input);
         loop {
             ctx.state_mut(|s| s.step = outcome.step);
             if outcome.continue_execution {
-                ctx.state_mut(|s| s.current_step = "executing".into());
+                ctx.state_mut(|s| s.current_step = CurrentStep::Executing);
                 outcome = match ctx
                     .execute_local_activity(
                         AgentRunActivities::execute,
@@ -174,7 +129,7 @@ impl AgentRunWorkflow {
                 continue;
             }
             if !outcome.waits() {
-                ctx.state_mut(|s| s.current_step = "completed".into());
+                ctx.state_mut(|s| s.current_step = CurrentStep::Completed);
                 return Ok("completed".into());
             }
             wait(ctx, &outcome).await?;
@@ -184,11 +139,7 @@ impl AgentRunWorkflow {
                 ..outcome
             };
             if turns >= limit || ctx.continue_as_new_suggested() {
-                let next = WorkflowInput {
-                    consumed_resume_ids: ctx.state(|s| s.consumed.clone()),
-                    turns: 0,
-                    ..input.clone()
-                };
+                let next = ctx.state(|s| continued(&input, &s.resume_ids));
                 ctx.continue_as_new(next, ContinueAsNewOptions::default())?;
             }
         }
@@ -196,12 +147,12 @@ impl AgentRunWorkflow {
 
     #[signal(name = "ResumeRun")]
     pub fn resume_run(&mut self, _ctx: &mut SyncWorkflowContext<Self>, signal: ResumeSignal) {
-        self.received(signal.resume_id, Wake::Resume);
+        self.resume_ids.receive(signal.resume_id, Wake::Resume);
     }
 
     #[signal(name = "ApproveRun")]
     pub fn approve_run(&mut self, _ctx: &mut SyncWorkflowContext<Self>, signal: ResumeSignal) {
-        self.received(signal.resume_id, Wake::Approve);
+        self.resume_ids.receive(signal.resume_id, Wake::Approve);
     }
 
     /// The pause itself is a request in the store (the turn stops at its next safe point);
@@ -221,17 +172,13 @@ impl AgentRunWorkflow {
     pub fn handoff_run(&mut self, _ctx: &mut SyncWorkflowContext<Self>) {
         self.handoffs += 1;
         if self.waiting_for.is_some() {
-            self.current_step = "handoff_recorded".into();
+            self.current_step = CurrentStep::HandoffRecorded;
         }
     }
 
     #[query(name = "current_step")]
     pub fn current_step(&self, _ctx: &WorkflowContextView) -> String {
-        if self.current_step.is_empty() {
-            "queued".into()
-        } else {
-            self.current_step.clone()
-        }
+        self.current_step.as_str().to_string()
     }
 
     #[query(name = "approval_wait_state")]
@@ -252,28 +199,16 @@ async fn wait(
     ctx: &mut WorkflowContext<AgentRunWorkflow>,
     outcome: &TurnOutcome,
 ) -> WorkflowResult<()> {
-    let (wait, step) = if outcome.wait_for_approval {
-        (Wait::Approval, "awaiting_approval")
-    } else if outcome.awaiting_auth {
-        (Wait::Auth, "awaiting_auth")
-    } else {
-        (Wait::Input, "awaiting_input")
-    };
+    let wait = Wait::after(outcome);
     ctx.state_mut(|s| {
         s.waiting_for = Some(wait);
-        s.current_step = step.into();
+        s.current_step = CurrentStep::waiting(wait);
     });
-    ctx.wait_condition(|s| !s.pending.is_empty()).await?;
+    ctx.wait_condition(|s| s.resume_ids.has_pending()).await?;
     ctx.state_mut(|s| {
-        let wake = s.consume();
+        let wake = s.resume_ids.consume();
         s.waiting_for = None;
-        s.current_step = match (wait, wake) {
-            (_, Some(Wake::Approve)) => "approval_received",
-            (Wait::Approval, _) => "feedback_received",
-            (Wait::Auth, _) => "auth_completed",
-            (Wait::Input, _) => "input_received",
-        }
-        .into();
+        s.current_step = CurrentStep::woken(wait, wake);
     });
     Ok(())
 }
@@ -290,7 +225,7 @@ async fn failed(
     };
     ctx.execute_local_activity(AgentRunActivities::mark_failed, failure, fail_options())
         .await?;
-    ctx.state_mut(|s| s.current_step = "completed".into());
+    ctx.state_mut(|s| s.current_step = CurrentStep::Completed);
     Ok("failed".into())
 }
 

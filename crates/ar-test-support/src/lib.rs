@@ -13,6 +13,7 @@ pub mod refresh_host;
 #[cfg(feature = "service")]
 pub mod service;
 pub mod skill_host;
+pub mod temporal_dev;
 pub mod workspace_host;
 
 /// True when the agent CLI `program` is on `PATH`. Missing: a loud skip message locally, a

@@ -162,6 +162,8 @@ const UPSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (run_id, step, state, c
      VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, step) DO UPDATE SET state = excluded.state, \
      created_at = excluded.created_at";
 
+const DELETE_MESSAGE: &str = "DELETE FROM messages WHERE run_id = ?1 AND app_id = ?2 AND id = ?3";
+
 const DELETE_ALL_SECRETS: &str = "DELETE FROM run_secrets WHERE run_id = ?1";
 
 const DELETE_SECRET: &str = "DELETE FROM run_secrets WHERE run_id = ?1 AND kind = ?2";
@@ -346,6 +348,7 @@ fn write_records(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
     let run_id = change.run_id.as_str();
     let app_id = change.app_id.as_str();
     let positions = insert_events(conn, change, head)?;
+    delete_messages(conn, run_id, app_id, &change.removed_messages)?;
     insert_messages(
         conn,
         run_id,
@@ -402,6 +405,18 @@ fn insert_events(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
         ])?);
     }
     Ok(positions)
+}
+
+/// Deletes the run's messages with these ids (none on the hot path: only a rollback does).
+fn delete_messages(conn: &Connection, run_id: &str, app_id: &str, ids: &[String]) -> DbResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut statement = conn.prepare_cached(DELETE_MESSAGE)?;
+    for id in ids {
+        statement.execute(params![run_id, app_id, id])?;
+    }
+    Ok(())
 }
 
 /// Inserts the messages; `last` is the run's message counter after them.

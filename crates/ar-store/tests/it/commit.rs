@@ -498,3 +498,81 @@ pub async fn commit_abandoned_midway_leaves_store_usable(store: Arc<dyn Store>) 
     let read = store.get_run("app-a", &run.id).await.unwrap().unwrap();
     assert_eq!(read.version, 1);
 }
+
+/// A commit can take back messages (a rolled-back resume): they are gone with the run row's
+/// change, their sequence numbers are not handed out again, and a stale commit deletes nothing.
+pub async fn commit_removes_messages(store: Arc<dyn Store>) {
+    let run = run("app-a", "host-rm", 0);
+    create(store.as_ref(), &run).await;
+    let messages = vec![
+        message("user", "one"),
+        message("user", "two"),
+        message("user", "three"),
+    ];
+    store
+        .commit(RunChange {
+            messages: messages.clone(),
+            ..RunChange::for_run(&run)
+        })
+        .await
+        .unwrap();
+    let listed = |store: Arc<dyn Store>, run_id: String| async move {
+        store
+            .list_messages("app-a", &run_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.sequence_no, m.content))
+            .collect::<Vec<_>>()
+    };
+
+    // A stale version: the run row is not written, so neither is the removal.
+    let mut next = stored(&run);
+    next.error_message = "rolled back".to_string();
+    let stale = RunChange {
+        removed_messages: vec![messages[2].id.clone()],
+        ..RunChange::update(next.clone(), 7)
+    };
+    assert!(matches!(
+        store.commit(stale).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(listed(store.clone(), run.id.clone()).await.len(), 3);
+
+    // The run under another app's id is not found and removes nothing.
+    let mut foreign = RunChange {
+        removed_messages: vec![messages[0].id.clone()],
+        ..RunChange::for_run(&run)
+    };
+    foreign.app_id = "app-b".to_string();
+    assert!(store.commit(foreign).await.is_err());
+
+    let committed = store
+        .commit(RunChange {
+            removed_messages: vec![messages[2].id.clone(), "msg_unknown".to_string()],
+            ..RunChange::update(next, 1)
+        })
+        .await
+        .unwrap();
+    assert_eq!(committed.version, 2);
+    assert_eq!(
+        listed(store.clone(), run.id.clone()).await,
+        vec![(1, "one".to_string()), (2, "two".to_string())]
+    );
+    let after = store
+        .commit(RunChange {
+            messages: vec![message("user", "four")],
+            ..RunChange::for_run(&run)
+        })
+        .await
+        .unwrap();
+    assert_eq!(after.messages[0].sequence_no, 4, "a number is never reused");
+    assert_eq!(
+        listed(store, run.id.clone()).await,
+        vec![
+            (1, "one".to_string()),
+            (2, "two".to_string()),
+            (4, "four".to_string())
+        ]
+    );
+}

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use ar_core::store::{CreateRun, RunChange, RunSearch, SecretChange, Store, StoreError};
 use ar_core::EventKind;
-use ar_core::{RunStatus, TargetRef};
+use ar_core::{ExecutionMode, RunStatus, TargetRef};
 
 use crate::fixtures::{
-    artifact, create, event, expect_artifact, expect_message, map, message, run, stored,
+    artifact, at, create, event, expect_artifact, expect_message, map, message, run, stored,
 };
 
 pub async fn run_create_round_trip(store: Arc<dyn Store>) {
@@ -396,4 +396,43 @@ pub async fn runs_counted_by_status(store: Arc<dyn Store>) {
     let mut expected = vec![(RunStatus::Running, 3), (queued, 2)];
     expected.sort_by_key(|(status, _)| status.as_str());
     assert_eq!(counts, expected, "every app's runs, by status");
+}
+
+/// What the durable reconciler inspects: durable runs still queued, running or paused whose row
+/// has not changed since a cutoff, oldest change first, across apps.
+pub async fn stale_durable_runs_listed(store: Arc<dyn Store>) {
+    let make = |host: &str, updated: i64, status: RunStatus, durable: bool| {
+        let mut run = run("app-a", host, updated - 1);
+        set_status(&mut run, status);
+        if durable {
+            run.execution_mode = ExecutionMode::Durable;
+        }
+        run
+    };
+    let queued = make("queued", 20, RunStatus::Queued, true);
+    let paused = make("paused", 10, RunStatus::Paused, true);
+    let mut running = make("running", 30, RunStatus::Running, true);
+    running.app_id = "app-b".to_string();
+    let fresh = make("fresh", 500, RunStatus::Running, true);
+    let done = make("done", 5, RunStatus::Failed, true);
+    let light = make("light", 5, RunStatus::Running, false);
+    for run in [&queued, &paused, &running, &fresh, &done, &light] {
+        create(store.as_ref(), run).await;
+    }
+    let ids = |runs: Vec<ar_core::Run>| runs.into_iter().map(|run| run.id).collect::<Vec<_>>();
+    let stale = store.list_stale_durable_runs(at(100), 100).await.unwrap();
+    assert_eq!(
+        ids(stale.clone()),
+        vec![paused.id.clone(), queued.id.clone(), running.id.clone()]
+    );
+    assert_eq!(stale[0], stored(&paused), "returned whole");
+    assert_eq!(
+        ids(store.list_stale_durable_runs(at(100), 1).await.unwrap()),
+        vec![paused.id.clone()]
+    );
+    assert_eq!(
+        ids(store.list_stale_durable_runs(at(15), 100).await.unwrap()),
+        vec![paused.id.clone()],
+        "the cutoff"
+    );
 }

