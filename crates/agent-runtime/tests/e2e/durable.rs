@@ -851,3 +851,50 @@ async fn durable_runs_and_the_reconciler_on_postgres() {
     })
     .await;
 }
+
+/// An agent that needs approval before it starts: the run pauses before its first step, with
+/// no checkpoint yet. An approval (with a note for the model) rolled back leaves the run
+/// without the note queued, so the first model call, after the retried approval, sees it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_before_the_first_step_rolled_back_leaves_nothing_queued() {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::text("worked once approved"));
+    let Some(mut d) = Durable::start("durable rollback before a step", &mock, &[]).await else {
+        return;
+    };
+    let gated = json!({"app_id": APP, "name": "gated", "system_prompt": "You help with tickets.",
+                       "allowed_tools": [], "approval_mode": "always"});
+    let (status, agent) = d.server.post("/v1/agents", gated).await;
+    assert_eq!(status, 201, "{agent}");
+    let run_id = d
+        .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    let paused = d.server.wait_status(&run_id, &["paused"]).await;
+    assert_eq!(paused["pause_reason"], "human_approval", "{paused}");
+    d.wait_step(&run_id, "awaiting_approval").await;
+
+    let resume = format!("/v1/runs/{run_id}/resume?app_id={APP}");
+    let approval = json!({"intent": "approve", "content": "go ahead, carefully",
+                          "resume_id": "gate-1"});
+    let before = d.snapshot(&run_id).await;
+    d.dev.stop();
+    let (status, error) = d.server.post(&resume, approval.clone()).await;
+    assert_eq!(status, 500, "{error}");
+    d.assert_rolled_back(&run_id, &before).await;
+    d.dev.restart().await;
+    let (status, body) = d.server.post(&resume, approval).await;
+    assert_eq!(status, 200, "{body}");
+    let done = d
+        .server
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["approval_state"], "approved", "{done}");
+    let requests = mock.model_requests();
+    assert_eq!(requests.len(), 1);
+    let asked = requests[0].body.to_string();
+    assert_eq!(asked.matches("go ahead, carefully").count(), 1, "{asked}");
+    let events = d.server.events(&run_id).await;
+    assert_contiguous(&events);
+    one_terminal_event(&events);
+}
