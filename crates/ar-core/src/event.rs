@@ -7,6 +7,8 @@
 //! in `ar-server`. Field names and omission rules follow the events the original service emits
 //! (service contract §4); a snapshot test in this crate pins every kind.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -504,10 +506,19 @@ pub struct TransientEvent {
 }
 
 /// An event as published live: persisted ones carry their sequence, transient ones do not.
+///
+/// A persisted event is shared (`Arc`): once committed it never changes, and every reader of
+/// the bus (SSE subscribers, the replica link, the NATS sink) takes it without a copy.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveEvent {
-    Persisted(StoredEvent),
+    Persisted(Arc<StoredEvent>),
     Transient(TransientEvent),
+}
+
+impl From<StoredEvent> for LiveEvent {
+    fn from(event: StoredEvent) -> Self {
+        LiveEvent::Persisted(Arc::new(event))
+    }
 }
 
 impl LiveEvent {

@@ -179,7 +179,7 @@ impl TryFrom<Wire> for LinkMessage {
                 kind,
                 data,
                 created_at,
-            } => LinkMessage::Live(Box::new(LiveEvent::Persisted(StoredEvent {
+            } => LinkMessage::Live(Box::new(LiveEvent::from(StoredEvent {
                 position,
                 event_id,
                 app_id,
@@ -353,7 +353,7 @@ mod tests {
     fn persisted(sequence_no: i64, text: &str) -> LinkMessage {
         let mut data = JsonMap::new();
         data.insert("text".into(), text.into());
-        LinkMessage::Live(Box::new(LiveEvent::Persisted(StoredEvent {
+        LinkMessage::Live(Box::new(LiveEvent::from(StoredEvent {
             position: 40 + sequence_no,
             event_id: format!("evt_{sequence_no}"),
             app_id: "app".into(),

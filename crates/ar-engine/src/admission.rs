@@ -286,7 +286,7 @@ impl Engine {
                 for stored in committed.events {
                     self.deps()
                         .bus
-                        .publish(ar_core::event::LiveEvent::Persisted(stored));
+                        .publish(stored.into());
                 }
                 // 7. Dispatch (lightweight: this process; durable: its workflow).
                 if run.execution_mode == ExecutionMode::Durable {

@@ -185,7 +185,7 @@ impl Engine {
                     }
                     // Published, not handed back: no caller reads a commit's events.
                     for event in std::mem::take(&mut committed.events) {
-                        self.inner.deps.bus.publish(LiveEvent::Persisted(event));
+                        self.inner.deps.bus.publish(event.into());
                     }
                     return Ok((next, committed, value));
                 }

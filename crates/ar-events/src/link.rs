@@ -195,7 +195,7 @@ async fn read_appended(bus: &Bus, store: &dyn Store, app_id: &str, run_id: &str,
     {
         Ok(events) => {
             for event in events {
-                bus.publish(LiveEvent::Persisted(event));
+                bus.publish(LiveEvent::from(event));
             }
         }
         // The readers' own poll of the store finds it a moment later.
@@ -234,16 +234,16 @@ mod tests {
         let replicas = Replicas::new(link.clone());
         let bus = replicas.bus(Arc::new(Bus::new()));
         let first = store.append("app", "run_1", EventKind::RunStarted);
-        bus.publish(LiveEvent::Persisted(first.clone()));
+        bus.publish(LiveEvent::from(first.clone()));
         assert_eq!(sent(&link), vec![], "nobody watches run_1 elsewhere");
 
         replicas.watches.mark("run_1".into());
-        bus.publish(LiveEvent::Persisted(first.clone()));
+        bus.publish(LiveEvent::from(first.clone()));
         let other = store.append("app", "run_2", EventKind::RunStarted);
-        bus.publish(LiveEvent::Persisted(other));
+        bus.publish(LiveEvent::from(other));
         assert_eq!(
             sent(&link),
-            vec![LinkMessage::Live(Box::new(LiveEvent::Persisted(first)))]
+            vec![LinkMessage::Live(Box::new(LiveEvent::from(first)))]
         );
     }
 
@@ -281,7 +281,7 @@ mod tests {
         let bus = Arc::new(Bus::new());
         let mut reader = bus.subscribe("run_1");
         let inbound = futures::stream::iter(vec![
-            LinkMessage::Live(Box::new(LiveEvent::Persisted(first))),
+            LinkMessage::Live(Box::new(LiveEvent::from(first))),
             LinkMessage::Appended {
                 app_id: "app".into(),
                 run_id: "run_1".into(),

@@ -825,7 +825,7 @@ mod tests {
         })
         .await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        bus.publish(LiveEvent::Persisted(store.append(
+        bus.publish(LiveEvent::from(store.append(
             "app",
             "run_1",
             EventKind::RunStarted,

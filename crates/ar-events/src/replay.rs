@@ -183,7 +183,7 @@ impl Replay {
                 }
                 self.buffer.extend(
                     page.into_iter()
-                        .map(|stored| Arc::new(LiveEvent::Persisted(stored))),
+                        .map(|stored| Arc::new(LiveEvent::from(stored))),
                 );
             }
             Err(err) => {
@@ -294,7 +294,7 @@ mod tests {
     /// Appends to the store and publishes, as the engine does.
     fn emit(store: &FakeStore, bus: &Bus, kind: EventKind) {
         let stored = store.append("app", "run_1", kind);
-        bus.publish(LiveEvent::Persisted(stored));
+        bus.publish(LiveEvent::from(stored));
     }
 
     #[tokio::test]
@@ -494,7 +494,7 @@ mod tests {
             0,
             RunState::Active,
         ));
-        bus.publish(LiveEvent::Persisted(store.append(
+        bus.publish(LiveEvent::from(store.append(
             "app",
             "run_2",
             EventKind::RunStarted,
@@ -502,7 +502,7 @@ mod tests {
         let mut foreign = store.append("app", "run_x", EventKind::RunStarted);
         foreign.run_id = "run_1".into();
         foreign.app_id = "other".into();
-        bus.publish(LiveEvent::Persisted(foreign));
+        bus.publish(LiveEvent::from(foreign));
         emit(&store, &bus, EventKind::RunCompleted);
         let got: Vec<_> = (&mut stream).collect().await;
         assert_eq!(got.len(), 1);

@@ -18,7 +18,7 @@ struct Slot {
     position: i64,
     run: Arc<str>,
     /// Taken when sent.
-    event: Option<StoredEvent>,
+    event: Option<Arc<StoredEvent>>,
     acked: bool,
 }
 
@@ -44,8 +44,8 @@ struct Sent {
 }
 
 impl Flight {
-    /// Appends events read from the log after everything held.
-    pub(crate) fn extend(&mut self, events: Vec<StoredEvent>) {
+    /// Appends events read from the log (or handed over after it) after everything held.
+    pub(crate) fn extend(&mut self, events: impl IntoIterator<Item = Arc<StoredEvent>>) {
         for event in events {
             let slot = self.first + self.slots.len() as u64;
             let run: Arc<str> = Arc::from(event.run_id.as_str());
@@ -73,7 +73,7 @@ impl Flight {
     }
 
     /// The next event that may be sent (its run has nothing in flight), taken out of its slot.
-    pub(crate) fn next_to_send(&mut self) -> Option<(u64, StoredEvent)> {
+    pub(crate) fn next_to_send(&mut self) -> Option<(u64, Arc<StoredEvent>)> {
         let run = self.ready.pop_front()?;
         let queue = self.waiting.get_mut(&run)?;
         let slot = queue.pop_front()?;
@@ -157,8 +157,8 @@ mod tests {
 
     use super::*;
 
-    fn event(position: i64, run: &str) -> StoredEvent {
-        StoredEvent {
+    fn event(position: i64, run: &str) -> Arc<StoredEvent> {
+        Arc::new(StoredEvent {
             position,
             event_id: format!("evt_{position}"),
             app_id: "app".into(),
@@ -168,7 +168,7 @@ mod tests {
             kind: EventKind::PlanUpdated,
             data: Default::default(),
             created_at: chrono::Utc::now(),
-        }
+        })
     }
 
     fn sendable(flight: &mut Flight) -> Vec<i64> {

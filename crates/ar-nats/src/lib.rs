@@ -3,8 +3,9 @@
 //! - [`NatsSink::connect`] opens the connection (reconnecting forever, in the background, so a
 //!   NATS outage never stops the service), and makes sure the sink's store cursor exists before
 //!   the service takes requests, so nothing committed from then on is missed.
-//! - The publisher ([`publisher`]) tails the event log after that cursor
-//!   (`list_events_after_position`), publishes each event to JetStream with `Nats-Msg-Id`,
+//! - The publisher ([`publisher`]) tails the event log after that cursor: what this process
+//!   commits is handed over by the bus ([`handoff`]), anything else is read from the log
+//!   (`list_events_after_position`). It publishes each event to JetStream with `Nats-Msg-Id`,
 //!   keeps a bounded window of publishes in flight (at most one event per run, so a run's
 //!   events reach the stream in order even across a reconnect), and advances the cursor only
 //!   past events JetStream acknowledged, in log order. A crash republishes what was not
@@ -23,6 +24,7 @@
 
 mod acks;
 mod flight;
+mod handoff;
 pub mod live;
 pub mod message;
 pub mod publisher;

@@ -1,4 +1,4 @@
-//! The live half of the sink: transient deltas (never persisted) queued without waiting and published best effort.
+//! The live half of the sink: transient deltas (never persisted) queued without waiting and published best effort; persisted events handed to the publisher.
 //!
 //! The bus wrapper hands each delta to a bounded queue with `try_send`: when the queue is full
 //! the delta is dropped and counted, so a run never waits for NATS. The publisher sends them
@@ -13,29 +13,34 @@ use ar_core::event::{EventBus, LiveEvent, TransientEvent};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::handoff::Hand;
 use crate::message::Routes;
 use crate::sink::Stats;
 
 /// Logs the first dropped delta and then one in this many.
 const DROP_LOG_EVERY: u64 = 1000;
 
-/// An [`EventBus`] that also queues transient deltas for NATS, then hands every event to the
-/// bus it wraps. Persisted events reach NATS from the log, not from here.
+/// An [`EventBus`] that also queues transient deltas for NATS and hands persisted events to
+/// the publisher ([`crate::handoff`]: committed, so the publisher need not read them back from
+/// the log, which stays the authority), then passes every event to the bus it wraps.
 pub struct LiveBus {
     inner: Arc<dyn EventBus>,
     queue: mpsc::Sender<TransientEvent>,
+    hand: Hand,
     stats: Arc<Stats>,
 }
 
 impl LiveBus {
-    pub fn new(
+    pub(crate) fn new(
         inner: Arc<dyn EventBus>,
         queue: mpsc::Sender<TransientEvent>,
+        hand: Hand,
         stats: Arc<Stats>,
     ) -> Self {
         LiveBus {
             inner,
             queue,
+            hand,
             stats,
         }
     }
@@ -53,10 +58,13 @@ impl LiveBus {
 
 impl EventBus for LiveBus {
     fn publish(&self, event: LiveEvent) {
-        if let LiveEvent::Transient(delta) = &event {
-            if self.queue.try_send(delta.clone()).is_err() {
-                self.dropped();
+        match &event {
+            LiveEvent::Transient(delta) => {
+                if self.queue.try_send(delta.clone()).is_err() {
+                    self.dropped();
+                }
             }
+            LiveEvent::Persisted(stored) => self.hand.hand(stored),
         }
         self.inner.publish(event);
     }
@@ -147,7 +155,8 @@ mod tests {
         let recorder = Arc::new(Recorder::default());
         let stats = Arc::new(Stats::default());
         let (sender, mut receiver) = mpsc::channel(2);
-        let bus = LiveBus::new(recorder.clone(), sender, stats.clone());
+        let (hand, _handed) = crate::handoff::channel(1);
+        let bus = LiveBus::new(recorder.clone(), sender, hand, stats.clone());
         for n in 0..5 {
             bus.publish(delta(n));
         }

@@ -1,7 +1,8 @@
 //! The durable half of the sink: persisted events published from the event log after the sink's cursor, the cursor moved only past acknowledged events, in log order.
 //!
-//! The publisher tails the log: whenever there is room it reads what follows what it has read
-//! so far ([`crate::flight`] holds it), and sends each event's messages without waiting,
+//! The publisher tails the log: whenever there is room it takes what follows what it has read
+//! so far ([`crate::flight`] holds it), handed over by the bus when this process committed it
+//! ([`crate::handoff`]) and read from the log otherwise, and sends each event's messages without waiting,
 //! keeping at most `max_in_flight` events unacknowledged and at most one per run: a run's next
 //! event is sent only once its previous one is acknowledged, so even when a connection drops
 //! with some messages lost and later ones still queued, a run's events are stored in order,
@@ -21,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use ar_core::store::{Store, StoreError};
 use async_nats::jetstream;
-use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::acks::{Acks, Answer};
 use crate::flight::Flight;
+use crate::handoff::Handed;
 use crate::message::Routes;
 use crate::sink::{Stats, Tuning};
 use crate::thread::on_store_runtime;
@@ -64,7 +65,8 @@ pub(crate) struct Parts {
     pub cursor_name: String,
     pub cursor: i64,
     pub stats: Arc<Stats>,
-    pub wake: Option<watch::Receiver<i64>>,
+    /// Events this process committed, handed over by the bus.
+    pub handed: Handed,
 }
 
 pub(crate) struct Publisher {
@@ -72,8 +74,8 @@ pub(crate) struct Publisher {
     flight: Flight,
     /// The position of the last event read into `flight`.
     read: i64,
-    /// The log may hold events after `read`: a commit was signalled, the poll interval
-    /// passed, or the last read filled its limit.
+    /// The log may hold events after `read` that were not handed over: a gap before a handed
+    /// event, the poll interval passed, or the last read filled its limit.
     more: bool,
     /// The cursor's value in the store, as far as we know.
     stored: i64,
@@ -223,6 +225,7 @@ impl Publisher {
     async fn restart_from_cursor(&mut self) {
         self.flight = Flight::default();
         self.parts.acks.restart();
+        self.parts.handed.forget_through(i64::MAX);
         self.read = self.parts.cursor;
         self.more = true;
         self.window = 1;
@@ -284,25 +287,23 @@ impl Publisher {
                 _ = check.tick() => if self.flight.overdue(Instant::now(), ack_timeout) {
                     return Err(PassError::Unacknowledged);
                 },
-                _ = wait_for_commit(&mut self.parts.wake), if !self.more => self.more = true,
+                _ = self.parts.handed.recv(), if self.flight.held() < self.parts.tuning.max_held => {}
                 _ = save.tick() => self.persist_cursor().await,
                 _ = poll.tick() => self.more = true,
             }
         }
     }
 
-    /// Reads what follows when there may be some and there is room, then sends what may go.
+    /// Takes what follows when there is room (handed over, else read from the log when it
+    /// may hold some), then sends what may go.
     async fn step(&mut self) -> Result<(), PassError> {
         if self.parts.client.connection_state() != async_nats::connection::State::Connected {
             return Err(PassError::NotConnected);
         }
-        let limit = self
-            .parts
-            .tuning
-            .max_held
-            .saturating_sub(self.flight.held());
-        if self.more && limit > 0 {
-            let limit = limit.min(self.parts.tuning.batch_size.max(1) as usize);
+        self.take_handed();
+        let room = self.room();
+        if self.more && room > 0 {
+            let limit = room.min(self.parts.tuning.batch_size.max(1) as usize);
             let (store, read) = (self.parts.store.clone(), self.read);
             let events = on_store_runtime(&self.parts.store_runtime, async move {
                 store.list_events_after_position(read, limit as i64).await
@@ -312,7 +313,9 @@ impl Publisher {
             if let Some(last) = events.last() {
                 self.read = last.position;
             }
-            self.flight.extend(events);
+            self.parts.handed.forget_through(self.read);
+            self.flight.extend(events.into_iter().map(Arc::new));
+            self.take_handed();
         }
         while self.flight.in_flight() < self.window {
             let Some((slot, event)) = self.flight.next_to_send() else {
@@ -329,6 +332,28 @@ impl Publisher {
             self.flight.sent(slot, copies, Instant::now());
         }
         Ok(())
+    }
+
+    /// Events that may be held beyond those held now.
+    fn room(&self) -> usize {
+        self.parts
+            .tuning
+            .max_held
+            .saturating_sub(self.flight.held())
+    }
+
+    /// Takes the handed events that follow what was read; a gap sends the next step to the log.
+    fn take_handed(&mut self) {
+        let room = self.room();
+        if room == 0 {
+            return;
+        }
+        let (events, read_log) = self.parts.handed.next_after(self.read, room);
+        if let Some(last) = events.last() {
+            self.read = last.position;
+        }
+        self.flight.extend(events);
+        self.more |= read_log;
     }
 
     /// Takes `answer` and every other one already there, then moves the cursor over what is
@@ -432,17 +457,6 @@ async fn ensure_stream(
             return false;
         }
         backoff = (backoff * 2).min(tuning.max_backoff);
-    }
-}
-
-/// Waits for the bus's commit signal; pending forever without one (polling alone then).
-async fn wait_for_commit(wake: &mut Option<watch::Receiver<i64>>) {
-    let Some(receiver) = wake.as_mut() else {
-        return std::future::pending().await;
-    };
-    if receiver.changed().await.is_err() {
-        // The bus is gone; polling alone from now on.
-        *wake = None;
     }
 }
 

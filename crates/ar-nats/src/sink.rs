@@ -9,7 +9,7 @@ use ar_core::secret::Secret;
 use ar_core::store::{Store, StoreError};
 use ar_events::StartPosition;
 use async_nats::jetstream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -172,6 +172,8 @@ pub struct NatsSink {
     stats: Arc<Stats>,
     live_sender: mpsc::Sender<TransientEvent>,
     live_receiver: mpsc::Receiver<TransientEvent>,
+    hand: crate::handoff::Hand,
+    handed: crate::handoff::Handed,
     thread: SinkThread,
 }
 
@@ -244,6 +246,7 @@ impl NatsSink {
         let stats = Arc::new(Stats::default());
         stats.set_cursor(cursor);
         let (live_sender, live_receiver) = mpsc::channel(options.tuning.live_capacity.max(1));
+        let (hand, handed) = crate::handoff::channel(options.tuning.max_held);
         Ok(NatsSink {
             client,
             js,
@@ -256,6 +259,8 @@ impl NatsSink {
             stats,
             live_sender,
             live_receiver,
+            hand,
+            handed,
             thread,
         })
     }
@@ -265,11 +270,14 @@ impl NatsSink {
         self.client.clone()
     }
 
-    /// `inner` with transient deltas also queued for NATS (never blocking the publisher).
+    /// `inner` with transient deltas also queued for NATS and persisted events handed to the
+    /// publisher (neither ever blocks the engine). Events committed in this process without
+    /// this bus reach NATS from the log, at the latest one poll interval later.
     pub fn live_bus(&self, inner: Arc<dyn EventBus>) -> Arc<dyn EventBus> {
         Arc::new(crate::live::LiveBus::new(
             inner,
             self.live_sender.clone(),
+            self.hand.clone(),
             self.stats.clone(),
         ))
     }
@@ -279,12 +287,8 @@ impl NatsSink {
     }
 
     /// Publishes until `cancel` fires, then for at most `shutdown_flush` more, what is
-    /// committed. `wake` (the bus's appended signal) starts a publish at once after a commit.
-    pub fn spawn(
-        self,
-        wake: Option<watch::Receiver<i64>>,
-        cancel: CancellationToken,
-    ) -> JoinHandle<()> {
+    /// committed.
+    pub fn spawn(self, cancel: CancellationToken) -> JoinHandle<()> {
         let live = crate::live::LivePublisher {
             client: self.client.clone(),
             routes: self.routes.clone(),
@@ -305,7 +309,7 @@ impl NatsSink {
             cursor_name: self.cursor_name,
             cursor: self.cursor,
             stats: self.stats,
-            wake,
+            handed: self.handed,
         });
         let thread = self.thread;
         runtime.spawn(async move {

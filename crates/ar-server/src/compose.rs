@@ -561,9 +561,9 @@ fn settings_nodes(nodes: &ar_config::nodes::NodesConfig) -> Vec<ar_dispatch::Nod
         .collect()
 }
 
-/// Where the engine publishes: the bus, behind the replica link, the NATS sink's live deltas
-/// and the `log` sink when they are on. (Persisted events reach NATS and the callbacks from
-/// the store.)
+/// Where the engine publishes: the bus, behind the replica link, the NATS sink (live deltas,
+/// and persisted events handed to its publisher) and the `log` sink when they are on.
+/// (Callbacks read persisted events from the store.)
 fn event_sinks(
     events: &EventSettings,
     bus: &Arc<Bus>,
@@ -787,8 +787,7 @@ impl Service {
             auth.token.clone(),
             &settings.studio,
         );
-        let nats_publisher =
-            nats.map(|nats| nats.spawn(Some(bus.appended_signal()), background.clone()));
+        let nats_publisher = nats.map(|nats| nats.spawn(background.clone()));
         start_callbacks(
             &apps,
             settings.events.callback.as_ref(),

@@ -15,7 +15,7 @@ use crate::harness::{in_ci, postgres_url};
 fn persisted(sequence_no: i64, text: &str) -> LinkMessage {
     let mut data = JsonMap::new();
     data.insert("text".into(), text.into());
-    LinkMessage::Live(Box::new(LiveEvent::Persisted(StoredEvent {
+    LinkMessage::Live(Box::new(LiveEvent::from(StoredEvent {
         position: sequence_no,
         event_id: format!("evt_{sequence_no}"),
         app_id: "app".into(),
