@@ -2,10 +2,12 @@
 //!
 //! The bus ([`crate::live::LiveBus`]) hands each persisted event over once it is committed.
 //! The publisher takes a handed event only when it is the next position after what it has read
-//! (`read + 1`), so the log stays the authority and nothing is skipped. A gap sends the
-//! publisher back to the log, which it reads as before: an event committed by another
-//! replica, one the full queue could not take, or on PostgreSQL a position no commit used or
-//! one not visible yet. Handed events the log read passes are dropped as read.
+//! (`read + 1`), so the log stays the authority and nothing is skipped. Events are handed over
+//! as their runs' tasks resume after the commit, not always in position order, so a gap is
+//! first given a moment to fill (`Tuning::gap_grace`); one that stays sends the publisher back
+//! to the log, which it reads as before: an event committed by another replica, or on
+//! PostgreSQL a position no commit used or one not visible yet. An event the full queue could
+//! not take sends it to the log at once. Handed events the log read passes are dropped as read.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +43,16 @@ pub(crate) struct Handed {
     capacity: usize,
 }
 
+/// What [`Handed::next_after`] found.
+pub(crate) struct Taken {
+    /// The handed events that follow what was read, in order.
+    pub events: Vec<Arc<StoredEvent>>,
+    /// A handed event waits behind a position not handed (yet).
+    pub gap: bool,
+    /// An event was not handed over (the queue was full): read the log.
+    pub missed: bool,
+}
+
 /// A queue of `capacity` events (at least 1) between the bus and the publisher.
 pub(crate) fn channel(capacity: usize) -> (Hand, Handed) {
     let capacity = capacity.max(1);
@@ -71,9 +83,9 @@ impl Handed {
         }
     }
 
-    /// The handed events that follow `read` without a gap, at most `limit`, and whether the
-    /// log must be read: a gap before the next one held, or an event not handed over.
-    pub(crate) fn next_after(&mut self, read: i64, limit: usize) -> (Vec<Arc<StoredEvent>>, bool) {
+    /// The handed events that follow `read` without a gap, at most `limit`; whether a gap
+    /// stops them, and whether an event was not handed over.
+    pub(crate) fn next_after(&mut self, read: i64, limit: usize) -> Taken {
         self.drain();
         self.forget_through(read);
         let mut next = Vec::new();
@@ -88,9 +100,11 @@ impl Handed {
             next.push(entry.remove());
             expected += 1;
         }
-        let gap = next.len() < limit && !self.held.is_empty();
-        let missed = self.missed.swap(false, Ordering::Relaxed);
-        (next, gap || missed)
+        Taken {
+            gap: next.len() < limit && !self.held.is_empty(),
+            missed: self.missed.swap(false, Ordering::Relaxed),
+            events: next,
+        }
     }
 
     /// Drops what is at or before `read` (the log read passed it).
@@ -144,14 +158,14 @@ mod tests {
         for position in [12, 11, 14] {
             hand.hand(&event(position));
         }
-        let (next, read_log) = handed.next_after(10, 16);
-        assert_eq!(positions(&next), vec![11, 12]);
-        assert!(read_log, "13 is missing: the log must be read");
+        let taken = handed.next_after(10, 16);
+        assert_eq!(positions(&taken.events), vec![11, 12]);
+        assert!(taken.gap && !taken.missed, "13 is missing");
         // The log read reached 13; 14 follows it.
         handed.forget_through(13);
-        let (next, read_log) = handed.next_after(13, 16);
-        assert_eq!(positions(&next), vec![14]);
-        assert!(!read_log);
+        let taken = handed.next_after(13, 16);
+        assert_eq!(positions(&taken.events), vec![14]);
+        assert!(!taken.gap);
     }
 
     #[test]
@@ -160,11 +174,11 @@ mod tests {
         for position in 1..=5 {
             hand.hand(&event(position));
         }
-        let (next, read_log) = handed.next_after(2, 2);
-        assert_eq!(positions(&next), vec![3, 4]);
-        assert!(!read_log, "5 follows; the limit stopped the taking");
-        let (next, _) = handed.next_after(4, 8);
-        assert_eq!(positions(&next), vec![5]);
+        let taken = handed.next_after(2, 2);
+        assert_eq!(positions(&taken.events), vec![3, 4]);
+        assert!(!taken.gap, "5 follows; the limit stopped the taking");
+        let taken = handed.next_after(4, 8);
+        assert_eq!(positions(&taken.events), vec![5]);
     }
 
     #[test]
@@ -173,11 +187,11 @@ mod tests {
         for position in 1..=3 {
             hand.hand(&event(position));
         }
-        let (next, read_log) = handed.next_after(0, 8);
-        assert_eq!(positions(&next), vec![1, 2]);
-        assert!(read_log, "3 was not handed over");
-        let (next, read_log) = handed.next_after(2, 8);
-        assert!(next.is_empty());
-        assert!(!read_log, "the miss is reported once");
+        let taken = handed.next_after(0, 8);
+        assert_eq!(positions(&taken.events), vec![1, 2]);
+        assert!(taken.missed && !taken.gap, "3 was not handed over");
+        let taken = handed.next_after(2, 8);
+        assert!(taken.events.is_empty());
+        assert!(!taken.missed, "the miss is reported once");
     }
 }

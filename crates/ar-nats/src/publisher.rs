@@ -79,6 +79,8 @@ pub(crate) struct Publisher {
     more: bool,
     /// The cursor's value in the store, as far as we know.
     stored: i64,
+    /// Since when a handed event has waited behind a position not handed over.
+    gap_since: Option<Instant>,
     /// Events in flight allowed now: `max_in_flight`, or 1 after a failure.
     window: usize,
     backoff: Duration,
@@ -117,6 +119,7 @@ impl Publisher {
             flight: Flight::default(),
             read: parts.cursor,
             more: true,
+            gap_since: None,
             stored: parts.cursor,
             window: parts.tuning.max_in_flight.max(1),
             backoff: parts.tuning.initial_backoff,
@@ -288,6 +291,7 @@ impl Publisher {
                     return Err(PassError::Unacknowledged);
                 },
                 _ = self.parts.handed.recv(), if self.flight.held() < self.parts.tuning.max_held => {}
+                _ = gap_grace_over(self.gap_since, self.parts.tuning.gap_grace), if !self.more => {}
                 _ = save.tick() => self.persist_cursor().await,
                 _ = poll.tick() => self.more = true,
             }
@@ -315,6 +319,8 @@ impl Publisher {
             }
             self.parts.handed.forget_through(self.read);
             self.flight.extend(events.into_iter().map(Arc::new));
+            // A gap the read did not close (not visible yet) waits its grace again.
+            self.gap_since = None;
             self.take_handed();
         }
         while self.flight.in_flight() < self.window {
@@ -342,18 +348,27 @@ impl Publisher {
             .saturating_sub(self.flight.held())
     }
 
-    /// Takes the handed events that follow what was read; a gap sends the next step to the log.
+    /// Takes the handed events that follow what was read. A gap that outlasts its grace, or
+    /// an event not handed over, sends the next step to the log.
     fn take_handed(&mut self) {
         let room = self.room();
         if room == 0 {
             return;
         }
-        let (events, read_log) = self.parts.handed.next_after(self.read, room);
-        if let Some(last) = events.last() {
+        let taken = self.parts.handed.next_after(self.read, room);
+        if let Some(last) = taken.events.last() {
             self.read = last.position;
         }
-        self.flight.extend(events);
-        self.more |= read_log;
+        self.flight.extend(taken.events);
+        let now = Instant::now();
+        self.gap_since = match (taken.gap, self.gap_since) {
+            (false, _) => None,
+            (true, since) => Some(since.unwrap_or(now)),
+        };
+        let grace_over = self
+            .gap_since
+            .is_some_and(|since| now.duration_since(since) >= self.parts.tuning.gap_grace);
+        self.more |= taken.missed || grace_over;
     }
 
     /// Takes `answer` and every other one already there, then moves the cursor over what is
@@ -457,6 +472,14 @@ async fn ensure_stream(
             return false;
         }
         backoff = (backoff * 2).min(tuning.max_backoff);
+    }
+}
+
+/// Wakes when a gap's grace is over (pending while there is none).
+async fn gap_grace_over(since: Option<Instant>, grace: Duration) {
+    match since {
+        Some(since) => tokio::time::sleep_until((since + grace).into()).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -55,6 +55,10 @@ pub struct Tuning {
     pub reconnect_wait: Duration,
     /// How long shutdown waits for committed events to be published.
     pub shutdown_flush: Duration,
+    /// How long a persisted event handed over by the bus may wait behind a position not
+    /// handed over before the publisher reads the log for it (see [`crate::handoff`]): runs
+    /// hand their commits over as their tasks resume, not always in position order.
+    pub gap_grace: Duration,
     /// How long the sink's thread sleeps when it runs out of work, gathering what arrives
     /// meanwhile into one wake-up (see [`crate::thread`]); adds at most this to the lag.
     pub pace: Duration,
@@ -74,6 +78,7 @@ impl Default for Tuning {
             live_capacity: 4096,
             reconnect_wait: Duration::from_secs(2),
             shutdown_flush: Duration::from_secs(5),
+            gap_grace: Duration::from_millis(5),
             pace: Duration::from_millis(1),
         }
     }
