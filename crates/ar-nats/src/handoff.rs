@@ -109,7 +109,13 @@ impl Handed {
 
     /// Drops what is at or before `read` (the log read passed it).
     pub(crate) fn forget_through(&mut self, read: i64) {
-        self.held = self.held.split_off(&(read + 1));
+        self.held = self.held.split_off(&read.saturating_add(1));
+    }
+
+    /// Drops everything held (a restart from the cursor reads the log again).
+    pub(crate) fn clear(&mut self) {
+        self.drain();
+        self.held.clear();
     }
 
     /// Takes what is queued without waiting.
@@ -179,6 +185,16 @@ mod tests {
         assert!(!taken.gap, "5 follows; the limit stopped the taking");
         let taken = handed.next_after(4, 8);
         assert_eq!(positions(&taken.events), vec![5]);
+    }
+
+    #[test]
+    fn a_restart_forgets_everything_held() {
+        let (hand, mut handed) = channel(4);
+        hand.hand(&event(1));
+        handed.forget_through(i64::MAX);
+        hand.hand(&event(2));
+        handed.clear();
+        assert!(handed.next_after(0, 8).events.is_empty());
     }
 
     #[test]

@@ -228,7 +228,7 @@ impl Publisher {
     async fn restart_from_cursor(&mut self) {
         self.flight = Flight::default();
         self.parts.acks.restart();
-        self.parts.handed.forget_through(i64::MAX);
+        self.parts.handed.clear();
         self.read = self.parts.cursor;
         self.more = true;
         self.window = 1;
