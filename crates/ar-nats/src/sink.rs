@@ -79,7 +79,7 @@ impl Default for Tuning {
             reconnect_wait: Duration::from_secs(2),
             shutdown_flush: Duration::from_secs(5),
             gap_grace: Duration::from_millis(5),
-            pace: Duration::from_millis(1),
+            pace: Duration::from_millis(2),
         }
     }
 }
