@@ -16,6 +16,7 @@ use url::Url;
 
 use crate::app::AppConfig;
 use crate::support::{Capability, Support};
+use crate::temporal_tls::{self, ClientCertificate, TemporalTls};
 use crate::Diagnostic;
 
 /// Declaration of one environment variable.
@@ -403,7 +404,31 @@ pub const TEMPORAL_TLS: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TLS",
     Some("false"),
-    "Connect to Temporal over TLS (the system's roots; on by itself with TEMPORAL_API_KEY).",
+    "Connect to Temporal over TLS (the system's roots unless TEMPORAL_TLS_CA_PATH; on by itself with TEMPORAL_API_KEY or any TEMPORAL_TLS_* file or name).",
+);
+pub const TEMPORAL_TLS_CA_PATH: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CA_PATH",
+    None,
+    "PEM file of the CA certificates that verify Temporal's server certificate, instead of the system's roots (turns TLS on; read at startup).",
+);
+pub const TEMPORAL_TLS_CERT_PATH: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CERT_PATH",
+    None,
+    "PEM file of the client certificate (chain) for mTLS; needs TEMPORAL_TLS_KEY_PATH (turns TLS on; read at startup).",
+);
+pub const TEMPORAL_TLS_KEY_PATH: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_KEY_PATH",
+    None,
+    "PEM file of the client certificate's private key (PKCS#8, PKCS#1 or SEC1); needs TEMPORAL_TLS_CERT_PATH (read at startup, never shown).",
+);
+pub const TEMPORAL_TLS_SERVER_NAME: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_SERVER_NAME",
+    None,
+    "Name sent (SNI) and verified in Temporal's server certificate instead of TEMPORAL_ADDRESS's host (turns TLS on).",
 );
 
 // --- mcp ------------------------------------------------------------------------------------
@@ -620,6 +645,10 @@ pub const ALL: &[EnvVar] = &[
     TEMPORAL_TASK_QUEUE_PREFIX,
     TEMPORAL_API_KEY,
     TEMPORAL_TLS,
+    TEMPORAL_TLS_CA_PATH,
+    TEMPORAL_TLS_CERT_PATH,
+    TEMPORAL_TLS_KEY_PATH,
+    TEMPORAL_TLS_SERVER_NAME,
     DURABLE_RECONCILE_SECONDS,
     DURABLE_TURNS_PER_WORKFLOW_RUN,
     MCP_CREDENTIAL_ENCRYPTION_KEY,
@@ -806,6 +835,22 @@ impl Reader<'_> {
 
     fn secret(&self, var: &EnvVar) -> Option<Secret> {
         self.get(var).map(Secret::new)
+    }
+
+    /// The value passed through `check`, whose error is reported against the variable.
+    fn checked<T>(
+        &mut self,
+        var: &EnvVar,
+        check: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let value = self.get(var)?;
+        match check(&value) {
+            Ok(checked) => Some(checked),
+            Err(message) => {
+                self.report(var, message);
+                None
+            }
+        }
     }
 
     fn report(&mut self, var: &EnvVar, message: impl Into<String>) {
@@ -1160,7 +1205,9 @@ pub struct DurableSettings {
     /// Prepended to every task queue name.
     pub task_queue_prefix: String,
     pub api_key: Option<Secret>,
-    pub tls: bool,
+    /// `None`: plain HTTP/2. On with `TEMPORAL_TLS`, an API key, an `https://` address or any
+    /// `TEMPORAL_TLS_*` setting.
+    pub tls: Option<TemporalTls>,
     /// The reconciler's period and the age of the rows it inspects.
     pub reconcile_every: std::time::Duration,
     /// Turns per workflow run before it continues as new.
@@ -1648,10 +1695,18 @@ pub struct HttpSettings {
     pub max_connections_per_client: usize,
 }
 
+/// The `TEMPORAL_TLS_*` settings: each turns TLS on, none means anything without an address.
+const TEMPORAL_TLS_SETTINGS: [&EnvVar; 4] = [
+    &TEMPORAL_TLS_CA_PATH,
+    &TEMPORAL_TLS_CERT_PATH,
+    &TEMPORAL_TLS_KEY_PATH,
+    &TEMPORAL_TLS_SERVER_NAME,
+];
+
 /// `TEMPORAL_*`: none without an address; the other settings alone would be ignored, so they
 /// are refused.
 fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
-    let tls = r.flag(&TEMPORAL_TLS);
+    let tls_on = r.flag(&TEMPORAL_TLS);
     let Some(address) = r.get(&TEMPORAL_ADDRESS) else {
         let set_alone = [
             &TEMPORAL_NAMESPACE,
@@ -1660,7 +1715,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
             &DURABLE_RECONCILE_SECONDS,
             &DURABLE_TURNS_PER_WORKFLOW_RUN,
         ];
-        for var in set_alone {
+        for var in set_alone.into_iter().chain(TEMPORAL_TLS_SETTINGS) {
             if r.get(var).is_some() {
                 r.report(
                     var,
@@ -1668,7 +1723,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
                 );
             }
         }
-        if tls {
+        if tls_on {
             r.report(
                 &TEMPORAL_TLS,
                 "is on but TEMPORAL_ADDRESS is not (durable execution is off)",
@@ -1691,6 +1746,8 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
         return None;
     }
     let api_key = r.secret(&TEMPORAL_API_KEY);
+    let tls_wanted = tls_on || api_key.is_some() || address.starts_with("https://");
+    let tls = read_temporal_tls(r, &address, tls_wanted);
     let reconcile_every = r.seconds(&DURABLE_RECONCILE_SECONDS, 3600);
     let turns_per_workflow_run = match r.count(&DURABLE_TURNS_PER_WORKFLOW_RUN) {
         turns @ 1..=10_000 => turns as u64,
@@ -1705,11 +1762,67 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
     Some(DurableSettings {
         reconcile_every,
         turns_per_workflow_run,
-        tls: tls || api_key.is_some() || address.starts_with("https://"),
+        tls,
         address,
         namespace: r.string_or_default(&TEMPORAL_NAMESPACE),
         task_queue_prefix: r.get(&TEMPORAL_TASK_QUEUE_PREFIX).unwrap_or_default(),
         api_key,
+    })
+}
+
+/// TLS to Temporal when `wanted` or any `TEMPORAL_TLS_*` setting is given, with their files
+/// read and checked. Such a setting beside `TEMPORAL_TLS` set off or an `http://` address is a
+/// contradiction, refused rather than resolved either way.
+fn read_temporal_tls(r: &mut Reader<'_>, address: &str, wanted: bool) -> Option<TemporalTls> {
+    let given = TEMPORAL_TLS_SETTINGS
+        .into_iter()
+        .find(|var| r.get(var).is_some());
+    if let Some(given) = given {
+        let name = given.name;
+        if r.get(&TEMPORAL_TLS).is_some_and(|value| is_falsy(&value)) {
+            let message = format!("is off but {name} is set (a TLS setting means TLS)");
+            r.report(&TEMPORAL_TLS, message);
+        }
+        if address.starts_with("http://") {
+            let message = format!("is http:// but {name} is set (use https:// or host:port)");
+            r.report(&TEMPORAL_ADDRESS, message);
+        }
+    } else if !wanted {
+        return None;
+    }
+    let server_name = r.checked(&TEMPORAL_TLS_SERVER_NAME, |name| {
+        temporal_tls::check_server_name(name).map(|()| name.to_string())
+    });
+    Some(TemporalTls {
+        ca_pem: r.checked(&TEMPORAL_TLS_CA_PATH, temporal_tls::read_certificates),
+        client_cert: read_client_certificate(r),
+        server_name,
+    })
+}
+
+/// `TEMPORAL_TLS_CERT_PATH` and `TEMPORAL_TLS_KEY_PATH`: both or neither.
+fn read_client_certificate(r: &mut Reader<'_>) -> Option<ClientCertificate> {
+    let cert_pem = r.checked(&TEMPORAL_TLS_CERT_PATH, temporal_tls::read_certificates);
+    let key_pem = r.checked(&TEMPORAL_TLS_KEY_PATH, temporal_tls::read_private_key);
+    let (cert_given, key_given) = (
+        r.get(&TEMPORAL_TLS_CERT_PATH).is_some(),
+        r.get(&TEMPORAL_TLS_KEY_PATH).is_some(),
+    );
+    if cert_given && !key_given {
+        r.report(
+            &TEMPORAL_TLS_KEY_PATH,
+            "is required with TEMPORAL_TLS_CERT_PATH (a client certificate needs its private key)",
+        );
+    }
+    if key_given && !cert_given {
+        r.report(
+            &TEMPORAL_TLS_CERT_PATH,
+            "is required with TEMPORAL_TLS_KEY_PATH (a private key needs its certificate)",
+        );
+    }
+    Some(ClientCertificate {
+        cert_pem: cert_pem?,
+        key_pem: key_pem?,
     })
 }
 
@@ -2084,17 +2197,174 @@ mod tests {
         let durable = settings.durable.unwrap();
         assert_eq!(durable.namespace, "default");
         assert_eq!(durable.task_queue_prefix, "staging-");
-        assert!(!durable.tls);
+        assert!(durable.tls.is_none());
         let settings = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "temporal.example:7233"),
             ("TEMPORAL_API_KEY", "k"),
         ]))
         .unwrap();
-        assert!(settings.durable.unwrap().tls);
+        assert_eq!(settings.durable.unwrap().tls, Some(TemporalTls::default()));
         assert!(ServiceSettings::from_env(lookup(&[]))
             .unwrap()
             .durable
             .is_none());
+    }
+
+    const PEM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIBCgKCAQEA\n-----END CERTIFICATE-----\n";
+    const PEM_KEY: &str =
+        "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n";
+
+    /// A directory with `ca.pem`, `cert.pem` and `key.pem` (PEM-framed, as the checks read them)
+    /// and `notes.txt`, which is no PEM.
+    fn tls_files() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("ca.pem", PEM_CERT),
+            ("cert.pem", PEM_CERT),
+            ("key.pem", PEM_KEY),
+            ("notes.txt", "just words"),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    fn at(dir: &tempfile::TempDir, name: &str) -> String {
+        dir.path().join(name).display().to_string()
+    }
+
+    #[test]
+    fn temporal_tls_files_and_server_name_are_read_and_turn_tls_on() {
+        let dir = tls_files();
+        let (ca, cert, key) = (at(&dir, "ca.pem"), at(&dir, "cert.pem"), at(&dir, "key.pem"));
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+            ("TEMPORAL_TLS_CERT_PATH", &cert),
+            ("TEMPORAL_TLS_KEY_PATH", &key),
+            ("TEMPORAL_TLS_SERVER_NAME", "frontend.temporal.internal"),
+        ]))
+        .unwrap();
+        let tls = settings.durable.unwrap().tls.expect("TLS on");
+        assert_eq!(tls.ca_pem.as_deref(), Some(PEM_CERT.as_bytes()));
+        let client = tls.client_cert.expect("client certificate");
+        assert_eq!(client.cert_pem, PEM_CERT.as_bytes());
+        assert_eq!(client.key_pem.expose(), PEM_KEY);
+        assert_eq!(tls.server_name.as_deref(), Some("frontend.temporal.internal"));
+        // Any one of them alone turns TLS on, the rest as by default.
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_SERVER_NAME", "10.0.0.7"),
+        ]))
+        .unwrap();
+        let tls = settings.durable.unwrap().tls.expect("TLS on");
+        assert!(tls.ca_pem.is_none() && tls.client_cert.is_none());
+        let debug = format!("{tls:?}");
+        assert!(debug.contains("10.0.0.7"), "{debug}");
+    }
+
+    #[test]
+    fn temporal_tls_key_material_never_shows() {
+        let dir = tls_files();
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_KEY_PATH", &at(&dir, "key.pem")),
+        ]))
+        .unwrap();
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("c2VjcmV0"), "{debug}");
+        assert!(debug.contains("[redacted]"), "{debug}");
+        // A malformed key file is refused without quoting it.
+        let bad = at(&dir, "bad-key.pem");
+        let broken = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
+        std::fs::write(&bad, broken).unwrap();
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_KEY_PATH", &bad),
+        ]))
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
+        assert!(err[0].message.contains("holds no PEM private key"), "{err:?}");
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+    }
+
+    #[test]
+    fn unreadable_or_malformed_temporal_tls_files_are_refused_by_name() {
+        let dir = tls_files();
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CA_PATH", &at(&dir, "missing.pem")),
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "notes.txt")),
+            ("TEMPORAL_TLS_KEY_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_SERVER_NAME", "not a name"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_SERVER_NAME",
+                "TEMPORAL_TLS_CA_PATH",
+                "TEMPORAL_TLS_CERT_PATH",
+                "TEMPORAL_TLS_KEY_PATH",
+            ]
+        );
+        assert!(err[0].message.contains("not a DNS name"), "{err:?}");
+        assert!(err[1].message.contains("cannot read") && err[1].message.contains("missing.pem"));
+        assert!(err[2].message.contains("holds no PEM certificate"), "{err:?}");
+        assert!(err[3].message.contains("holds no PEM private key"), "{err:?}");
+    }
+
+    #[test]
+    fn temporal_tls_contradictions_and_half_client_certificates_are_refused() {
+        let dir = tls_files();
+        let (ca, cert, key) = (at(&dir, "ca.pem"), at(&dir, "cert.pem"), at(&dir, "key.pem"));
+        let refused = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("TEMPORAL_ADDRESS", "temporal.internal:7233")];
+            all.extend_from_slice(pairs);
+            ServiceSettings::from_env(lookup(&all)).unwrap_err()
+        };
+        let err = refused(&[("TEMPORAL_TLS_CERT_PATH", &cert)]);
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
+        assert!(err[0].message.contains("is required with TEMPORAL_TLS_CERT_PATH"));
+        let err = refused(&[("TEMPORAL_TLS_KEY_PATH", &key)]);
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_CERT_PATH"]);
+        let err = refused(&[("TEMPORAL_TLS", "false"), ("TEMPORAL_TLS_CA_PATH", &ca)]);
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
+        assert!(err[0].message.contains("is off but TEMPORAL_TLS_CA_PATH is set"));
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "http://temporal.internal:7233"),
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+        ]))
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_ADDRESS"]);
+        assert!(err[0].message.contains("is http:// but TEMPORAL_TLS_CA_PATH is set"));
+    }
+
+    #[test]
+    fn temporal_tls_settings_without_an_address_are_refused_by_name() {
+        let dir = tls_files();
+        let (ca, cert, key) = (at(&dir, "ca.pem"), at(&dir, "cert.pem"), at(&dir, "key.pem"));
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+            ("TEMPORAL_TLS_CERT_PATH", &cert),
+            ("TEMPORAL_TLS_KEY_PATH", &key),
+            ("TEMPORAL_TLS_SERVER_NAME", "temporal.internal"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_CA_PATH",
+                "TEMPORAL_TLS_CERT_PATH",
+                "TEMPORAL_TLS_KEY_PATH",
+                "TEMPORAL_TLS_SERVER_NAME",
+            ]
+        );
+        assert!(err
+            .iter()
+            .all(|d| d.message.contains("is set but TEMPORAL_ADDRESS is not")));
     }
 
     #[test]

@@ -5,10 +5,13 @@
 //! activity answers with the run's status and checkpointed step, and the store holds the rest.
 //! The engine executes the turns (with its leases and checkpoints); the scheduler decides when.
 
+use std::fmt;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::secret::Secret;
 use crate::{PauseReason, RunStatus};
 
 /// The workflow id of a run's workflow: `agent-run-{run_id}`.
@@ -176,4 +179,44 @@ pub trait DurableTurns: Send + Sync + 'static {
     async fn execute(&self, run: &RunRef) -> Result<TurnOutcome, TurnError>;
     /// `MarkRunFailedActivity`: fails a run whose turns could not be executed.
     async fn mark_failed(&self, run: &RunRef, message: &str) -> Result<(), TurnError>;
+}
+
+/// How durable execution reaches Temporal over TLS. The default: the system's roots, no client
+/// certificate, the address's host as the server's name.
+#[derive(Clone, Default, PartialEq)]
+pub struct TemporalTls {
+    /// `TEMPORAL_TLS_CA_PATH`'s certificates (PEM): the only roots trusted. `None`: the system's.
+    pub ca_pem: Option<Vec<u8>>,
+    /// `TEMPORAL_TLS_CERT_PATH` and `TEMPORAL_TLS_KEY_PATH`: the client certificate (mTLS).
+    pub client_cert: Option<ClientCertificate>,
+    /// `TEMPORAL_TLS_SERVER_NAME`: the name sent (SNI) and verified instead of the address's host.
+    pub server_name: Option<String>,
+}
+
+/// A client certificate chain and its private key, both PEM.
+#[derive(Clone, PartialEq)]
+pub struct ClientCertificate {
+    pub cert_pem: Vec<u8>,
+    /// PEM text; a secret, so `Debug` never shows it.
+    pub key_pem: Secret,
+}
+
+impl fmt::Debug for TemporalTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = |pem: &Vec<u8>| format!("{} bytes", pem.len());
+        f.debug_struct("TemporalTls")
+            .field("ca_pem", &self.ca_pem.as_ref().map(bytes))
+            .field("client_cert", &self.client_cert)
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCertificate")
+            .field("cert_pem", &format!("{} bytes", self.cert_pem.len()))
+            .field("key_pem", &self.key_pem)
+            .finish()
+    }
 }
