@@ -2236,7 +2236,11 @@ mod tests {
     #[test]
     fn temporal_tls_files_and_server_name_are_read_and_turn_tls_on() {
         let dir = tls_files();
-        let (ca, cert, key) = (at(&dir, "ca.pem"), at(&dir, "cert.pem"), at(&dir, "key.pem"));
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
         let settings = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
             ("TEMPORAL_TLS_CA_PATH", &ca),
@@ -2250,7 +2254,10 @@ mod tests {
         let client = tls.client_cert.expect("client certificate");
         assert_eq!(client.cert_pem, PEM_CERT.as_bytes());
         assert_eq!(client.key_pem.expose(), PEM_KEY);
-        assert_eq!(tls.server_name.as_deref(), Some("frontend.temporal.internal"));
+        assert_eq!(
+            tls.server_name.as_deref(),
+            Some("frontend.temporal.internal")
+        );
         // Any one of them alone turns TLS on, the rest as by default.
         let settings = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
@@ -2277,7 +2284,8 @@ mod tests {
         assert!(debug.contains("[redacted]"), "{debug}");
         // A malformed key file is refused without quoting it.
         let bad = at(&dir, "bad-key.pem");
-        let broken = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
+        let broken =
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
         std::fs::write(&bad, broken).unwrap();
         let err = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
@@ -2286,7 +2294,10 @@ mod tests {
         ]))
         .unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
-        assert!(err[0].message.contains("holds no PEM private key"), "{err:?}");
+        assert!(
+            err[0].message.contains("holds no PEM private key"),
+            "{err:?}"
+        );
         assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
     }
 
@@ -2312,14 +2323,24 @@ mod tests {
         );
         assert!(err[0].message.contains("not a DNS name"), "{err:?}");
         assert!(err[1].message.contains("cannot read") && err[1].message.contains("missing.pem"));
-        assert!(err[2].message.contains("holds no PEM certificate"), "{err:?}");
-        assert!(err[3].message.contains("holds no PEM private key"), "{err:?}");
+        assert!(
+            err[2].message.contains("holds no PEM certificate"),
+            "{err:?}"
+        );
+        assert!(
+            err[3].message.contains("holds no PEM private key"),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn temporal_tls_contradictions_and_half_client_certificates_are_refused() {
         let dir = tls_files();
-        let (ca, cert, key) = (at(&dir, "ca.pem"), at(&dir, "cert.pem"), at(&dir, "key.pem"));
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
         let refused = |pairs: &[(&str, &str)]| {
             let mut all = vec![("TEMPORAL_ADDRESS", "temporal.internal:7233")];
             all.extend_from_slice(pairs);
@@ -2327,25 +2348,35 @@ mod tests {
         };
         let err = refused(&[("TEMPORAL_TLS_CERT_PATH", &cert)]);
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
-        assert!(err[0].message.contains("is required with TEMPORAL_TLS_CERT_PATH"));
+        assert!(err[0]
+            .message
+            .contains("is required with TEMPORAL_TLS_CERT_PATH"));
         let err = refused(&[("TEMPORAL_TLS_KEY_PATH", &key)]);
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS_CERT_PATH"]);
         let err = refused(&[("TEMPORAL_TLS", "false"), ("TEMPORAL_TLS_CA_PATH", &ca)]);
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
-        assert!(err[0].message.contains("is off but TEMPORAL_TLS_CA_PATH is set"));
+        assert!(err[0]
+            .message
+            .contains("is off but TEMPORAL_TLS_CA_PATH is set"));
         let err = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "http://temporal.internal:7233"),
             ("TEMPORAL_TLS_CA_PATH", &ca),
         ]))
         .unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_ADDRESS"]);
-        assert!(err[0].message.contains("is http:// but TEMPORAL_TLS_CA_PATH is set"));
+        assert!(err[0]
+            .message
+            .contains("is http:// but TEMPORAL_TLS_CA_PATH is set"));
     }
 
     #[test]
     fn temporal_tls_settings_without_an_address_are_refused_by_name() {
         let dir = tls_files();
-        let (ca, cert, key) = (at(&dir, "ca.pem"), at(&dir, "cert.pem"), at(&dir, "key.pem"));
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
         let err = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_TLS_CA_PATH", &ca),
             ("TEMPORAL_TLS_CERT_PATH", &cert),

@@ -35,8 +35,9 @@ pub fn read_certificates(path: &str) -> Result<Vec<u8>, String> {
 /// The PEM private key at `path` (PKCS#8, PKCS#1 or SEC1). The parser's own error is not
 /// passed on: it may quote the file.
 pub fn read_private_key(path: &str) -> Result<Secret, String> {
-    let not_a_key =
-        || format!("{path:?} holds no PEM private key (PKCS#8, PKCS#1 or SEC1; -----BEGIN … PRIVATE KEY-----)");
+    let not_a_key = || {
+        format!("{path:?} holds no PEM private key (PKCS#8, PKCS#1 or SEC1; -----BEGIN … PRIVATE KEY-----)")
+    };
     let text = String::from_utf8(read(path)?).map_err(|_| not_a_key())?;
     PrivateKeyDer::from_pem_slice(text.as_bytes()).map_err(|_| not_a_key())?;
     Ok(Secret::new(text))

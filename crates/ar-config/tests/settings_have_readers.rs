@@ -380,10 +380,26 @@ const ENV_READERS: &[Reader] = &[
         &["api_key: settings.api_key.clone()"],
     ),
     reader("TEMPORAL_TLS", DURABLE, &["tls: settings.tls.clone()"]),
-    reader("TEMPORAL_TLS_CA_PATH", TEMPORAL, &[".maybe_server_root_ca_cert(tls.ca_pem.clone())"]),
-    reader("TEMPORAL_TLS_CERT_PATH", TEMPORAL, &[".client_cert(client.cert_pem.clone())"]),
-    reader("TEMPORAL_TLS_KEY_PATH", TEMPORAL, &[".client_private_key(client.key_pem.expose()"]),
-    reader("TEMPORAL_TLS_SERVER_NAME", TEMPORAL, &[".maybe_domain(tls.server_name.clone())"]),
+    reader(
+        "TEMPORAL_TLS_CA_PATH",
+        TEMPORAL,
+        &[".maybe_server_root_ca_cert(tls.ca_pem.clone())"],
+    ),
+    reader(
+        "TEMPORAL_TLS_CERT_PATH",
+        TEMPORAL,
+        &[".client_cert(client.cert_pem.clone())"],
+    ),
+    reader(
+        "TEMPORAL_TLS_KEY_PATH",
+        TEMPORAL,
+        &[".client_private_key(client.key_pem.expose()"],
+    ),
+    reader(
+        "TEMPORAL_TLS_SERVER_NAME",
+        TEMPORAL,
+        &[".maybe_domain(tls.server_name.clone())"],
+    ),
     reader(
         "AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN",
         DURABLE,

@@ -8,6 +8,7 @@
 //! payload is a reference to the store's data.
 
 pub mod activities;
+mod connect_error;
 pub mod scheduler;
 pub mod state;
 pub mod worker;
@@ -85,12 +86,9 @@ pub(crate) async fn connect(
         )
         .maybe_tls_options(settings.tls.as_ref().map(tls_options))
         .build();
-    let connection = Connection::connect(options).await.map_err(|error| {
-        DurableError(format!(
-            "could not connect to Temporal at {}: {error}",
-            settings.address
-        ))
-    })?;
+    let connection = Connection::connect(options)
+        .await
+        .map_err(|error| DurableError(connect_error::explain(settings, &error)))?;
     Client::new(
         connection,
         ClientOptions::new(settings.namespace.clone()).build(),

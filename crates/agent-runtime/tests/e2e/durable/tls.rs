@@ -1,0 +1,208 @@
+//! Durable execution through TLS and an API key, as against a self-hosted Temporal behind its
+//! front door: a TLS-terminating gRPC proxy (`ar_test_support::service::tls_proxy`: a
+//! throwaway CA's certificate for `temporal.test` only, `authorization: Bearer <key>` on every
+//! request, a client certificate when asked) in front of the dev server. `serve` and `worker`
+//! reach it with `TEMPORAL_TLS_CA_PATH`, `TEMPORAL_TLS_SERVER_NAME` and `TEMPORAL_API_KEY`
+//! (and `TEMPORAL_TLS_CERT_PATH`/`_KEY_PATH`); a wrong key, the system's roots, the address's
+//! own name and a missing client certificate each stop both at startup, saying which.
+
+use ar_test_support::mock_provider::{MockProvider, Reply};
+use ar_test_support::service::temporal::TemporalDev;
+use ar_test_support::service::tls_proxy::{ClientAuth, GrpcTlsProxy, TestPki, SERVER_NAME};
+use ar_test_support::service::*;
+use serde_json::json;
+
+use super::Durable;
+use crate::BIN;
+
+const API_KEY: &str = "tls-test-key-5b7e0c";
+const WRONG_KEY: &str = "tls-wrong-key-91d4aa";
+
+/// The dev server behind the proxy, and the CA the proxy's certificate comes from.
+struct Front {
+    dev: TemporalDev,
+    pki: TestPki,
+    proxy: GrpcTlsProxy,
+}
+
+impl Front {
+    async fn start(case: &str, client_auth: ClientAuth) -> Option<Front> {
+        let dev = TemporalDev::start(case).await?;
+        let pki = TestPki::generate();
+        let upstream = dev.address.parse().expect("the dev server's address");
+        let proxy = GrpcTlsProxy::start(upstream, &pki, API_KEY, client_auth).await;
+        Some(Front { dev, pki, proxy })
+    }
+
+    /// The settings that reach the proxy: its address, the test CA, its certificate's name
+    /// and the key.
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("TEMPORAL_ADDRESS", self.proxy.addr.to_string()),
+            ("TEMPORAL_TLS_CA_PATH", self.pki.ca.display().to_string()),
+            ("TEMPORAL_TLS_SERVER_NAME", SERVER_NAME.to_string()),
+            ("TEMPORAL_API_KEY", API_KEY.to_string()),
+        ]
+    }
+
+    /// [`Front::settings`] plus the client certificate.
+    fn settings_with_client_cert(&self) -> Vec<(&'static str, String)> {
+        let mut settings = self.settings();
+        settings.push((
+            "TEMPORAL_TLS_CERT_PATH",
+            self.pki.client_cert.display().to_string(),
+        ));
+        settings.push((
+            "TEMPORAL_TLS_KEY_PATH",
+            self.pki.client_key.display().to_string(),
+        ));
+        settings
+    }
+}
+
+/// `serve` and `worker` with `settings` (and `change` applied) both exit at startup, their
+/// stderr saying every one of `says` and showing no key.
+async fn assert_refused_at_startup(
+    mock: &MockProvider,
+    settings: &[(&'static str, String)],
+    change: &[(&'static str, Option<&str>)],
+    says: &[&str],
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut env = sqlite_env(dir.path(), mock);
+    for (name, value) in settings {
+        env.insert((*name).into(), value.clone());
+    }
+    for (name, value) in change {
+        match value {
+            Some(value) => env.insert((*name).into(), (*value).into()),
+            None => env.remove(*name),
+        };
+    }
+    for args in [&["serve"][..], &["worker", "--addr", "127.0.0.1:0"]] {
+        let (status, _, stderr) = run_command(BIN, args, &env).await;
+        assert!(!status.success(), "{args:?} {change:?} started:\n{stderr}");
+        for text in says {
+            assert!(
+                stderr.contains(text),
+                "{args:?} {change:?}: no {text:?} in\n{stderr}"
+            );
+        }
+        for key in [API_KEY, WRONG_KEY] {
+            assert!(!stderr.contains(key), "{args:?} printed a key:\n{stderr}");
+        }
+    }
+}
+
+/// A two-step durable run on `d` completes.
+async fn assert_durable_run_completes(d: &Durable, mock: &MockProvider) {
+    let agent = d.server.create_agent("over-tls", &["get_context"]).await;
+    let run_id = d
+        .durable_run(mock, agent["id"].as_str().unwrap(), json!({}))
+        .await;
+    let done = d
+        .server
+        .wait_status(&run_id, &["completed", "failed"])
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let info = d.wait_workflow(&run_id, "completed").await;
+    assert_eq!(info["workflow_id"], format!("agent-run-{run_id}"), "{info}");
+}
+
+fn two_steps() -> impl std::future::Future<Output = MockProvider> {
+    async {
+        let mock = MockProvider::start().await;
+        mock.push(Reply::tool_call(
+            "get_context",
+            json!({"step": 0}).to_string(),
+        ));
+        mock.push(Reply::text("done through the TLS front door"));
+        mock
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
+    let mock = two_steps().await;
+    let Some(front) = Front::start("durable over TLS", ClientAuth::None).await else {
+        return;
+    };
+    let settings = front.settings();
+    let key_refused = ["TEMPORAL_API_KEY", "UNAUTHENTICATED"];
+    assert_refused_at_startup(
+        &mock,
+        &settings,
+        &[("TEMPORAL_API_KEY", Some(WRONG_KEY))],
+        &key_refused,
+    )
+    .await;
+    assert_refused_at_startup(
+        &mock,
+        &settings,
+        &[("TEMPORAL_API_KEY", None)],
+        &key_refused,
+    )
+    .await;
+    assert!(
+        front.proxy.refused() >= 4,
+        "the proxy saw the wrong and missing keys"
+    );
+    let untrusted = ["TEMPORAL_TLS_CA_PATH", "UnknownIssuer"];
+    assert_refused_at_startup(
+        &mock,
+        &settings,
+        &[("TEMPORAL_TLS_CA_PATH", None)],
+        &untrusted,
+    )
+    .await;
+    let other_name = ["TEMPORAL_TLS_SERVER_NAME", "not valid for name"];
+    assert_refused_at_startup(
+        &mock,
+        &settings,
+        &[("TEMPORAL_TLS_SERVER_NAME", None)],
+        &other_name,
+    )
+    .await;
+    assert_eq!(front.proxy.forwarded(), 0, "nothing reached Temporal yet");
+
+    let extra: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let Front {
+        dev,
+        proxy,
+        pki: _pki,
+    } = front;
+    let d = Durable::start_with(dev, &mock, &extra, None).await;
+    let (status, caps) = d.server.get("/v1/capabilities").await;
+    assert_eq!(status, 200);
+    assert_eq!(caps["durable"]["temporal_address"], proxy.addr.to_string());
+    assert_durable_run_completes(&d, &mock).await;
+    assert!(
+        proxy.forwarded() > 0,
+        "the run's calls went through the proxy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_is_presented_when_temporal_requires_one() {
+    let mock = two_steps().await;
+    let Some(front) = Front::start("durable over mTLS", ClientAuth::Required).await else {
+        return;
+    };
+    let without_cert = front.settings();
+    let needs_cert = ["TEMPORAL_TLS_CERT_PATH", "client certificate"];
+    assert_refused_at_startup(&mock, &without_cert, &[], &needs_cert).await;
+
+    let settings = front.settings_with_client_cert();
+    let extra: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let Front {
+        dev,
+        proxy,
+        pki: _pki,
+    } = front;
+    let d = Durable::start_with(dev, &mock, &extra, None).await;
+    assert_durable_run_completes(&d, &mock).await;
+    assert!(
+        proxy.forwarded() > 0,
+        "the run's calls went through the proxy"
+    );
+}
