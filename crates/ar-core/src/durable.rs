@@ -1,5 +1,6 @@
 //! Durable execution (`execution_mode: durable`): the ports between the engine and a workflow
-//! scheduler (Temporal), and the small reference types that cross them.
+//! scheduler (Temporal), the small reference types that cross them, and how the scheduler
+//! reaches Temporal over TLS ([`TemporalTls`], read by `ar-config`, used by `ar-temporal`).
 //!
 //! The scheduler never carries a run's data: a workflow knows a run by `{app_id, run_id}`, an
 //! activity answers with the run's status and checkpointed step, and the store holds the rest.

@@ -152,6 +152,11 @@ const UNSUPPORTED: &[(&str, &str, &str)] = &[
         "default",
         "is set but TEMPORAL_ADDRESS is not",
     ),
+    (
+        "TEMPORAL_TLS_SERVER_NAME",
+        "temporal.example",
+        "is set but TEMPORAL_ADDRESS is not",
+    ),
 ];
 
 /// An app that configures browser tools, which this version does not support yet.

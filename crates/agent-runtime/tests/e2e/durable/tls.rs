@@ -61,8 +61,10 @@ impl Front {
 }
 
 /// `serve` and `worker` with `settings` (and `change` applied) both exit at startup, their
-/// stderr saying every one of `says` and showing no key.
+/// stderr saying every one of `says` and showing neither API key nor any line of the client's
+/// private key.
 async fn assert_refused_at_startup(
+    front: &Front,
     mock: &MockProvider,
     settings: &[(&'static str, String)],
     change: &[(&'static str, Option<&str>)],
@@ -88,7 +90,11 @@ async fn assert_refused_at_startup(
                 "{args:?} {change:?}: no {text:?} in\n{stderr}"
             );
         }
-        for key in [API_KEY, WRONG_KEY] {
+        let private_key = std::fs::read_to_string(&front.pki.client_key).expect("client key");
+        let key_lines = private_key
+            .lines()
+            .filter(|line| !line.starts_with("-----"));
+        for key in [API_KEY, WRONG_KEY].into_iter().chain(key_lines) {
             assert!(!stderr.contains(key), "{args:?} printed a key:\n{stderr}");
         }
     }
@@ -130,6 +136,7 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
     let settings = front.settings();
     let key_refused = ["TEMPORAL_API_KEY", "UNAUTHENTICATED"];
     assert_refused_at_startup(
+        &front,
         &mock,
         &settings,
         &[("TEMPORAL_API_KEY", Some(WRONG_KEY))],
@@ -137,6 +144,7 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
     )
     .await;
     assert_refused_at_startup(
+        &front,
         &mock,
         &settings,
         &[("TEMPORAL_API_KEY", None)],
@@ -149,6 +157,7 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
     );
     let untrusted = ["TEMPORAL_TLS_CA_PATH", "UnknownIssuer"];
     assert_refused_at_startup(
+        &front,
         &mock,
         &settings,
         &[("TEMPORAL_TLS_CA_PATH", None)],
@@ -157,12 +166,16 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
     .await;
     let other_name = ["TEMPORAL_TLS_SERVER_NAME", "not valid for name"];
     assert_refused_at_startup(
+        &front,
         &mock,
         &settings,
         &[("TEMPORAL_TLS_SERVER_NAME", None)],
         &other_name,
     )
     .await;
+    let unreadable = ["TEMPORAL_TLS_CA_PATH", "cannot read", "/nonexistent/ca.pem"];
+    let missing_ca = [("TEMPORAL_TLS_CA_PATH", Some("/nonexistent/ca.pem"))];
+    assert_refused_at_startup(&front, &mock, &settings, &missing_ca, &unreadable).await;
     assert_eq!(front.proxy.forwarded(), 0, "nothing reached Temporal yet");
 
     let extra: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
@@ -190,9 +203,21 @@ async fn a_client_certificate_is_presented_when_temporal_requires_one() {
     };
     let without_cert = front.settings();
     let needs_cert = ["TEMPORAL_TLS_CERT_PATH", "client certificate"];
-    assert_refused_at_startup(&mock, &without_cert, &[], &needs_cert).await;
+    assert_refused_at_startup(&front, &mock, &without_cert, &[], &needs_cert).await;
 
     let settings = front.settings_with_client_cert();
+    // The key file must hold a key: the certificate's own file is refused, quoting nothing.
+    let cert = front.pki.client_cert.display().to_string();
+    let not_a_key = [("TEMPORAL_TLS_KEY_PATH", Some(cert.as_str()))];
+    let says = ["TEMPORAL_TLS_KEY_PATH", "holds no PEM private key"];
+    assert_refused_at_startup(&front, &mock, &settings, &not_a_key, &says).await;
+    // A certificate without its key is refused by name.
+    let half = [("TEMPORAL_TLS_KEY_PATH", None)];
+    let says = [
+        "TEMPORAL_TLS_KEY_PATH",
+        "is required with TEMPORAL_TLS_CERT_PATH",
+    ];
+    assert_refused_at_startup(&front, &mock, &settings, &half, &says).await;
     let extra: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let Front {
         dev,
