@@ -115,16 +115,15 @@ async fn assert_durable_run_completes(d: &Durable, mock: &MockProvider) {
     assert_eq!(info["workflow_id"], format!("agent-run-{run_id}"), "{info}");
 }
 
-fn two_steps() -> impl std::future::Future<Output = MockProvider> {
-    async {
-        let mock = MockProvider::start().await;
-        mock.push(Reply::tool_call(
-            "get_context",
-            json!({"step": 0}).to_string(),
-        ));
-        mock.push(Reply::text("done through the TLS front door"));
-        mock
-    }
+/// The mock provider, scripted for a two-step run (a tool call, then an answer).
+async fn two_steps() -> MockProvider {
+    let mock = MockProvider::start().await;
+    mock.push(Reply::tool_call(
+        "get_context",
+        json!({"step": 0}).to_string(),
+    ));
+    mock.push(Reply::text("done through the TLS front door"));
+    mock
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
