@@ -94,15 +94,20 @@ fn hint(settings: &TemporalSettings, problem: &rustls::Error) -> Option<String> 
     Some(hint)
 }
 
-/// A TLS server that wants a client certificate and got none may close the connection before
-/// its alert is read (TLS 1.3 checks the certificate after the handshake): the first call then
-/// fails on a closed connection.
+/// A TLS server that wants a client certificate and got none, or got one it does not trust,
+/// may close the connection before its alert is read (TLS 1.3 checks the certificate after the
+/// handshake): the first call then fails on a closed connection.
 fn closed_hint(settings: &TemporalSettings, cause: &(dyn Error + 'static)) -> Option<String> {
     let tls = settings.tls.as_ref()?;
-    if tls.client_cert.is_some() || !closed_by_peer(cause) {
+    if !closed_by_peer(cause) {
         return None;
     }
-    Some("it closed the connection after the handshake, as a server that requires a client certificate does; set TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH if it does".to_string())
+    let hint = if tls.client_cert.is_some() {
+        "it closed the connection after the handshake, as a server that refuses the client certificate does; check that TEMPORAL_TLS_CERT_PATH's certificate is issued by a CA it trusts"
+    } else {
+        "it closed the connection after the handshake, as a server that requires a client certificate does; set TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH if it does"
+    };
+    Some(hint.to_string())
 }
 
 /// Whether `error`'s chain ends in the peer closing the connection (end of file, a reset).

@@ -41,6 +41,9 @@ pub struct TestPki {
     _dir: tempfile::TempDir,
 }
 
+/// `openssl req`'s arguments for a new EC P-256 key.
+const EC_P256: [&str; 4] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+
 /// Runs `openssl <args>` in `dir`, panicking with its stderr when it fails.
 fn openssl(dir: &Path, args: &[&str]) {
     let output = Command::new("openssl")
@@ -64,31 +67,15 @@ fn issue(dir: &Path, name: &str, subject: &str, extensions: &str) {
         format!("{name}.ext"),
     );
     std::fs::write(dir.join(&ext), extensions).expect("write extensions");
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
     let mut request = vec!["req", "-new", "-nodes", "-keyout", &key, "-out", &csr];
-    request.extend(ec);
+    request.extend(EC_P256);
     request.extend(["-subj", subject]);
     openssl(dir, &request);
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            &pem,
-            "-extfile",
-            &ext,
-        ],
-    );
+    let mut sign: Vec<&str> = "x509 -req -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+        .split(' ')
+        .collect();
+    sign.extend(["-in", &csr, "-out", &pem, "-extfile", &ext]);
+    openssl(dir, &sign);
 }
 
 impl TestPki {
@@ -96,26 +83,18 @@ impl TestPki {
     pub fn generate() -> TestPki {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path();
-        openssl(
-            path,
-            &[
-                "req",
-                "-x509",
-                "-nodes",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=agent-runtime test CA",
-            ],
-        );
+        // A name of its own (the directory's), so another TestPki's CA is another issuer.
+        let unique = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("");
+        let subject = format!("/CN=agent-runtime test CA {unique}");
+        let mut ca = vec![
+            "req", "-x509", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        ];
+        ca.extend(EC_P256);
+        ca.extend(["-days", "2", "-subj", &subject]);
+        openssl(path, &ca);
         let server = format!(
             "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:{SERVER_NAME}\n"
         );

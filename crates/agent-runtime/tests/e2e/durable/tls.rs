@@ -4,7 +4,8 @@
 //! request, a client certificate when asked) in front of the dev server. `serve` and `worker`
 //! reach it with `TEMPORAL_TLS_CA_PATH`, `TEMPORAL_TLS_SERVER_NAME` and `TEMPORAL_API_KEY`
 //! (and `TEMPORAL_TLS_CERT_PATH`/`_KEY_PATH`); a wrong key, the system's roots, the address's
-//! own name and a missing client certificate each stop both at startup, saying which.
+//! own name and a missing or untrusted client certificate each stop both at startup, saying
+//! which.
 
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use ar_test_support::service::temporal::TemporalDev;
@@ -210,6 +211,18 @@ async fn a_client_certificate_is_presented_when_temporal_requires_one() {
     let not_a_key = [("TEMPORAL_TLS_KEY_PATH", Some(cert.as_str()))];
     let says = ["TEMPORAL_TLS_KEY_PATH", "holds no PEM private key"];
     assert_refused_at_startup(&front, &mock, &settings, &not_a_key, &says).await;
+    // A client certificate of another CA is refused by Temporal, and the message says so.
+    let other = TestPki::generate();
+    let (other_cert, other_key) = (
+        other.client_cert.display().to_string(),
+        other.client_key.display().to_string(),
+    );
+    let untrusted = [
+        ("TEMPORAL_TLS_CERT_PATH", Some(other_cert.as_str())),
+        ("TEMPORAL_TLS_KEY_PATH", Some(other_key.as_str())),
+    ];
+    let says = ["TEMPORAL_TLS_CERT_PATH", "refuse", "client certificate"];
+    assert_refused_at_startup(&front, &mock, &settings, &untrusted, &says).await;
     // A certificate without its key is refused by name.
     let half = [("TEMPORAL_TLS_KEY_PATH", None)];
     let says = [
