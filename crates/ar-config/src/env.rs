@@ -16,7 +16,7 @@ use url::Url;
 
 use crate::app::AppConfig;
 use crate::support::{Capability, Support};
-use crate::temporal_tls::{self, ClientCertificate, TemporalTls};
+use crate::temporal_tls::{self, ClientCertificate, PemForm, TemporalTls};
 use crate::Diagnostic;
 
 /// Declaration of one environment variable.
@@ -386,7 +386,7 @@ pub const TEMPORAL_API_KEY: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_API_KEY",
     None,
-    "API key sent to Temporal as a bearer token (turns TLS on; with TEMPORAL_ADDRESS only).",
+    "API key sent to Temporal as a bearer token (turns TLS on unless TEMPORAL_TLS=false or an `http://` address says plain text, as the Temporal CLI does; with TEMPORAL_ADDRESS only).",
 );
 pub const DURABLE_RECONCILE_SECONDS: EnvVar = EnvVar::new(
     DURABLE,
@@ -404,7 +404,7 @@ pub const TEMPORAL_TLS: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TLS",
     Some("false"),
-    "Connect to Temporal over TLS (the system's roots unless TEMPORAL_TLS_CA_PATH; on by itself with TEMPORAL_API_KEY or any TEMPORAL_TLS_* file or name).",
+    "Connect to Temporal over TLS (the system's roots unless TEMPORAL_TLS_CA_PATH or _DATA; when unset, on with an `https://` address, TEMPORAL_API_KEY or any TEMPORAL_TLS_* file, PEM or name). `false` with an API key: plain text with the key, as the Temporal CLI does (a warning at startup).",
 );
 pub const TEMPORAL_TLS_CA_PATH: EnvVar = EnvVar::new(
     DURABLE,
@@ -412,17 +412,34 @@ pub const TEMPORAL_TLS_CA_PATH: EnvVar = EnvVar::new(
     None,
     "PEM file of the CA certificates that verify Temporal's server certificate, instead of the system's roots (turns TLS on; read at startup).",
 );
+pub const TEMPORAL_TLS_CA_DATA: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CA_DATA",
+    None,
+    "TEMPORAL_TLS_CA_PATH's PEM given inline (not both; turns TLS on; checked at startup).",
+);
 pub const TEMPORAL_TLS_CERT_PATH: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TLS_CERT_PATH",
     None,
-    "PEM file of the client certificate (chain) for mTLS; needs TEMPORAL_TLS_KEY_PATH (turns TLS on; read at startup).",
+    "PEM file of the client certificate (chain) for mTLS; needs TEMPORAL_TLS_KEY_PATH or _DATA (turns TLS on; read at startup).",
+);
+pub const TEMPORAL_TLS_CERT_DATA: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CERT_DATA",
+    None,
+    "TEMPORAL_TLS_CERT_PATH's PEM given inline (not both; needs TEMPORAL_TLS_KEY_PATH or _DATA; turns TLS on; checked at startup).",
 );
 pub const TEMPORAL_TLS_KEY_PATH: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TLS_KEY_PATH",
     None,
-    "PEM file of the client certificate's private key (PKCS#8, PKCS#1 or SEC1); needs TEMPORAL_TLS_CERT_PATH (read at startup, never shown).",
+    "PEM file of the client certificate's private key (PKCS#8, PKCS#1 or SEC1); needs TEMPORAL_TLS_CERT_PATH or _DATA (read at startup, never shown).",
+);
+pub const TEMPORAL_TLS_KEY_DATA: EnvVar = EnvVar::secret(
+    DURABLE,
+    "TEMPORAL_TLS_KEY_DATA",
+    "TEMPORAL_TLS_KEY_PATH's PEM given inline (not both; needs TEMPORAL_TLS_CERT_PATH or _DATA; checked at startup, never shown).",
 );
 pub const TEMPORAL_TLS_SERVER_NAME: EnvVar = EnvVar::new(
     DURABLE,
@@ -430,6 +447,14 @@ pub const TEMPORAL_TLS_SERVER_NAME: EnvVar = EnvVar::new(
     None,
     "Name sent (SNI) and verified in Temporal's server certificate instead of TEMPORAL_ADDRESS's host (turns TLS on).",
 );
+/// Refused by design: the server's certificate is always verified.
+pub const TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION",
+    Some("false"),
+    "The Temporal CLI's switch that skips verifying the server's certificate. Refused by design unless off: trust the server's CA with TEMPORAL_TLS_CA_PATH and name its certificate with TEMPORAL_TLS_SERVER_NAME instead.",
+)
+.not_yet(Capability::UnverifiedTls);
 
 // --- mcp ------------------------------------------------------------------------------------
 
@@ -646,9 +671,13 @@ pub const ALL: &[EnvVar] = &[
     TEMPORAL_API_KEY,
     TEMPORAL_TLS,
     TEMPORAL_TLS_CA_PATH,
+    TEMPORAL_TLS_CA_DATA,
     TEMPORAL_TLS_CERT_PATH,
+    TEMPORAL_TLS_CERT_DATA,
     TEMPORAL_TLS_KEY_PATH,
+    TEMPORAL_TLS_KEY_DATA,
     TEMPORAL_TLS_SERVER_NAME,
+    TEMPORAL_TLS_DISABLE_HOST_VERIFICATION,
     DURABLE_RECONCILE_SECONDS,
     DURABLE_TURNS_PER_WORKFLOW_RUN,
     MCP_CREDENTIAL_ENCRYPTION_KEY,
@@ -693,6 +722,9 @@ pub fn markdown_table() -> String {
             Support::ExceptValues(values) => {
                 let refused: Vec<_> = values.iter().map(|(v, _)| format!("`{v}`")).collect();
                 format!("yes, except {}", refused.join(", "))
+            }
+            Support::NotYet(capability) if capability.by_design() => {
+                format!("no, by design ({})", capability.describe())
             }
             Support::NotYet(capability) => format!("not yet ({})", capability.describe()),
         };
@@ -1696,10 +1728,13 @@ pub struct HttpSettings {
 }
 
 /// The `TEMPORAL_TLS_*` settings: each turns TLS on, none means anything without an address.
-const TEMPORAL_TLS_SETTINGS: [&EnvVar; 4] = [
+const TEMPORAL_TLS_SETTINGS: [&EnvVar; 7] = [
     &TEMPORAL_TLS_CA_PATH,
+    &TEMPORAL_TLS_CA_DATA,
     &TEMPORAL_TLS_CERT_PATH,
+    &TEMPORAL_TLS_CERT_DATA,
     &TEMPORAL_TLS_KEY_PATH,
+    &TEMPORAL_TLS_KEY_DATA,
     &TEMPORAL_TLS_SERVER_NAME,
 ];
 
@@ -1746,8 +1781,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
         return None;
     }
     let api_key = r.secret(&TEMPORAL_API_KEY);
-    let tls_wanted = tls_on || api_key.is_some() || address.starts_with("https://");
-    let tls = read_temporal_tls(r, &address, tls_wanted);
+    let tls = read_temporal_tls(r, &address, api_key.is_some());
     let reconcile_every = r.seconds(&DURABLE_RECONCILE_SECONDS, 3600);
     let turns_per_workflow_run = match r.count(&DURABLE_TURNS_PER_WORKFLOW_RUN) {
         turns @ 1..=10_000 => turns as u64,
@@ -1770,59 +1804,112 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
     })
 }
 
-/// TLS to Temporal when `wanted` or any `TEMPORAL_TLS_*` setting is given, with their files
-/// read and checked. Such a setting beside `TEMPORAL_TLS` set off or an `http://` address is a
-/// contradiction, refused rather than resolved either way.
-fn read_temporal_tls(r: &mut Reader<'_>, address: &str, wanted: bool) -> Option<TemporalTls> {
+/// Whether TLS is asked for in so many words: `TEMPORAL_TLS` (when it is a boolean) or the
+/// address's scheme. The two disagreeing is a contradiction, refused rather than resolved.
+fn explicit_tls(r: &mut Reader<'_>, address: &str) -> Option<bool> {
+    let setting = r.get(&TEMPORAL_TLS).and_then(|value| {
+        (is_truthy(&value) || is_falsy(&value)).then(|| is_truthy(&value))
+    });
+    let scheme = if address.starts_with("https://") {
+        Some(true)
+    } else if address.starts_with("http://") {
+        Some(false)
+    } else {
+        None
+    };
+    match (setting, scheme) {
+        (Some(true), Some(false)) => r.report(&TEMPORAL_TLS, "is on but TEMPORAL_ADDRESS is http:// (use https:// or host:port)"),
+        (Some(false), Some(true)) => r.report(&TEMPORAL_TLS, "is off but TEMPORAL_ADDRESS is https:// (use http:// or host:port)"),
+        _ => {}
+    }
+    setting.or(scheme)
+}
+
+/// TLS to Temporal: as `TEMPORAL_TLS` or the address's scheme say, else on with any
+/// `TEMPORAL_TLS_*` setting or an API key (as the Temporal CLI does; `TEMPORAL_TLS=false` with
+/// a key is plain text with the key). A `TEMPORAL_TLS_*` setting where plain text is asked
+/// for is a contradiction, refused rather than resolved either way.
+fn read_temporal_tls(r: &mut Reader<'_>, address: &str, api_key: bool) -> Option<TemporalTls> {
+    let explicit = explicit_tls(r, address);
     let given = TEMPORAL_TLS_SETTINGS
         .into_iter()
         .find(|var| r.get(var).is_some());
-    if let Some(given) = given {
+    if let (Some(given), Some(false)) = (given, explicit) {
         let name = given.name;
-        if r.get(&TEMPORAL_TLS).is_some_and(|value| is_falsy(&value)) {
-            let message = format!("is off but {name} is set (a TLS setting means TLS)");
-            r.report(&TEMPORAL_TLS, message);
-        }
         if address.starts_with("http://") {
             let message = format!("is http:// but {name} is set (use https:// or host:port)");
             r.report(&TEMPORAL_ADDRESS, message);
+        } else {
+            let message = format!("is off but {name} is set (a TLS setting means TLS)");
+            r.report(&TEMPORAL_TLS, message);
         }
-    } else if !wanted {
+    }
+    if !explicit.unwrap_or(given.is_some() || api_key) {
         return None;
     }
     let server_name = r.checked(&TEMPORAL_TLS_SERVER_NAME, |name| {
         temporal_tls::check_server_name(name).map(|()| name.to_string())
     });
+    let ca = read_pem(
+        r,
+        (&TEMPORAL_TLS_CA_PATH, &TEMPORAL_TLS_CA_DATA),
+        temporal_tls::certificates,
+    );
     Some(TemporalTls {
-        ca_pem: r.checked(&TEMPORAL_TLS_CA_PATH, temporal_tls::read_certificates),
+        ca_form: ca.as_ref().map_or(PemForm::Path, |(_, form)| *form),
+        ca_pem: ca.map(|(pem, _)| pem),
         client_cert: read_client_certificate(r),
         server_name,
     })
 }
 
-/// `TEMPORAL_TLS_CERT_PATH` and `TEMPORAL_TLS_KEY_PATH`: both or neither.
+/// A PEM setting given as a file (`path`) or inline (`data`), passed through `check`; both
+/// at once is a contradiction. `None` when neither is set or it is refused.
+fn read_pem<T>(
+    r: &mut Reader<'_>,
+    (path, data): (&EnvVar, &EnvVar),
+    check: fn(Vec<u8>) -> Result<T, String>,
+) -> Option<(T, PemForm)> {
+    if r.get(path).is_some() && r.get(data).is_some() {
+        let message = format!("is set beside {} (give it one way)", path.name);
+        r.report(data, message);
+        return None;
+    }
+    if let Some(read) = r.checked(path, |file| temporal_tls::read_file(file, check)) {
+        return Some((read, PemForm::Path));
+    }
+    let read = r.checked(data, |text| check(text.as_bytes().to_vec()))?;
+    Some((read, PemForm::Data))
+}
+
+/// `TEMPORAL_TLS_CERT_*` and `TEMPORAL_TLS_KEY_*` (each a file or inline): both or neither.
 fn read_client_certificate(r: &mut Reader<'_>) -> Option<ClientCertificate> {
-    let cert_pem = r.checked(&TEMPORAL_TLS_CERT_PATH, temporal_tls::read_certificates);
-    let key_pem = r.checked(&TEMPORAL_TLS_KEY_PATH, temporal_tls::read_private_key);
-    let (cert_given, key_given) = (
-        r.get(&TEMPORAL_TLS_CERT_PATH).is_some(),
-        r.get(&TEMPORAL_TLS_KEY_PATH).is_some(),
-    );
-    if cert_given && !key_given {
-        r.report(
+    let cert_vars = (&TEMPORAL_TLS_CERT_PATH, &TEMPORAL_TLS_CERT_DATA);
+    let key_vars = (&TEMPORAL_TLS_KEY_PATH, &TEMPORAL_TLS_KEY_DATA);
+    let cert = read_pem(r, cert_vars, temporal_tls::certificates);
+    let key = read_pem(r, key_vars, temporal_tls::private_key);
+    let given = |r: &Reader<'_>, (path, data): (&EnvVar, &EnvVar)| {
+        [path, data]
+            .into_iter()
+            .find(|var| r.get(var).is_some())
+            .map(|var| var.name)
+    };
+    match (given(r, cert_vars), given(r, key_vars)) {
+        (Some(cert), None) => r.report(
             &TEMPORAL_TLS_KEY_PATH,
-            "is required with TEMPORAL_TLS_CERT_PATH (a client certificate needs its private key)",
-        );
-    }
-    if key_given && !cert_given {
-        r.report(
+            format!("(or TEMPORAL_TLS_KEY_DATA) is required with {cert} (a client certificate needs its private key)"),
+        ),
+        (None, Some(key)) => r.report(
             &TEMPORAL_TLS_CERT_PATH,
-            "is required with TEMPORAL_TLS_KEY_PATH (a private key needs its certificate)",
-        );
+            format!("(or TEMPORAL_TLS_CERT_DATA) is required with {key} (a private key needs its certificate)"),
+        ),
+        _ => {}
     }
+    let ((cert_pem, cert_form), (key_pem, _)) = (cert?, key?);
     Some(ClientCertificate {
-        cert_pem: cert_pem?,
-        key_pem: key_pem?,
+        cert_pem,
+        cert_form,
+        key_pem,
     })
 }
 
@@ -2476,7 +2563,7 @@ mod tests {
     fn the_table_says_what_is_not_supported() {
         let table = markdown_table();
         assert!(
-            table.contains("not yet (a deterministic stand-in model)"),
+            table.contains("no, by design (a deterministic stand-in model)"),
             "{table}"
         );
     }

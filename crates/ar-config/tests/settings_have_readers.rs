@@ -386,12 +386,27 @@ const ENV_READERS: &[Reader] = &[
         &[".maybe_server_root_ca_cert(tls.ca_pem.clone())"],
     ),
     reader(
+        "TEMPORAL_TLS_CA_DATA",
+        TEMPORAL,
+        &[".maybe_server_root_ca_cert(tls.ca_pem.clone())"],
+    ),
+    reader(
         "TEMPORAL_TLS_CERT_PATH",
         TEMPORAL,
         &[".client_cert(client.cert_pem.clone())"],
     ),
     reader(
+        "TEMPORAL_TLS_CERT_DATA",
+        TEMPORAL,
+        &[".client_cert(client.cert_pem.clone())"],
+    ),
+    reader(
         "TEMPORAL_TLS_KEY_PATH",
+        TEMPORAL,
+        &[".client_private_key(client.key_pem.expose()"],
+    ),
+    reader(
+        "TEMPORAL_TLS_KEY_DATA",
         TEMPORAL,
         &[".client_private_key(client.key_pem.expose()"],
     ),

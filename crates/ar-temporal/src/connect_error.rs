@@ -20,7 +20,7 @@ pub(crate) fn explain(settings: &TemporalSettings, error: &ClientConnectError) -
                 return format!(
                     "Temporal at {address} refused this client's credentials ({code}: {}); check TEMPORAL_API_KEY{}",
                     status.message(),
-                    if client_cert_given(settings) { " and TEMPORAL_TLS_CERT_PATH" } else { "" },
+                    client_cert_variable(settings).map(|name| format!(" and {name}")).unwrap_or_default(),
                 );
             }
             let mut detail = format!("{:?}: {}", status.code(), status.message());
@@ -53,11 +53,10 @@ fn refusal(code: Code) -> Option<&'static str> {
     }
 }
 
-fn client_cert_given(settings: &TemporalSettings) -> bool {
-    settings
-        .tls
-        .as_ref()
-        .is_some_and(|tls| tls.client_cert.is_some())
+/// The variable that gave the client certificate, if one was given.
+fn client_cert_variable(settings: &TemporalSettings) -> Option<String> {
+    let client = settings.tls.as_ref()?.client_cert.as_ref()?;
+    Some(client.cert_form.variable("CERT"))
 }
 
 /// What to change for a TLS `problem`, when it is one an operator's setting explains.
@@ -66,9 +65,10 @@ fn hint(settings: &TemporalSettings, problem: &rustls::Error) -> Option<String> 
     let hint = match problem {
         rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
             if tls.ca_pem.is_some() {
-                "its certificate is not issued by TEMPORAL_TLS_CA_PATH's CA".to_string()
+                let ca = tls.ca_form.variable("CA");
+                format!("its certificate is not issued by {ca}'s CA")
             } else {
-                "its certificate is not issued by a CA the system trusts; set TEMPORAL_TLS_CA_PATH to the CA's PEM file".to_string()
+                "its certificate is not issued by a CA the system trusts; set TEMPORAL_TLS_CA_PATH to the CA's PEM file (or TEMPORAL_TLS_CA_DATA to its PEM)".to_string()
             }
         }
         rustls::Error::InvalidCertificate(
@@ -81,14 +81,17 @@ fn hint(settings: &TemporalSettings, problem: &rustls::Error) -> Option<String> 
             format!("its certificate is not issued for {name}; set TEMPORAL_TLS_SERVER_NAME to the name it is issued for")
         }
         rustls::Error::AlertReceived(AlertDescription::CertificateRequired) => {
-            "it asks for a client certificate; set TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH"
+            "it asks for a client certificate; set TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH (or their _DATA forms)"
                 .to_string()
         }
         rustls::Error::AlertReceived(
             AlertDescription::BadCertificate
             | AlertDescription::UnknownCA
             | AlertDescription::CertificateUnknown,
-        ) => "it refused the client certificate of TEMPORAL_TLS_CERT_PATH".to_string(),
+        ) => format!(
+            "it refused the client certificate of {}",
+            client_cert_variable(settings).unwrap_or_else(|| "TEMPORAL_TLS_CERT_PATH".to_string())
+        ),
         _ => return None,
     };
     Some(hint)
@@ -102,12 +105,14 @@ fn closed_hint(settings: &TemporalSettings, cause: &(dyn Error + 'static)) -> Op
     if !closed_by_peer(cause) {
         return None;
     }
-    let hint = if tls.client_cert.is_some() {
-        "it closed the connection after the handshake, as a server that refuses the client certificate does; check that TEMPORAL_TLS_CERT_PATH's certificate is issued by a CA it trusts"
-    } else {
-        "it closed the connection after the handshake, as a server that requires a client certificate does; set TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH if it does"
+    let hint = match &tls.client_cert {
+        Some(client) => format!(
+            "it closed the connection after the handshake, as a server that refuses the client certificate does; check that {}'s certificate is issued by a CA it trusts",
+            client.cert_form.variable("CERT")
+        ),
+        None => "it closed the connection after the handshake, as a server that requires a client certificate does; set TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH (or their _DATA forms) if it does".to_string(),
     };
-    Some(hint.to_string())
+    Some(hint)
 }
 
 /// Whether `error`'s chain ends in the peer closing the connection (end of file, a reset).
