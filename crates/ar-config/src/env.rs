@@ -2456,6 +2456,183 @@ mod tests {
             .contains("is http:// but TEMPORAL_TLS_CA_PATH is set"));
     }
 
+    /// The settings with `pairs` beside a `TEMPORAL_ADDRESS` without a scheme.
+    fn with_address(pairs: &[(&str, &str)]) -> Result<ServiceSettings, Vec<Diagnostic>> {
+        let mut all = vec![("TEMPORAL_ADDRESS", "temporal.internal:7233")];
+        all.extend_from_slice(pairs);
+        ServiceSettings::from_env(lookup(&all))
+    }
+
+    #[test]
+    fn temporal_tls_pem_given_inline_works_like_the_files() {
+        let settings = with_address(&[
+            ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ])
+        .unwrap();
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("c2VjcmV0"), "{debug}");
+        let tls = settings.durable.unwrap().tls.expect("inline PEM turns TLS on");
+        // The value as given, but for the blank around it.
+        assert_eq!(tls.ca_pem.as_deref(), Some(PEM_CERT.trim().as_bytes()));
+        assert_eq!(tls.ca_form, PemForm::Data);
+        let client = tls.client_cert.expect("client certificate");
+        assert_eq!(client.cert_pem, PEM_CERT.trim().as_bytes());
+        assert_eq!(client.cert_form, PemForm::Data);
+        assert_eq!(client.key_pem.expose(), PEM_KEY.trim());
+        // A file and inline PEM mix: the certificate from a file, its key inline.
+        let dir = tls_files();
+        let settings = with_address(&[
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ])
+        .unwrap();
+        let client = settings.durable.unwrap().tls.unwrap().client_cert.unwrap();
+        assert_eq!(client.cert_form, PemForm::Path);
+        assert_eq!(client.key_pem.expose(), PEM_KEY.trim());
+    }
+
+    #[test]
+    fn malformed_inline_temporal_tls_pem_is_refused_by_name_never_quoting_a_key() {
+        let broken_key =
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
+        let err = with_address(&[
+            ("TEMPORAL_TLS_CA_DATA", "just words"),
+            ("TEMPORAL_TLS_CERT_DATA", "-----BEGIN CERTIFICATE-----\nMIIB"),
+            ("TEMPORAL_TLS_KEY_DATA", broken_key),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_CA_DATA",
+                "TEMPORAL_TLS_CERT_DATA",
+                "TEMPORAL_TLS_KEY_DATA"
+            ]
+        );
+        assert!(err[0].message.starts_with("holds no PEM certificate"), "{err:?}");
+        assert!(err[1].message.starts_with("is not valid PEM"), "{err:?}");
+        assert!(err[2].message.starts_with("holds no PEM private key"), "{err:?}");
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+        // A certificate where the key belongs is no key.
+        let err = with_address(&[
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_CERT),
+        ])
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_DATA"]);
+        // Half a client certificate, inline, names what is missing.
+        let err = with_address(&[("TEMPORAL_TLS_CERT_DATA", PEM_CERT)]).unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
+        assert!(err[0].message.contains("TEMPORAL_TLS_KEY_DATA) is required with TEMPORAL_TLS_CERT_DATA"), "{err:?}");
+        let err = with_address(&[("TEMPORAL_TLS_KEY_DATA", PEM_KEY)]).unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_CERT_PATH"]);
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+    }
+
+    #[test]
+    fn a_temporal_tls_path_beside_its_inline_pem_is_refused() {
+        let dir = tls_files();
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
+        let err = with_address(&[
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+            ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_CERT_PATH", &cert),
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_PATH", &key),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_CA_DATA",
+                "TEMPORAL_TLS_CERT_DATA",
+                "TEMPORAL_TLS_KEY_DATA"
+            ]
+        );
+        for (diagnostic, path) in err.iter().zip(["CA", "CERT", "KEY"]) {
+            let beside = format!("is set beside TEMPORAL_TLS_{path}_PATH");
+            assert!(diagnostic.message.contains(&beside), "{err:?}");
+        }
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+    }
+
+    #[test]
+    fn disabling_temporal_host_verification_is_refused_saying_what_to_set() {
+        for address in [None, Some("temporal.internal:7233")] {
+            for on in ["true", "1", "yes"] {
+                let mut pairs = vec![("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", on)];
+                pairs.extend(address.map(|a| ("TEMPORAL_ADDRESS", a)));
+                let err = ServiceSettings::from_env(lookup(&pairs)).unwrap_err();
+                assert_eq!(paths(&err), vec!["TEMPORAL_TLS_DISABLE_HOST_VERIFICATION"]);
+                let message = &err[0].message;
+                assert!(message.contains("never turns off verification"), "{message}");
+                assert!(message.contains("TEMPORAL_TLS_CA_PATH"), "{message}");
+                assert!(message.contains("TEMPORAL_TLS_SERVER_NAME"), "{message}");
+            }
+        }
+        // Off is what this runtime does, with or without an address.
+        assert!(ServiceSettings::from_env(lookup(&[(
+            "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION",
+            "false"
+        )]))
+        .is_ok());
+        assert!(with_address(&[("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "0")]).is_ok());
+    }
+
+    #[test]
+    fn temporal_api_key_with_tls_off_is_plain_text_with_the_key() {
+        let key = ("TEMPORAL_API_KEY", "k-3c1e");
+        // As the Temporal CLI: a key turns TLS on unless TLS is turned off.
+        let durable = with_address(&[key]).unwrap().durable.unwrap();
+        assert_eq!(durable.tls, Some(TemporalTls::default()));
+        let durable = with_address(&[key, ("TEMPORAL_TLS", "false")])
+            .unwrap()
+            .durable
+            .unwrap();
+        assert!(durable.tls.is_none(), "{durable:?}");
+        assert_eq!(durable.api_key.unwrap().expose(), "k-3c1e");
+        // An http:// address asks for plain text as well.
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "http://temporal.internal:7233"),
+            key,
+        ]))
+        .unwrap();
+        let durable = settings.durable.unwrap();
+        assert!(durable.tls.is_none() && durable.api_key.is_some());
+    }
+
+    #[test]
+    fn temporal_tls_against_the_address_scheme_is_refused() {
+        let at_address = |address: &str, tls: &str| {
+            ServiceSettings::from_env(lookup(&[
+                ("TEMPORAL_ADDRESS", address),
+                ("TEMPORAL_TLS", tls),
+            ]))
+        };
+        let err = at_address("https://temporal.internal:7233", "false").unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
+        assert!(err[0].message.contains("is off but TEMPORAL_ADDRESS is https://"));
+        let err = at_address("http://temporal.internal:7233", "true").unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
+        assert!(err[0].message.contains("is on but TEMPORAL_ADDRESS is http://"));
+        // Agreeing, or the scheme alone, is fine.
+        let tls = |settings: ServiceSettings| settings.durable.unwrap().tls;
+        assert!(tls(at_address("https://temporal.internal:7233", "true").unwrap()).is_some());
+        assert!(tls(at_address("http://temporal.internal:7233", "false").unwrap()).is_none());
+        let https = ServiceSettings::from_env(lookup(&[(
+            "TEMPORAL_ADDRESS",
+            "https://temporal.internal:7233",
+        )]));
+        assert!(tls(https.unwrap()).is_some());
+    }
+
     #[test]
     fn temporal_tls_settings_without_an_address_are_refused_by_name() {
         let dir = tls_files();
@@ -2469,17 +2646,24 @@ mod tests {
             ("TEMPORAL_TLS_CERT_PATH", &cert),
             ("TEMPORAL_TLS_KEY_PATH", &key),
             ("TEMPORAL_TLS_SERVER_NAME", "temporal.internal"),
+            ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
         ]))
         .unwrap_err();
         assert_eq!(
             paths(&err),
             vec![
                 "TEMPORAL_TLS_CA_PATH",
+                "TEMPORAL_TLS_CA_DATA",
                 "TEMPORAL_TLS_CERT_PATH",
+                "TEMPORAL_TLS_CERT_DATA",
                 "TEMPORAL_TLS_KEY_PATH",
+                "TEMPORAL_TLS_KEY_DATA",
                 "TEMPORAL_TLS_SERVER_NAME",
             ]
         );
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
         assert!(err
             .iter()
             .all(|d| d.message.contains("is set but TEMPORAL_ADDRESS is not")));

@@ -2,10 +2,10 @@
 //! front door: a TLS-terminating gRPC proxy (`ar_test_support::service::tls_proxy`: a
 //! throwaway CA's certificate for `temporal.test` only, `authorization: Bearer <key>` on every
 //! request, a client certificate when asked) in front of the dev server. `serve` and `worker`
-//! reach it with `TEMPORAL_TLS_CA_PATH`, `TEMPORAL_TLS_SERVER_NAME` and `TEMPORAL_API_KEY`
-//! (and `TEMPORAL_TLS_CERT_PATH`/`_KEY_PATH`); a wrong key, the system's roots, the address's
-//! own name and a missing or untrusted client certificate each stop both at startup, saying
-//! which.
+//! reach it with `TEMPORAL_TLS_CA_PATH` (or the CA inline as `TEMPORAL_TLS_CA_DATA`),
+//! `TEMPORAL_TLS_SERVER_NAME` and `TEMPORAL_API_KEY` (and `TEMPORAL_TLS_CERT_PATH`/`_KEY_PATH`);
+//! a wrong key, the system's roots or another CA, the address's own name, plain text and a
+//! missing or untrusted client certificate each stop both at startup, saying which.
 
 use ar_test_support::mock_provider::{MockProvider, Reply};
 use ar_test_support::service::temporal::TemporalDev;
@@ -176,9 +176,34 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
     let unreadable = ["TEMPORAL_TLS_CA_PATH", "cannot read", "/nonexistent/ca.pem"];
     let missing_ca = [("TEMPORAL_TLS_CA_PATH", Some("/nonexistent/ca.pem"))];
     assert_refused_at_startup(&front, &mock, &settings, &missing_ca, &unreadable).await;
+    // The CA inline: another CA's is named as the one that does not issue the server's.
+    let pem = |path: &std::path::Path| std::fs::read_to_string(path).expect("a CA's PEM");
+    let other_ca = pem(&TestPki::generate().ca);
+    let inline_other = [
+        ("TEMPORAL_TLS_CA_PATH", None),
+        ("TEMPORAL_TLS_CA_DATA", Some(other_ca.as_str())),
+    ];
+    let says = ["TEMPORAL_TLS_CA_DATA", "UnknownIssuer"];
+    assert_refused_at_startup(&front, &mock, &settings, &inline_other, &says).await;
+    // TLS turned off: the key goes in plain text, as asked and warned about, and the TLS
+    // front door does not speak it.
+    let plain = [
+        ("TEMPORAL_TLS", Some("false")),
+        ("TEMPORAL_TLS_CA_PATH", None),
+        ("TEMPORAL_TLS_SERVER_NAME", None),
+    ];
+    let says = ["TEMPORAL_API_KEY is sent to Temporal over plain text", "could not connect"];
+    assert_refused_at_startup(&front, &mock, &settings, &plain, &says).await;
     assert_eq!(front.proxy.forwarded(), 0, "nothing reached Temporal yet");
 
-    let extra: Vec<(&str, &str)> = settings.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    // The runs go through with the CA inline (the mTLS test below reads it from its file).
+    let ca = pem(&front.pki.ca);
+    let mut extra: Vec<(&str, &str)> = settings
+        .iter()
+        .filter(|(name, _)| *name != "TEMPORAL_TLS_CA_PATH")
+        .map(|(n, v)| (*n, v.as_str()))
+        .collect();
+    extra.push(("TEMPORAL_TLS_CA_DATA", ca.as_str()));
     let Front {
         dev,
         proxy,
