@@ -1807,9 +1807,9 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
 /// Whether TLS is asked for in so many words: `TEMPORAL_TLS` (when it is a boolean) or the
 /// address's scheme. The two disagreeing is a contradiction, refused rather than resolved.
 fn explicit_tls(r: &mut Reader<'_>, address: &str) -> Option<bool> {
-    let setting = r.get(&TEMPORAL_TLS).and_then(|value| {
-        (is_truthy(&value) || is_falsy(&value)).then(|| is_truthy(&value))
-    });
+    let setting = r
+        .get(&TEMPORAL_TLS)
+        .and_then(|value| (is_truthy(&value) || is_falsy(&value)).then(|| is_truthy(&value)));
     let scheme = if address.starts_with("https://") {
         Some(true)
     } else if address.starts_with("http://") {
@@ -1818,8 +1818,14 @@ fn explicit_tls(r: &mut Reader<'_>, address: &str) -> Option<bool> {
         None
     };
     match (setting, scheme) {
-        (Some(true), Some(false)) => r.report(&TEMPORAL_TLS, "is on but TEMPORAL_ADDRESS is http:// (use https:// or host:port)"),
-        (Some(false), Some(true)) => r.report(&TEMPORAL_TLS, "is off but TEMPORAL_ADDRESS is https:// (use http:// or host:port)"),
+        (Some(true), Some(false)) => r.report(
+            &TEMPORAL_TLS,
+            "is on but TEMPORAL_ADDRESS is http:// (use https:// or host:port)",
+        ),
+        (Some(false), Some(true)) => r.report(
+            &TEMPORAL_TLS,
+            "is off but TEMPORAL_ADDRESS is https:// (use http:// or host:port)",
+        ),
         _ => {}
     }
     setting.or(scheme)
@@ -2473,7 +2479,11 @@ mod tests {
         .unwrap();
         let debug = format!("{settings:?}");
         assert!(!debug.contains("c2VjcmV0"), "{debug}");
-        let tls = settings.durable.unwrap().tls.expect("inline PEM turns TLS on");
+        let tls = settings
+            .durable
+            .unwrap()
+            .tls
+            .expect("inline PEM turns TLS on");
         // The value as given, but for the blank around it.
         assert_eq!(tls.ca_pem.as_deref(), Some(PEM_CERT.trim().as_bytes()));
         assert_eq!(tls.ca_form, PemForm::Data);
@@ -2499,7 +2509,10 @@ mod tests {
             "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
         let err = with_address(&[
             ("TEMPORAL_TLS_CA_DATA", "just words"),
-            ("TEMPORAL_TLS_CERT_DATA", "-----BEGIN CERTIFICATE-----\nMIIB"),
+            (
+                "TEMPORAL_TLS_CERT_DATA",
+                "-----BEGIN CERTIFICATE-----\nMIIB",
+            ),
             ("TEMPORAL_TLS_KEY_DATA", broken_key),
         ])
         .unwrap_err();
@@ -2511,9 +2524,15 @@ mod tests {
                 "TEMPORAL_TLS_KEY_DATA"
             ]
         );
-        assert!(err[0].message.starts_with("holds no PEM certificate"), "{err:?}");
+        assert!(
+            err[0].message.starts_with("holds no PEM certificate"),
+            "{err:?}"
+        );
         assert!(err[1].message.starts_with("is not valid PEM"), "{err:?}");
-        assert!(err[2].message.starts_with("holds no PEM private key"), "{err:?}");
+        assert!(
+            err[2].message.starts_with("holds no PEM private key"),
+            "{err:?}"
+        );
         assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
         // A certificate where the key belongs is no key.
         let err = with_address(&[
@@ -2525,7 +2544,12 @@ mod tests {
         // Half a client certificate, inline, names what is missing.
         let err = with_address(&[("TEMPORAL_TLS_CERT_DATA", PEM_CERT)]).unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
-        assert!(err[0].message.contains("TEMPORAL_TLS_KEY_DATA) is required with TEMPORAL_TLS_CERT_DATA"), "{err:?}");
+        assert!(
+            err[0]
+                .message
+                .contains("TEMPORAL_TLS_KEY_DATA) is required with TEMPORAL_TLS_CERT_DATA"),
+            "{err:?}"
+        );
         let err = with_address(&[("TEMPORAL_TLS_KEY_DATA", PEM_KEY)]).unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS_CERT_PATH"]);
         assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
@@ -2572,7 +2596,10 @@ mod tests {
                 let err = ServiceSettings::from_env(lookup(&pairs)).unwrap_err();
                 assert_eq!(paths(&err), vec!["TEMPORAL_TLS_DISABLE_HOST_VERIFICATION"]);
                 let message = &err[0].message;
-                assert!(message.contains("never turns off verification"), "{message}");
+                assert!(
+                    message.contains("never turns off verification"),
+                    "{message}"
+                );
                 assert!(message.contains("TEMPORAL_TLS_CA_PATH"), "{message}");
                 assert!(message.contains("TEMPORAL_TLS_SERVER_NAME"), "{message}");
             }
@@ -2618,10 +2645,14 @@ mod tests {
         };
         let err = at_address("https://temporal.internal:7233", "false").unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
-        assert!(err[0].message.contains("is off but TEMPORAL_ADDRESS is https://"));
+        assert!(err[0]
+            .message
+            .contains("is off but TEMPORAL_ADDRESS is https://"));
         let err = at_address("http://temporal.internal:7233", "true").unwrap_err();
         assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
-        assert!(err[0].message.contains("is on but TEMPORAL_ADDRESS is http://"));
+        assert!(err[0]
+            .message
+            .contains("is on but TEMPORAL_ADDRESS is http://"));
         // Agreeing, or the scheme alone, is fine.
         let tls = |settings: ServiceSettings| settings.durable.unwrap().tls;
         assert!(tls(at_address("https://temporal.internal:7233", "true").unwrap()).is_some());

@@ -192,7 +192,10 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
         ("TEMPORAL_TLS_CA_PATH", None),
         ("TEMPORAL_TLS_SERVER_NAME", None),
     ];
-    let says = ["TEMPORAL_API_KEY is sent to Temporal over plain text", "could not connect"];
+    let says = [
+        "TEMPORAL_API_KEY is sent to Temporal over plain text",
+        "could not connect",
+    ];
     assert_refused_at_startup(&front, &mock, &settings, &plain, &says).await;
     assert_eq!(front.proxy.forwarded(), 0, "nothing reached Temporal yet");
 
