@@ -16,6 +16,7 @@ use url::Url;
 
 use crate::app::AppConfig;
 use crate::support::{Capability, Support};
+use crate::temporal_tls::{self, ClientCertificate, PemForm, TemporalTls};
 use crate::Diagnostic;
 
 /// Declaration of one environment variable.
@@ -385,7 +386,7 @@ pub const TEMPORAL_API_KEY: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_API_KEY",
     None,
-    "API key sent to Temporal as a bearer token (turns TLS on; with TEMPORAL_ADDRESS only).",
+    "API key sent to Temporal as a bearer token (turns TLS on unless TEMPORAL_TLS=false or an `http://` address says plain text, as the Temporal CLI does; with TEMPORAL_ADDRESS only).",
 );
 pub const DURABLE_RECONCILE_SECONDS: EnvVar = EnvVar::new(
     DURABLE,
@@ -403,8 +404,57 @@ pub const TEMPORAL_TLS: EnvVar = EnvVar::new(
     DURABLE,
     "TEMPORAL_TLS",
     Some("false"),
-    "Connect to Temporal over TLS (the system's roots; on by itself with TEMPORAL_API_KEY).",
+    "Connect to Temporal over TLS (the system's roots unless TEMPORAL_TLS_CA_PATH or _DATA; when unset, on with an `https://` address, TEMPORAL_API_KEY or any TEMPORAL_TLS_* file, PEM or name). `false` with an API key: plain text with the key, as the Temporal CLI does (a warning at startup).",
 );
+pub const TEMPORAL_TLS_CA_PATH: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CA_PATH",
+    None,
+    "PEM file of the CA certificates that verify Temporal's server certificate, instead of the system's roots (turns TLS on; read at startup).",
+);
+pub const TEMPORAL_TLS_CA_DATA: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CA_DATA",
+    None,
+    "TEMPORAL_TLS_CA_PATH's PEM given inline (not both; turns TLS on; checked at startup).",
+);
+pub const TEMPORAL_TLS_CERT_PATH: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CERT_PATH",
+    None,
+    "PEM file of the client certificate (chain) for mTLS; needs TEMPORAL_TLS_KEY_PATH or _DATA (turns TLS on; read at startup).",
+);
+pub const TEMPORAL_TLS_CERT_DATA: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_CERT_DATA",
+    None,
+    "TEMPORAL_TLS_CERT_PATH's PEM given inline (not both; needs TEMPORAL_TLS_KEY_PATH or _DATA; turns TLS on; checked at startup).",
+);
+pub const TEMPORAL_TLS_KEY_PATH: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_KEY_PATH",
+    None,
+    "PEM file of the client certificate's private key (PKCS#8, PKCS#1 or SEC1); needs TEMPORAL_TLS_CERT_PATH or _DATA (read at startup, never shown).",
+);
+pub const TEMPORAL_TLS_KEY_DATA: EnvVar = EnvVar::secret(
+    DURABLE,
+    "TEMPORAL_TLS_KEY_DATA",
+    "TEMPORAL_TLS_KEY_PATH's PEM given inline (not both; needs TEMPORAL_TLS_CERT_PATH or _DATA; checked at startup, never shown).",
+);
+pub const TEMPORAL_TLS_SERVER_NAME: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_SERVER_NAME",
+    None,
+    "Name sent (SNI) and verified in Temporal's server certificate instead of TEMPORAL_ADDRESS's host (turns TLS on).",
+);
+/// Refused by design: the server's certificate is always verified.
+pub const TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: EnvVar = EnvVar::new(
+    DURABLE,
+    "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION",
+    Some("false"),
+    "The Temporal CLI's switch that skips verifying the server's certificate. Refused by design unless off: trust the server's CA with TEMPORAL_TLS_CA_PATH and name its certificate with TEMPORAL_TLS_SERVER_NAME instead.",
+)
+.not_yet(Capability::UnverifiedTls);
 
 // --- mcp ------------------------------------------------------------------------------------
 
@@ -620,6 +670,14 @@ pub const ALL: &[EnvVar] = &[
     TEMPORAL_TASK_QUEUE_PREFIX,
     TEMPORAL_API_KEY,
     TEMPORAL_TLS,
+    TEMPORAL_TLS_CA_PATH,
+    TEMPORAL_TLS_CA_DATA,
+    TEMPORAL_TLS_CERT_PATH,
+    TEMPORAL_TLS_CERT_DATA,
+    TEMPORAL_TLS_KEY_PATH,
+    TEMPORAL_TLS_KEY_DATA,
+    TEMPORAL_TLS_SERVER_NAME,
+    TEMPORAL_TLS_DISABLE_HOST_VERIFICATION,
     DURABLE_RECONCILE_SECONDS,
     DURABLE_TURNS_PER_WORKFLOW_RUN,
     MCP_CREDENTIAL_ENCRYPTION_KEY,
@@ -664,6 +722,9 @@ pub fn markdown_table() -> String {
             Support::ExceptValues(values) => {
                 let refused: Vec<_> = values.iter().map(|(v, _)| format!("`{v}`")).collect();
                 format!("yes, except {}", refused.join(", "))
+            }
+            Support::NotYet(capability) if capability.by_design() => {
+                format!("no, by design ({})", capability.describe())
             }
             Support::NotYet(capability) => format!("not yet ({})", capability.describe()),
         };
@@ -806,6 +867,22 @@ impl Reader<'_> {
 
     fn secret(&self, var: &EnvVar) -> Option<Secret> {
         self.get(var).map(Secret::new)
+    }
+
+    /// The value passed through `check`, whose error is reported against the variable.
+    fn checked<T>(
+        &mut self,
+        var: &EnvVar,
+        check: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let value = self.get(var)?;
+        match check(&value) {
+            Ok(checked) => Some(checked),
+            Err(message) => {
+                self.report(var, message);
+                None
+            }
+        }
     }
 
     fn report(&mut self, var: &EnvVar, message: impl Into<String>) {
@@ -1160,7 +1237,9 @@ pub struct DurableSettings {
     /// Prepended to every task queue name.
     pub task_queue_prefix: String,
     pub api_key: Option<Secret>,
-    pub tls: bool,
+    /// `None`: plain HTTP/2. On with `TEMPORAL_TLS`, an API key, an `https://` address or any
+    /// `TEMPORAL_TLS_*` setting.
+    pub tls: Option<TemporalTls>,
     /// The reconciler's period and the age of the rows it inspects.
     pub reconcile_every: std::time::Duration,
     /// Turns per workflow run before it continues as new.
@@ -1648,10 +1727,21 @@ pub struct HttpSettings {
     pub max_connections_per_client: usize,
 }
 
+/// The `TEMPORAL_TLS_*` settings: each turns TLS on, none means anything without an address.
+const TEMPORAL_TLS_SETTINGS: [&EnvVar; 7] = [
+    &TEMPORAL_TLS_CA_PATH,
+    &TEMPORAL_TLS_CA_DATA,
+    &TEMPORAL_TLS_CERT_PATH,
+    &TEMPORAL_TLS_CERT_DATA,
+    &TEMPORAL_TLS_KEY_PATH,
+    &TEMPORAL_TLS_KEY_DATA,
+    &TEMPORAL_TLS_SERVER_NAME,
+];
+
 /// `TEMPORAL_*`: none without an address; the other settings alone would be ignored, so they
 /// are refused.
 fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
-    let tls = r.flag(&TEMPORAL_TLS);
+    let tls_on = r.flag(&TEMPORAL_TLS);
     let Some(address) = r.get(&TEMPORAL_ADDRESS) else {
         let set_alone = [
             &TEMPORAL_NAMESPACE,
@@ -1660,7 +1750,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
             &DURABLE_RECONCILE_SECONDS,
             &DURABLE_TURNS_PER_WORKFLOW_RUN,
         ];
-        for var in set_alone {
+        for var in set_alone.into_iter().chain(TEMPORAL_TLS_SETTINGS) {
             if r.get(var).is_some() {
                 r.report(
                     var,
@@ -1668,7 +1758,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
                 );
             }
         }
-        if tls {
+        if tls_on {
             r.report(
                 &TEMPORAL_TLS,
                 "is on but TEMPORAL_ADDRESS is not (durable execution is off)",
@@ -1691,6 +1781,7 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
         return None;
     }
     let api_key = r.secret(&TEMPORAL_API_KEY);
+    let tls = read_temporal_tls(r, &address, api_key.is_some());
     let reconcile_every = r.seconds(&DURABLE_RECONCILE_SECONDS, 3600);
     let turns_per_workflow_run = match r.count(&DURABLE_TURNS_PER_WORKFLOW_RUN) {
         turns @ 1..=10_000 => turns as u64,
@@ -1705,11 +1796,126 @@ fn read_durable(r: &mut Reader<'_>) -> Option<DurableSettings> {
     Some(DurableSettings {
         reconcile_every,
         turns_per_workflow_run,
-        tls: tls || api_key.is_some() || address.starts_with("https://"),
+        tls,
         address,
         namespace: r.string_or_default(&TEMPORAL_NAMESPACE),
         task_queue_prefix: r.get(&TEMPORAL_TASK_QUEUE_PREFIX).unwrap_or_default(),
         api_key,
+    })
+}
+
+/// Whether TLS is asked for in so many words: `TEMPORAL_TLS` (when it is a boolean) or the
+/// address's scheme. The two disagreeing is a contradiction, refused rather than resolved.
+fn explicit_tls(r: &mut Reader<'_>, address: &str) -> Option<bool> {
+    let setting = r
+        .get(&TEMPORAL_TLS)
+        .and_then(|value| (is_truthy(&value) || is_falsy(&value)).then(|| is_truthy(&value)));
+    let scheme = if address.starts_with("https://") {
+        Some(true)
+    } else if address.starts_with("http://") {
+        Some(false)
+    } else {
+        None
+    };
+    match (setting, scheme) {
+        (Some(true), Some(false)) => r.report(
+            &TEMPORAL_TLS,
+            "is on but TEMPORAL_ADDRESS is http:// (use https:// or host:port)",
+        ),
+        (Some(false), Some(true)) => r.report(
+            &TEMPORAL_TLS,
+            "is off but TEMPORAL_ADDRESS is https:// (use http:// or host:port)",
+        ),
+        _ => {}
+    }
+    setting.or(scheme)
+}
+
+/// TLS to Temporal: as `TEMPORAL_TLS` or the address's scheme say, else on with any
+/// `TEMPORAL_TLS_*` setting or an API key (as the Temporal CLI does; `TEMPORAL_TLS=false` with
+/// a key is plain text with the key). A `TEMPORAL_TLS_*` setting where plain text is asked
+/// for is a contradiction, refused rather than resolved either way.
+fn read_temporal_tls(r: &mut Reader<'_>, address: &str, api_key: bool) -> Option<TemporalTls> {
+    let explicit = explicit_tls(r, address);
+    let given = TEMPORAL_TLS_SETTINGS
+        .into_iter()
+        .find(|var| r.get(var).is_some());
+    if let (Some(given), Some(false)) = (given, explicit) {
+        let name = given.name;
+        if address.starts_with("http://") {
+            let message = format!("is http:// but {name} is set (use https:// or host:port)");
+            r.report(&TEMPORAL_ADDRESS, message);
+        } else {
+            let message = format!("is off but {name} is set (a TLS setting means TLS)");
+            r.report(&TEMPORAL_TLS, message);
+        }
+    }
+    if !explicit.unwrap_or(given.is_some() || api_key) {
+        return None;
+    }
+    let server_name = r.checked(&TEMPORAL_TLS_SERVER_NAME, |name| {
+        temporal_tls::check_server_name(name).map(|()| name.to_string())
+    });
+    let ca = read_pem(
+        r,
+        (&TEMPORAL_TLS_CA_PATH, &TEMPORAL_TLS_CA_DATA),
+        temporal_tls::certificates,
+    );
+    Some(TemporalTls {
+        ca_form: ca.as_ref().map_or(PemForm::Path, |(_, form)| *form),
+        ca_pem: ca.map(|(pem, _)| pem),
+        client_cert: read_client_certificate(r),
+        server_name,
+    })
+}
+
+/// A PEM setting given as a file (`path`) or inline (`data`), passed through `check`; both
+/// at once is a contradiction. `None` when neither is set or it is refused.
+fn read_pem<T>(
+    r: &mut Reader<'_>,
+    (path, data): (&EnvVar, &EnvVar),
+    check: fn(Vec<u8>) -> Result<T, String>,
+) -> Option<(T, PemForm)> {
+    if r.get(path).is_some() && r.get(data).is_some() {
+        let message = format!("is set beside {} (give it one way)", path.name);
+        r.report(data, message);
+        return None;
+    }
+    if let Some(read) = r.checked(path, |file| temporal_tls::read_file(file, check)) {
+        return Some((read, PemForm::Path));
+    }
+    let read = r.checked(data, |text| check(text.as_bytes().to_vec()))?;
+    Some((read, PemForm::Data))
+}
+
+/// `TEMPORAL_TLS_CERT_*` and `TEMPORAL_TLS_KEY_*` (each a file or inline): both or neither.
+fn read_client_certificate(r: &mut Reader<'_>) -> Option<ClientCertificate> {
+    let cert_vars = (&TEMPORAL_TLS_CERT_PATH, &TEMPORAL_TLS_CERT_DATA);
+    let key_vars = (&TEMPORAL_TLS_KEY_PATH, &TEMPORAL_TLS_KEY_DATA);
+    let cert = read_pem(r, cert_vars, temporal_tls::certificates);
+    let key = read_pem(r, key_vars, temporal_tls::private_key);
+    let given = |r: &Reader<'_>, (path, data): (&EnvVar, &EnvVar)| {
+        [path, data]
+            .into_iter()
+            .find(|var| r.get(var).is_some())
+            .map(|var| var.name)
+    };
+    match (given(r, cert_vars), given(r, key_vars)) {
+        (Some(cert), None) => r.report(
+            &TEMPORAL_TLS_KEY_PATH,
+            format!("(or TEMPORAL_TLS_KEY_DATA) is required with {cert} (a client certificate needs its private key)"),
+        ),
+        (None, Some(key)) => r.report(
+            &TEMPORAL_TLS_CERT_PATH,
+            format!("(or TEMPORAL_TLS_CERT_DATA) is required with {key} (a private key needs its certificate)"),
+        ),
+        _ => {}
+    }
+    let ((cert_pem, cert_form), (key_pem, _)) = (cert?, key?);
+    Some(ClientCertificate {
+        cert_pem,
+        cert_form,
+        key_pem,
     })
 }
 
@@ -2084,17 +2290,414 @@ mod tests {
         let durable = settings.durable.unwrap();
         assert_eq!(durable.namespace, "default");
         assert_eq!(durable.task_queue_prefix, "staging-");
-        assert!(!durable.tls);
+        assert!(durable.tls.is_none());
         let settings = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "temporal.example:7233"),
             ("TEMPORAL_API_KEY", "k"),
         ]))
         .unwrap();
-        assert!(settings.durable.unwrap().tls);
+        assert_eq!(settings.durable.unwrap().tls, Some(TemporalTls::default()));
         assert!(ServiceSettings::from_env(lookup(&[]))
             .unwrap()
             .durable
             .is_none());
+    }
+
+    const PEM_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIBCgKCAQEA\n-----END CERTIFICATE-----\n";
+    const PEM_KEY: &str =
+        "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n";
+
+    /// A directory with `ca.pem`, `cert.pem` and `key.pem` (PEM-framed, as the checks read them)
+    /// and `notes.txt`, which is no PEM.
+    fn tls_files() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("ca.pem", PEM_CERT),
+            ("cert.pem", PEM_CERT),
+            ("key.pem", PEM_KEY),
+            ("notes.txt", "just words"),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    fn at(dir: &tempfile::TempDir, name: &str) -> String {
+        dir.path().join(name).display().to_string()
+    }
+
+    #[test]
+    fn temporal_tls_files_and_server_name_are_read_and_turn_tls_on() {
+        let dir = tls_files();
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+            ("TEMPORAL_TLS_CERT_PATH", &cert),
+            ("TEMPORAL_TLS_KEY_PATH", &key),
+            ("TEMPORAL_TLS_SERVER_NAME", "frontend.temporal.internal"),
+        ]))
+        .unwrap();
+        let tls = settings.durable.unwrap().tls.expect("TLS on");
+        assert_eq!(tls.ca_pem.as_deref(), Some(PEM_CERT.as_bytes()));
+        let client = tls.client_cert.expect("client certificate");
+        assert_eq!(client.cert_pem, PEM_CERT.as_bytes());
+        assert_eq!(client.key_pem.expose(), PEM_KEY);
+        assert_eq!(
+            tls.server_name.as_deref(),
+            Some("frontend.temporal.internal")
+        );
+        // Any one of them alone turns TLS on, the rest as by default.
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_SERVER_NAME", "10.0.0.7"),
+        ]))
+        .unwrap();
+        let tls = settings.durable.unwrap().tls.expect("TLS on");
+        assert!(tls.ca_pem.is_none() && tls.client_cert.is_none());
+        let debug = format!("{tls:?}");
+        assert!(debug.contains("10.0.0.7"), "{debug}");
+    }
+
+    #[test]
+    fn temporal_tls_key_material_never_shows() {
+        let dir = tls_files();
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_KEY_PATH", &at(&dir, "key.pem")),
+        ]))
+        .unwrap();
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("c2VjcmV0"), "{debug}");
+        assert!(debug.contains("[redacted]"), "{debug}");
+        // A malformed key file is refused without quoting it.
+        let bad = at(&dir, "bad-key.pem");
+        let broken =
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
+        std::fs::write(&bad, broken).unwrap();
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_KEY_PATH", &bad),
+        ]))
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
+        assert!(
+            err[0].message.contains("holds no PEM private key"),
+            "{err:?}"
+        );
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+    }
+
+    #[test]
+    fn unreadable_or_malformed_temporal_tls_files_are_refused_by_name() {
+        let dir = tls_files();
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
+            ("TEMPORAL_TLS_CA_PATH", &at(&dir, "missing.pem")),
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "notes.txt")),
+            ("TEMPORAL_TLS_KEY_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_SERVER_NAME", "not a name"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_SERVER_NAME",
+                "TEMPORAL_TLS_CA_PATH",
+                "TEMPORAL_TLS_CERT_PATH",
+                "TEMPORAL_TLS_KEY_PATH",
+            ]
+        );
+        assert!(err[0].message.contains("not a DNS name"), "{err:?}");
+        assert!(err[1].message.contains("cannot read") && err[1].message.contains("missing.pem"));
+        assert!(
+            err[2].message.contains("holds no PEM certificate"),
+            "{err:?}"
+        );
+        assert!(
+            err[3].message.contains("holds no PEM private key"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn temporal_tls_contradictions_and_half_client_certificates_are_refused() {
+        let dir = tls_files();
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
+        let refused = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("TEMPORAL_ADDRESS", "temporal.internal:7233")];
+            all.extend_from_slice(pairs);
+            ServiceSettings::from_env(lookup(&all)).unwrap_err()
+        };
+        let err = refused(&[("TEMPORAL_TLS_CERT_PATH", &cert)]);
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
+        assert!(err[0]
+            .message
+            .contains("is required with TEMPORAL_TLS_CERT_PATH"));
+        let err = refused(&[("TEMPORAL_TLS_KEY_PATH", &key)]);
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_CERT_PATH"]);
+        let err = refused(&[("TEMPORAL_TLS", "false"), ("TEMPORAL_TLS_CA_PATH", &ca)]);
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
+        assert!(err[0]
+            .message
+            .contains("is off but TEMPORAL_TLS_CA_PATH is set"));
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "http://temporal.internal:7233"),
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+        ]))
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_ADDRESS"]);
+        assert!(err[0]
+            .message
+            .contains("is http:// but TEMPORAL_TLS_CA_PATH is set"));
+    }
+
+    /// The settings with `pairs` beside a `TEMPORAL_ADDRESS` without a scheme.
+    fn with_address(pairs: &[(&str, &str)]) -> Result<ServiceSettings, Vec<Diagnostic>> {
+        let mut all = vec![("TEMPORAL_ADDRESS", "temporal.internal:7233")];
+        all.extend_from_slice(pairs);
+        ServiceSettings::from_env(lookup(&all))
+    }
+
+    #[test]
+    fn temporal_tls_pem_given_inline_works_like_the_files() {
+        let settings = with_address(&[
+            ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ])
+        .unwrap();
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("c2VjcmV0"), "{debug}");
+        let tls = settings
+            .durable
+            .unwrap()
+            .tls
+            .expect("inline PEM turns TLS on");
+        // The value as given, but for the blank around it.
+        assert_eq!(tls.ca_pem.as_deref(), Some(PEM_CERT.trim().as_bytes()));
+        assert_eq!(tls.ca_form, PemForm::Data);
+        let client = tls.client_cert.expect("client certificate");
+        assert_eq!(client.cert_pem, PEM_CERT.trim().as_bytes());
+        assert_eq!(client.cert_form, PemForm::Data);
+        assert_eq!(client.key_pem.expose(), PEM_KEY.trim());
+        // A file and inline PEM mix: the certificate from a file, its key inline.
+        let dir = tls_files();
+        let settings = with_address(&[
+            ("TEMPORAL_TLS_CERT_PATH", &at(&dir, "cert.pem")),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ])
+        .unwrap();
+        let client = settings.durable.unwrap().tls.unwrap().client_cert.unwrap();
+        assert_eq!(client.cert_form, PemForm::Path);
+        assert_eq!(client.key_pem.expose(), PEM_KEY.trim());
+    }
+
+    #[test]
+    fn malformed_inline_temporal_tls_pem_is_refused_by_name_never_quoting_a_key() {
+        let broken_key =
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0!!not-base64\n-----END PRIVATE KEY-----\n";
+        let err = with_address(&[
+            ("TEMPORAL_TLS_CA_DATA", "just words"),
+            (
+                "TEMPORAL_TLS_CERT_DATA",
+                "-----BEGIN CERTIFICATE-----\nMIIB",
+            ),
+            ("TEMPORAL_TLS_KEY_DATA", broken_key),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_CA_DATA",
+                "TEMPORAL_TLS_CERT_DATA",
+                "TEMPORAL_TLS_KEY_DATA"
+            ]
+        );
+        assert!(
+            err[0].message.starts_with("holds no PEM certificate"),
+            "{err:?}"
+        );
+        assert!(err[1].message.starts_with("is not valid PEM"), "{err:?}");
+        assert!(
+            err[2].message.starts_with("holds no PEM private key"),
+            "{err:?}"
+        );
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+        // A certificate where the key belongs is no key.
+        let err = with_address(&[
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_CERT),
+        ])
+        .unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_DATA"]);
+        // Half a client certificate, inline, names what is missing.
+        let err = with_address(&[("TEMPORAL_TLS_CERT_DATA", PEM_CERT)]).unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_KEY_PATH"]);
+        assert!(
+            err[0]
+                .message
+                .contains("TEMPORAL_TLS_KEY_DATA) is required with TEMPORAL_TLS_CERT_DATA"),
+            "{err:?}"
+        );
+        let err = with_address(&[("TEMPORAL_TLS_KEY_DATA", PEM_KEY)]).unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS_CERT_PATH"]);
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+    }
+
+    #[test]
+    fn a_temporal_tls_path_beside_its_inline_pem_is_refused() {
+        let dir = tls_files();
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
+        let err = with_address(&[
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+            ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_CERT_PATH", &cert),
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_PATH", &key),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_CA_DATA",
+                "TEMPORAL_TLS_CERT_DATA",
+                "TEMPORAL_TLS_KEY_DATA"
+            ]
+        );
+        for (diagnostic, path) in err.iter().zip(["CA", "CERT", "KEY"]) {
+            let beside = format!("is set beside TEMPORAL_TLS_{path}_PATH");
+            assert!(diagnostic.message.contains(&beside), "{err:?}");
+        }
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+    }
+
+    #[test]
+    fn disabling_temporal_host_verification_is_refused_saying_what_to_set() {
+        for address in [None, Some("temporal.internal:7233")] {
+            for on in ["true", "1", "yes"] {
+                let mut pairs = vec![("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", on)];
+                pairs.extend(address.map(|a| ("TEMPORAL_ADDRESS", a)));
+                let err = ServiceSettings::from_env(lookup(&pairs)).unwrap_err();
+                assert_eq!(paths(&err), vec!["TEMPORAL_TLS_DISABLE_HOST_VERIFICATION"]);
+                let message = &err[0].message;
+                assert!(
+                    message.contains("never turns off verification"),
+                    "{message}"
+                );
+                assert!(message.contains("TEMPORAL_TLS_CA_PATH"), "{message}");
+                assert!(message.contains("TEMPORAL_TLS_SERVER_NAME"), "{message}");
+            }
+        }
+        // Off is what this runtime does, with or without an address.
+        assert!(ServiceSettings::from_env(lookup(&[(
+            "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION",
+            "false"
+        )]))
+        .is_ok());
+        assert!(with_address(&[("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "0")]).is_ok());
+    }
+
+    #[test]
+    fn temporal_api_key_with_tls_off_is_plain_text_with_the_key() {
+        let key = ("TEMPORAL_API_KEY", "k-3c1e");
+        // As the Temporal CLI: a key turns TLS on unless TLS is turned off.
+        let durable = with_address(&[key]).unwrap().durable.unwrap();
+        assert_eq!(durable.tls, Some(TemporalTls::default()));
+        let durable = with_address(&[key, ("TEMPORAL_TLS", "false")])
+            .unwrap()
+            .durable
+            .unwrap();
+        assert!(durable.tls.is_none(), "{durable:?}");
+        assert_eq!(durable.api_key.unwrap().expose(), "k-3c1e");
+        // An http:// address asks for plain text as well.
+        let settings = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_ADDRESS", "http://temporal.internal:7233"),
+            key,
+        ]))
+        .unwrap();
+        let durable = settings.durable.unwrap();
+        assert!(durable.tls.is_none() && durable.api_key.is_some());
+    }
+
+    #[test]
+    fn temporal_tls_against_the_address_scheme_is_refused() {
+        let at_address = |address: &str, tls: &str| {
+            ServiceSettings::from_env(lookup(&[
+                ("TEMPORAL_ADDRESS", address),
+                ("TEMPORAL_TLS", tls),
+            ]))
+        };
+        let err = at_address("https://temporal.internal:7233", "false").unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
+        assert!(err[0]
+            .message
+            .contains("is off but TEMPORAL_ADDRESS is https://"));
+        let err = at_address("http://temporal.internal:7233", "true").unwrap_err();
+        assert_eq!(paths(&err), vec!["TEMPORAL_TLS"]);
+        assert!(err[0]
+            .message
+            .contains("is on but TEMPORAL_ADDRESS is http://"));
+        // Agreeing, or the scheme alone, is fine.
+        let tls = |settings: ServiceSettings| settings.durable.unwrap().tls;
+        assert!(tls(at_address("https://temporal.internal:7233", "true").unwrap()).is_some());
+        assert!(tls(at_address("http://temporal.internal:7233", "false").unwrap()).is_none());
+        let https = ServiceSettings::from_env(lookup(&[(
+            "TEMPORAL_ADDRESS",
+            "https://temporal.internal:7233",
+        )]));
+        assert!(tls(https.unwrap()).is_some());
+    }
+
+    #[test]
+    fn temporal_tls_settings_without_an_address_are_refused_by_name() {
+        let dir = tls_files();
+        let (ca, cert, key) = (
+            at(&dir, "ca.pem"),
+            at(&dir, "cert.pem"),
+            at(&dir, "key.pem"),
+        );
+        let err = ServiceSettings::from_env(lookup(&[
+            ("TEMPORAL_TLS_CA_PATH", &ca),
+            ("TEMPORAL_TLS_CERT_PATH", &cert),
+            ("TEMPORAL_TLS_KEY_PATH", &key),
+            ("TEMPORAL_TLS_SERVER_NAME", "temporal.internal"),
+            ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_CERT_DATA", PEM_CERT),
+            ("TEMPORAL_TLS_KEY_DATA", PEM_KEY),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            paths(&err),
+            vec![
+                "TEMPORAL_TLS_CA_PATH",
+                "TEMPORAL_TLS_CA_DATA",
+                "TEMPORAL_TLS_CERT_PATH",
+                "TEMPORAL_TLS_CERT_DATA",
+                "TEMPORAL_TLS_KEY_PATH",
+                "TEMPORAL_TLS_KEY_DATA",
+                "TEMPORAL_TLS_SERVER_NAME",
+            ]
+        );
+        assert!(!format!("{err:?}").contains("c2VjcmV0"), "{err:?}");
+        assert!(err
+            .iter()
+            .all(|d| d.message.contains("is set but TEMPORAL_ADDRESS is not")));
     }
 
     #[test]
@@ -2175,7 +2778,7 @@ mod tests {
     fn the_table_says_what_is_not_supported() {
         let table = markdown_table();
         assert!(
-            table.contains("not yet (a deterministic stand-in model)"),
+            table.contains("no, by design (a deterministic stand-in model)"),
             "{table}"
         );
     }

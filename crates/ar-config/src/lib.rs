@@ -13,6 +13,7 @@ pub mod app;
 pub mod env;
 pub mod nodes;
 pub mod support;
+pub mod temporal_tls;
 
 use std::fmt;
 

@@ -16,6 +16,9 @@ pub enum Capability {
     /// A deterministic stand-in model when no model is configured. Refused by design, not for
     /// lack of time: see [`Capability::reason`].
     DeterministicModel,
+    /// TLS to Temporal without verifying the server's certificate. Refused by design: see
+    /// [`Capability::reason`].
+    UnverifiedTls,
 }
 
 impl Capability {
@@ -24,7 +27,16 @@ impl Capability {
         match self {
             Capability::Browser => "browser tools",
             Capability::DeterministicModel => "a deterministic stand-in model",
+            Capability::UnverifiedTls => "TLS without verifying the server's certificate",
         }
+    }
+
+    /// Whether the capability is left out on purpose rather than for lack of time.
+    pub fn by_design(self) -> bool {
+        matches!(
+            self,
+            Capability::DeterministicModel | Capability::UnverifiedTls
+        )
     }
 
     /// Why a setting asking for the capability is refused.
@@ -36,6 +48,13 @@ impl Capability {
                  in place of a missing provider (a made-up reply would hide it); configure a \
                  provider, or point one at a stand-in server for tests; to try the runtime \
                  without a key, `agent-runtime serve --demo` serves a demo model labelled as one"
+                .to_string(),
+            // Anyone on the path could pose as Temporal and read every run's data; the
+            // settings that make verification pass are the fix.
+            Capability::UnverifiedTls => "this runtime never turns off verification of \
+                 Temporal's server certificate (anyone on the path could pose as Temporal); \
+                 trust its CA with TEMPORAL_TLS_CA_PATH (or TEMPORAL_TLS_CA_DATA) and set \
+                 TEMPORAL_TLS_SERVER_NAME to the name its certificate is issued for"
                 .to_string(),
             other => format!("this version does not support {} yet", other.describe()),
         }

@@ -41,6 +41,7 @@ const fn reader(
 
 const COMPOSE: &str = "ar-server/src/compose.rs";
 const DURABLE: &str = "ar-server/src/durable.rs";
+const TEMPORAL: &str = "ar-temporal/src/lib.rs";
 const STUDIO_EMBED: &str = "ar-server/src/studio_embed.rs";
 const MAIN: &str = "agent-runtime/src/main.rs";
 const HOST_TOOLS: &str = "ar-tools/src/host_tools.rs";
@@ -378,7 +379,42 @@ const ENV_READERS: &[Reader] = &[
         DURABLE,
         &["api_key: settings.api_key.clone()"],
     ),
-    reader("TEMPORAL_TLS", DURABLE, &["tls: settings.tls"]),
+    reader("TEMPORAL_TLS", DURABLE, &["tls: settings.tls.clone()"]),
+    reader(
+        "TEMPORAL_TLS_CA_PATH",
+        TEMPORAL,
+        &[".maybe_server_root_ca_cert(tls.ca_pem.clone())"],
+    ),
+    reader(
+        "TEMPORAL_TLS_CA_DATA",
+        TEMPORAL,
+        &[".maybe_server_root_ca_cert(tls.ca_pem.clone())"],
+    ),
+    reader(
+        "TEMPORAL_TLS_CERT_PATH",
+        TEMPORAL,
+        &[".client_cert(client.cert_pem.clone())"],
+    ),
+    reader(
+        "TEMPORAL_TLS_CERT_DATA",
+        TEMPORAL,
+        &[".client_cert(client.cert_pem.clone())"],
+    ),
+    reader(
+        "TEMPORAL_TLS_KEY_PATH",
+        TEMPORAL,
+        &[".client_private_key(client.key_pem.expose()"],
+    ),
+    reader(
+        "TEMPORAL_TLS_KEY_DATA",
+        TEMPORAL,
+        &[".client_private_key(client.key_pem.expose()"],
+    ),
+    reader(
+        "TEMPORAL_TLS_SERVER_NAME",
+        TEMPORAL,
+        &[".maybe_domain(tls.server_name.clone())"],
+    ),
     reader(
         "AGENT_RUNTIME_DURABLE_TURNS_PER_WORKFLOW_RUN",
         DURABLE,

@@ -1,14 +1,18 @@
 //! Durable execution (`execution_mode: durable`): the ports between the engine and a workflow
-//! scheduler (Temporal), and the small reference types that cross them.
+//! scheduler (Temporal), the small reference types that cross them, and how the scheduler
+//! reaches Temporal over TLS ([`TemporalTls`], read by `ar-config`, used by `ar-temporal`).
 //!
 //! The scheduler never carries a run's data: a workflow knows a run by `{app_id, run_id}`, an
 //! activity answers with the run's status and checkpointed step, and the store holds the rest.
 //! The engine executes the turns (with its leases and checkpoints); the scheduler decides when.
 
+use std::fmt;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::secret::Secret;
 use crate::{PauseReason, RunStatus};
 
 /// The workflow id of a run's workflow: `agent-run-{run_id}`.
@@ -176,4 +180,70 @@ pub trait DurableTurns: Send + Sync + 'static {
     async fn execute(&self, run: &RunRef) -> Result<TurnOutcome, TurnError>;
     /// `MarkRunFailedActivity`: fails a run whose turns could not be executed.
     async fn mark_failed(&self, run: &RunRef, message: &str) -> Result<(), TurnError>;
+}
+
+/// How durable execution reaches Temporal over TLS. The default: the system's roots, no client
+/// certificate, the address's host as the server's name.
+#[derive(Clone, Default, PartialEq)]
+pub struct TemporalTls {
+    /// `TEMPORAL_TLS_CA_PATH`'s or `_CA_DATA`'s certificates (PEM): the only roots trusted.
+    /// `None`: the system's.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Which of the two gave `ca_pem`, so a message names the setting to fix.
+    pub ca_form: PemForm,
+    /// `TEMPORAL_TLS_CERT_*` and `TEMPORAL_TLS_KEY_*`: the client certificate (mTLS).
+    pub client_cert: Option<ClientCertificate>,
+    /// `TEMPORAL_TLS_SERVER_NAME`: the name sent (SNI) and verified instead of the address's host.
+    pub server_name: Option<String>,
+}
+
+/// How a `TEMPORAL_TLS_*` PEM setting was given: a file (`*_PATH`) or the text itself (`*_DATA`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PemForm {
+    #[default]
+    Path,
+    Data,
+}
+
+impl PemForm {
+    /// The variable of `setting` (`CA`, `CERT`, `KEY`) in this form: `TEMPORAL_TLS_CA_PATH`.
+    pub fn variable(self, setting: &str) -> String {
+        let suffix = match self {
+            PemForm::Path => "PATH",
+            PemForm::Data => "DATA",
+        };
+        format!("TEMPORAL_TLS_{setting}_{suffix}")
+    }
+}
+
+/// A client certificate chain and its private key, both PEM.
+#[derive(Clone, PartialEq)]
+pub struct ClientCertificate {
+    pub cert_pem: Vec<u8>,
+    /// Which of `TEMPORAL_TLS_CERT_PATH` and `_CERT_DATA` gave `cert_pem`.
+    pub cert_form: PemForm,
+    /// PEM text; a secret, so `Debug` never shows it.
+    pub key_pem: Secret,
+}
+
+impl fmt::Debug for TemporalTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = |pem: &Vec<u8>| format!("{} bytes", pem.len());
+        f.debug_struct("TemporalTls")
+            .field("ca_pem", &self.ca_pem.as_ref().map(bytes))
+            .field("ca_form", &self.ca_form)
+            .field("client_cert", &self.client_cert)
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCertificate")
+            .field("cert_pem", &format!("{} bytes", self.cert_pem.len()))
+            .field("cert_form", &self.cert_form)
+            .field("key_pem", &self.key_pem)
+            .finish()
+    }
 }

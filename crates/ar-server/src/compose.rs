@@ -871,6 +871,14 @@ async fn durable_scheduler(
     let Some(settings) = settings else {
         return Ok(None);
     };
+    if settings.api_key.is_some() && settings.tls.is_none() {
+        // As the Temporal CLI does when TLS is turned off: the operator asked for it, but the
+        // key then crosses the network readable by anyone on the path.
+        tracing::warn!(
+            address = %settings.address,
+            "TEMPORAL_API_KEY is sent to Temporal over plain text (TEMPORAL_TLS=false or an http:// address); anyone on the path can read it"
+        );
+    }
     let scheduler =
         ar_temporal::TemporalScheduler::connect(crate::durable::temporal_settings(settings))
             .await

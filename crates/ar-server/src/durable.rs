@@ -30,7 +30,7 @@ pub fn temporal_settings(settings: &DurableSettings) -> TemporalSettings {
         namespace: settings.namespace.clone(),
         task_queue_prefix: settings.task_queue_prefix.clone(),
         api_key: settings.api_key.clone(),
-        tls: settings.tls,
+        tls: settings.tls.clone(),
         turns_per_workflow_run: settings.turns_per_workflow_run,
     }
 }

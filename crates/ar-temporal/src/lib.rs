@@ -8,14 +8,17 @@
 //! payload is a reference to the store's data.
 
 pub mod activities;
+mod connect_error;
 pub mod scheduler;
 pub mod state;
 pub mod worker;
 pub mod workflow;
 
-use ar_core::durable::{DurableError, DurableQueue};
+use ar_core::durable::{DurableError, DurableQueue, TemporalTls};
 use ar_core::secret::Secret;
-use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, TlsOptions};
+use temporalio_client::{
+    Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, TlsOptions,
+};
 
 pub use scheduler::TemporalScheduler;
 
@@ -27,7 +30,8 @@ pub struct TemporalSettings {
     pub namespace: String,
     pub task_queue_prefix: String,
     pub api_key: Option<Secret>,
-    pub tls: bool,
+    /// `None`: plain HTTP/2.
+    pub tls: Option<TemporalTls>,
     /// Turns a workflow run executes before it continues as new (0: the workflow's default).
     pub turns_per_workflow_run: u64,
 }
@@ -39,7 +43,7 @@ impl TemporalSettings {
     }
 
     fn url(&self) -> Result<url::Url, DurableError> {
-        let scheme = if self.tls { "https" } else { "http" };
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let text = if self.address.contains("://") {
             self.address.clone()
         } else {
@@ -48,6 +52,22 @@ impl TemporalSettings {
         url::Url::parse(&text)
             .map_err(|error| DurableError(format!("TEMPORAL_ADDRESS {:?}: {error}", self.address)))
     }
+}
+
+/// The SDK's TLS options: the operator's roots (else the system's), client certificate and
+/// server name.
+fn tls_options(tls: &TemporalTls) -> TlsOptions {
+    let client = tls.client_cert.as_ref().map(|client| {
+        ClientTlsOptions::builder()
+            .client_cert(client.cert_pem.clone())
+            .client_private_key(client.key_pem.expose().as_bytes().to_vec())
+            .build()
+    });
+    TlsOptions::builder()
+        .maybe_server_root_ca_cert(tls.ca_pem.clone())
+        .maybe_domain(tls.server_name.clone())
+        .maybe_client_tls_options(client)
+        .build()
 }
 
 /// A client of the namespace, connected to the frontend.
@@ -64,14 +84,11 @@ pub(crate) async fn connect(
                 .as_ref()
                 .map(|key| key.expose().to_string()),
         )
-        .maybe_tls_options(settings.tls.then(TlsOptions::default))
+        .maybe_tls_options(settings.tls.as_ref().map(tls_options))
         .build();
-    let connection = Connection::connect(options).await.map_err(|error| {
-        DurableError(format!(
-            "could not connect to Temporal at {}: {error}",
-            settings.address
-        ))
-    })?;
+    let connection = Connection::connect(options)
+        .await
+        .map_err(|error| DurableError(connect_error::explain(settings, &error)))?;
     Client::new(
         connection,
         ClientOptions::new(settings.namespace.clone()).build(),

@@ -139,8 +139,8 @@ async fn serve_refuses_a_worker_thread_count_that_is_not_a_positive_number() {
     }
 }
 
-/// Settings this version refuses, each with what the refusal must name: one refused by
-/// design, and a Temporal setting without `TEMPORAL_ADDRESS` (it would be ignored).
+/// Settings this version refuses, each with what the refusal must name: two refused by
+/// design, and Temporal settings without `TEMPORAL_ADDRESS` (they would be ignored).
 const UNSUPPORTED: &[(&str, &str, &str)] = &[
     (
         "AGENT_RUNTIME_ALLOW_DETERMINISTIC_FALLBACK",
@@ -151,6 +151,21 @@ const UNSUPPORTED: &[(&str, &str, &str)] = &[
         "TEMPORAL_NAMESPACE",
         "default",
         "is set but TEMPORAL_ADDRESS is not",
+    ),
+    (
+        "TEMPORAL_TLS_SERVER_NAME",
+        "temporal.example",
+        "is set but TEMPORAL_ADDRESS is not",
+    ),
+    (
+        "TEMPORAL_TLS_CA_DATA",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+        "is set but TEMPORAL_ADDRESS is not",
+    ),
+    (
+        "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION",
+        "true",
+        "never turns off verification of Temporal's server certificate",
     ),
 ];
 

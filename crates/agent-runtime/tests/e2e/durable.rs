@@ -43,6 +43,17 @@ impl Durable {
         database_url: Option<&str>,
     ) -> Option<Durable> {
         let dev = TemporalDev::start(case).await?;
+        Some(Durable::start_with(dev, mock, extra, database_url).await)
+    }
+
+    /// [`Durable::start_on`] with a dev server already started (`extra` may point
+    /// `TEMPORAL_ADDRESS` elsewhere, e.g. at a proxy in front of it).
+    async fn start_with(
+        dev: TemporalDev,
+        mock: &MockProvider,
+        extra: &[(&str, &str)],
+        database_url: Option<&str>,
+    ) -> Durable {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut env = sqlite_env(dir.path(), mock);
         if let Some(url) = database_url {
@@ -55,13 +66,13 @@ impl Durable {
         }
         let server = Server::start(BIN, &env).await;
         let worker = start_worker(&env).await;
-        Some(Durable {
+        Durable {
             dev,
             env,
             server,
             worker,
             _dir: dir,
-        })
+        }
     }
 
     async fn durable_run(&self, mock: &MockProvider, agent_id: &str, extra: Value) -> String {
@@ -898,3 +909,5 @@ async fn an_approval_before_the_first_step_rolled_back_leaves_nothing_queued() {
     assert_contiguous(&events);
     one_terminal_event(&events);
 }
+
+mod tls;

@@ -131,7 +131,7 @@ fn queues_are_named_with_the_deployment_prefix() {
         namespace: "default".into(),
         task_queue_prefix: prefix.into(),
         api_key: None,
-        tls: false,
+        tls: None,
         turns_per_workflow_run: 0,
     };
     let names = |prefix: &str| {

@@ -13,6 +13,7 @@ mod postgres;
 mod proxy;
 mod sse;
 pub mod temporal;
+pub mod tls_proxy;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
