@@ -507,17 +507,23 @@ pub struct TransientEvent {
 
 /// An event as published live: persisted ones carry their sequence, transient ones do not.
 ///
-/// A persisted event is shared (`Arc`): once committed it never changes, and every reader of
-/// the bus (SSE subscribers, the replica link, the NATS sink) takes it without a copy.
+/// Both are shared (`Arc`): an event never changes once published, and every reader of the
+/// bus (SSE subscribers, the replica link, the NATS sink) takes it without a copy.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveEvent {
     Persisted(Arc<StoredEvent>),
-    Transient(TransientEvent),
+    Transient(Arc<TransientEvent>),
 }
 
 impl From<StoredEvent> for LiveEvent {
     fn from(event: StoredEvent) -> Self {
         LiveEvent::Persisted(Arc::new(event))
+    }
+}
+
+impl From<TransientEvent> for LiveEvent {
+    fn from(event: TransientEvent) -> Self {
+        LiveEvent::Transient(Arc::new(event))
     }
 }
 

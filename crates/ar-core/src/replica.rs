@@ -196,7 +196,7 @@ impl TryFrom<Wire> for LinkMessage {
                 host_run_id,
                 kind,
                 data,
-            } => LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
+            } => LinkMessage::Live(Box::new(LiveEvent::from(TransientEvent {
                 app_id,
                 run_id,
                 host_run_id,
@@ -339,7 +339,7 @@ mod tests {
     use crate::event::MessageDelta;
 
     fn delta(text: &str) -> LinkMessage {
-        LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
+        LinkMessage::Live(Box::new(LiveEvent::from(TransientEvent {
             app_id: "app".into(),
             run_id: "run_1".into(),
             host_run_id: "h".into(),

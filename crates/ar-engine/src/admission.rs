@@ -284,9 +284,7 @@ impl Engine {
             CreateRun::HostRunIdTaken(existing) => self.admitted_again(*existing).await,
             CreateRun::Created(committed) => {
                 for stored in committed.events {
-                    self.deps()
-                        .bus
-                        .publish(stored.into());
+                    self.deps().bus.publish(stored.into());
                 }
                 // 7. Dispatch (lightweight: this process; durable: its workflow).
                 if run.execution_mode == ExecutionMode::Durable {

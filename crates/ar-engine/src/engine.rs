@@ -222,15 +222,12 @@ impl Engine {
                 _ => {}
             }
         }
-        self.inner
-            .deps
-            .bus
-            .publish(LiveEvent::Transient(TransientEvent {
-                app_id: run.app_id.clone(),
-                run_id: run.id.clone(),
-                host_run_id: run.host_run_id.clone(),
-                event,
-            }));
+        self.inner.deps.bus.publish(LiveEvent::from(TransientEvent {
+            app_id: run.app_id.clone(),
+            run_id: run.id.clone(),
+            host_run_id: run.host_run_id.clone(),
+            event,
+        }));
     }
 
     /// Stops intake, lets owners reach a checkpoint, and waits for them (bounded by `deadline`).

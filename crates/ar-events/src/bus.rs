@@ -205,7 +205,7 @@ mod tests {
     use super::*;
 
     fn transient(run_id: &str, n: i64) -> LiveEvent {
-        LiveEvent::Transient(ar_core::event::TransientEvent {
+        LiveEvent::from(ar_core::event::TransientEvent {
             app_id: "app".into(),
             run_id: run_id.into(),
             host_run_id: String::new(),

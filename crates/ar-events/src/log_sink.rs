@@ -70,7 +70,7 @@ mod tests {
         let recorder = Arc::new(Recorder::default());
         let bus = LoggingBus::new(recorder.clone());
         for run in ["run_a", "run_b"] {
-            bus.publish(LiveEvent::Transient(ar_core::event::TransientEvent {
+            bus.publish(LiveEvent::from(ar_core::event::TransientEvent {
                 app_id: "app".into(),
                 run_id: run.into(),
                 host_run_id: String::new(),

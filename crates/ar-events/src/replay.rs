@@ -266,7 +266,7 @@ mod tests {
     use crate::fake_store::FakeStore;
 
     fn transient(run_id: &str) -> LiveEvent {
-        LiveEvent::Transient(ar_core::event::TransientEvent {
+        LiveEvent::from(ar_core::event::TransientEvent {
             app_id: "app".into(),
             run_id: run_id.into(),
             host_run_id: String::new(),

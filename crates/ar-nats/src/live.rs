@@ -25,7 +25,7 @@ const DROP_LOG_EVERY: u64 = 1000;
 /// the log, which stays the authority), then passes every event to the bus it wraps.
 pub struct LiveBus {
     inner: Arc<dyn EventBus>,
-    queue: mpsc::Sender<TransientEvent>,
+    queue: mpsc::Sender<Arc<TransientEvent>>,
     hand: Hand,
     stats: Arc<Stats>,
 }
@@ -33,7 +33,7 @@ pub struct LiveBus {
 impl LiveBus {
     pub(crate) fn new(
         inner: Arc<dyn EventBus>,
-        queue: mpsc::Sender<TransientEvent>,
+        queue: mpsc::Sender<Arc<TransientEvent>>,
         hand: Hand,
         stats: Arc<Stats>,
     ) -> Self {
@@ -80,7 +80,7 @@ pub(crate) struct LivePublisher {
 impl LivePublisher {
     pub(crate) async fn run(
         self,
-        mut queue: mpsc::Receiver<TransientEvent>,
+        mut queue: mpsc::Receiver<Arc<TransientEvent>>,
         cancel: CancellationToken,
     ) {
         loop {
@@ -139,7 +139,7 @@ mod tests {
     }
 
     fn delta(n: usize) -> LiveEvent {
-        LiveEvent::Transient(TransientEvent {
+        LiveEvent::from(TransientEvent {
             app_id: "app".into(),
             run_id: "run_1".into(),
             host_run_id: String::new(),

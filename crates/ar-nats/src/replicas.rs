@@ -184,7 +184,7 @@ mod tests {
     }
 
     fn delta(n: usize) -> LinkMessage {
-        LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
+        LinkMessage::Live(Box::new(LiveEvent::from(TransientEvent {
             app_id: "app".into(),
             run_id: "run_nats".into(),
             host_run_id: String::new(),

@@ -627,10 +627,7 @@ async fn nats_sink(
         stream: nats.stream.clone(),
         stream_subjects: nats.stream_subjects.clone(),
         ensure_stream: nats.ensure_stream,
-        tuning: ar_nats::Tuning {
-            pace: std::env::var("AR_EXPERIMENT_PACE_US").ok().and_then(|v| v.parse().ok()).map(std::time::Duration::from_micros).unwrap_or(ar_nats::Tuning::default().pace),
-            ..ar_nats::Tuning::default()
-        },
+        tuning: ar_nats::Tuning::default(),
     };
     let routes = ar_nats::Routes {
         v1_template: nats.subject_template.clone(),

@@ -29,7 +29,7 @@ fn persisted(sequence_no: i64, text: &str) -> LinkMessage {
 }
 
 fn delta(n: usize) -> LinkMessage {
-    LinkMessage::Live(Box::new(LiveEvent::Transient(TransientEvent {
+    LinkMessage::Live(Box::new(LiveEvent::from(TransientEvent {
         app_id: "app".into(),
         run_id: "run_link".into(),
         host_run_id: String::new(),
