@@ -275,12 +275,12 @@ const ENV_READERS: &[Reader] = &[
     reader(
         "AGENT_RUNTIME_NATS_SUBJECT_TEMPLATE",
         COMPOSE,
-        &["v1_template: nats.subject_template.clone()"],
+        &["v1_template: SubjectTemplate::parse(&nats.subject_template)"],
     ),
     reader(
         "AGENT_RUNTIME_NATS_V2_SUBJECT_TEMPLATE",
         COMPOSE,
-        &["v2_template: nats.v2_subject_template.clone()"],
+        &["v2_template: SubjectTemplate::parse(&nats.v2_subject_template)"],
     ),
     reader(
         "AGENT_RUNTIME_NATS_REPLICA_SUBJECT_PREFIX",

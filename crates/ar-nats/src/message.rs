@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use ar_core::event::{StoredEvent, TransientEvent};
 use ar_events::RenderFn;
+use ar_wire::nats::SubjectTemplate;
 use bytes::Bytes;
 
 /// Appended to an event's id for the message id of its v2 copy.
@@ -42,9 +43,9 @@ pub struct Outgoing {
 #[derive(Debug, Clone)]
 pub struct Routes {
     /// Subject template of the v1 family (`{app_id}`, `{run_id}`, `{event_type}`/`{type}`).
-    pub v1_template: String,
+    pub v1_template: SubjectTemplate,
     /// Subject template of the v2 family.
-    pub v2_template: String,
+    pub v2_template: SubjectTemplate,
     /// Apps whose event protocol is v2.
     pub v2_apps: HashSet<String>,
     pub render: Renderers,
@@ -76,8 +77,8 @@ impl Routes {
     }
 }
 
-fn subject(template: &str, event: &StoredEvent) -> String {
-    ar_wire::nats::render_subject_of(template, &event.app_id, &event.run_id, event.kind.as_str())
+fn subject(template: &SubjectTemplate, event: &StoredEvent) -> String {
+    template.render(&event.app_id, &event.run_id, event.kind.as_str())
 }
 
 /// A transient event in the shape the renderers take: a fresh id, sent now, no position or
@@ -112,8 +113,8 @@ mod tests {
             })
         };
         Routes {
-            v1_template: "agent-runtime.events.{app_id}.{run_id}.{type}".into(),
-            v2_template: ar_wire::nats::DEFAULT_V2_SUBJECT_TEMPLATE.into(),
+            v1_template: SubjectTemplate::parse("agent-runtime.events.{app_id}.{run_id}.{type}"),
+            v2_template: SubjectTemplate::parse(ar_wire::nats::DEFAULT_V2_SUBJECT_TEMPLATE),
             v2_apps: HashSet::from(["v2.app".to_string()]),
             render: Renderers {
                 v1: render("v1"),

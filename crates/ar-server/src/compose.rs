@@ -21,6 +21,7 @@ use ar_core::store::Store;
 use ar_engine::sealer::Sealer;
 use ar_engine::{AppPolicy, ApprovedEndpoint, Engine, EngineConfig, EngineDeps, ProviderDefaults};
 use ar_events::{Bus, LoggingBus};
+use ar_wire::nats::SubjectTemplate;
 use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -585,7 +586,17 @@ fn event_sinks(
 
 /// The v1 envelope of a persisted event as JSON (app callbacks, the global callback, NATS).
 fn v1_body() -> ar_events::RenderFn {
-    Arc::new(|event| serde_json::to_vec(&crate::convert::v1_envelope(event)).unwrap_or_default())
+    Arc::new(|event| json_body(&crate::convert::v1_envelope(event)))
+}
+
+/// `value` as JSON, written into a buffer sized for a typical envelope at once (growing one
+/// from empty reallocates several times per event).
+fn json_body(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(512);
+    match serde_json::to_writer(&mut body, value) {
+        Ok(()) => body,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The client of app-health probes: ten seconds per probe.
@@ -630,8 +641,8 @@ async fn nats_sink(
         tuning: ar_nats::Tuning::default(),
     };
     let routes = ar_nats::Routes {
-        v1_template: nats.subject_template.clone(),
-        v2_template: nats.v2_subject_template.clone(),
+        v1_template: SubjectTemplate::parse(&nats.subject_template),
+        v2_template: SubjectTemplate::parse(&nats.v2_subject_template),
         v2_apps: apps
             .apps
             .iter()
@@ -640,9 +651,7 @@ async fn nats_sink(
             .collect(),
         render: ar_nats::Renderers {
             v1: v1_body(),
-            v2: Arc::new(|event| {
-                serde_json::to_vec(&crate::convert::v2_envelope(event)).unwrap_or_default()
-            }),
+            v2: Arc::new(|event| json_body(&crate::convert::v2_envelope(event))),
         },
     };
     let sink = ar_nats::NatsSink::connect(options, routes, store.clone())

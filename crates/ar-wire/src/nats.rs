@@ -65,36 +65,102 @@ pub fn render_subject(template: &str, event: &EventEnvelope) -> String {
 /// [`render_subject`] from the three values a subject names (what a publisher has before it
 /// builds an envelope).
 pub fn render_subject_of(template: &str, app_id: &str, run_id: &str, event_type: &str) -> String {
-    let template = match template.trim() {
-        "" => DEFAULT_SUBJECT_TEMPLATE,
-        t => t,
-    };
-    let app = app_token(app_id);
-    let run = token(run_id);
-    let kind = token(event_type);
-    let placeholders: [(&str, &str); 4] = [
-        ("{app_id}", &app),
-        ("{run_id}", &run),
-        ("{event_type}", &kind),
-        ("{type}", &kind),
-    ];
-    let mut out = String::with_capacity(template.len() + 32);
-    let mut rest = template;
-    'outer: while !rest.is_empty() {
-        for (name, value) in placeholders {
-            if let Some(tail) = rest.strip_prefix(name) {
-                out.push_str(value);
-                rest = tail;
-                continue 'outer;
+    SubjectTemplate::parse(template).render(app_id, run_id, event_type)
+}
+
+/// A subject template parsed once (a publisher renders one subject per message): literal text
+/// and the placeholders `{app_id}`, `{run_id}`, `{event_type}` and its alias `{type}`, read in
+/// one left-to-right pass, as [`render_subject`] does. An empty template means the v1 default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectTemplate {
+    parts: Vec<SubjectPart>,
+    /// Length of the literal text, to size the rendered subject.
+    literal_len: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SubjectPart {
+    Literal(String),
+    App,
+    Run,
+    Kind,
+}
+
+impl SubjectTemplate {
+    pub fn parse(template: &str) -> SubjectTemplate {
+        let template = match template.trim() {
+            "" => DEFAULT_SUBJECT_TEMPLATE,
+            t => t,
+        };
+        const PLACEHOLDERS: [(&str, SubjectPart); 4] = [
+            ("{app_id}", SubjectPart::App),
+            ("{run_id}", SubjectPart::Run),
+            ("{event_type}", SubjectPart::Kind),
+            ("{type}", SubjectPart::Kind),
+        ];
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut rest = template;
+        'outer: while !rest.is_empty() {
+            for (name, part) in &PLACEHOLDERS {
+                if let Some(tail) = rest.strip_prefix(name) {
+                    if !literal.is_empty() {
+                        parts.push(SubjectPart::Literal(std::mem::take(&mut literal)));
+                    }
+                    parts.push(part.clone());
+                    rest = tail;
+                    continue 'outer;
+                }
+            }
+            let mut chars = rest.chars();
+            if let Some(c) = chars.next() {
+                literal.push(c);
+            }
+            rest = chars.as_str();
+        }
+        if !literal.is_empty() {
+            parts.push(SubjectPart::Literal(literal));
+        }
+        let literal_len = parts
+            .iter()
+            .map(|part| match part {
+                SubjectPart::Literal(text) => text.len(),
+                _ => 0,
+            })
+            .sum();
+        SubjectTemplate { parts, literal_len }
+    }
+
+    /// The subject of an event of `app_id`'s run `run_id` of type `event_type`, each value
+    /// sanitised as [`token`] (and [`app_token`] for the app) does.
+    pub fn render(&self, app_id: &str, run_id: &str, event_type: &str) -> String {
+        let mut out = String::with_capacity(
+            self.literal_len + app_id.len() + run_id.len() + 2 * event_type.len(),
+        );
+        for part in &self.parts {
+            match part {
+                SubjectPart::Literal(text) => out.push_str(text),
+                SubjectPart::App => push_token(&mut out, app_id, true),
+                SubjectPart::Run => push_token(&mut out, run_id, false),
+                SubjectPart::Kind => push_token(&mut out, event_type, false),
             }
         }
-        let mut chars = rest.chars();
-        if let Some(c) = chars.next() {
-            out.push(c);
-        }
-        rest = chars.as_str();
+        out
     }
-    out
+}
+
+/// Appends [`token`] of `value` (or [`app_token`] when `app`) without building it apart.
+fn push_token(out: &mut String, value: &str, app: bool) {
+    let value = value.trim();
+    if value.is_empty() {
+        out.push('_');
+        return;
+    }
+    out.extend(value.chars().map(|c| match c {
+        ' ' | '\t' | '\n' | '\r' | '/' | '\\' | '*' | '>' => '_',
+        '.' if app => '_',
+        c => c,
+    }));
 }
 
 /// Renders the v2 subject of an event.

@@ -112,3 +112,29 @@ fn nats_subjects_match_sdk() {
     );
     assert_eq!(nats::DEFAULT_STREAM_NAME, "AGENT_RUNTIME_EVENTS");
 }
+
+#[test]
+fn a_parsed_subject_template_renders_as_the_sdk_does() {
+    let template =
+        nats::SubjectTemplate::parse("p.{app_id}.{unknown}.{run_id}.{type}.{event_type}{");
+    assert_eq!(
+        template.render(" a.b/c ", "run\t1>", "tool_call.started"),
+        "p.a_b_c.{unknown}.run_1_.tool_call.started.tool_call.started{"
+    );
+    assert_eq!(
+        nats::SubjectTemplate::parse("  ").render("", "", ""),
+        "agent-runtime.events._._._",
+        "an empty template is the default; empty values are `_`"
+    );
+    for (app, run, kind) in [("acme.prod", "run 1", "run.completed"), ("x*", " ", "a>b")] {
+        assert_eq!(
+            nats::SubjectTemplate::parse(nats::DEFAULT_SUBJECT_TEMPLATE).render(app, run, kind),
+            format!(
+                "agent-runtime.events.{}.{}.{}",
+                nats::app_token(app),
+                nats::token(run),
+                nats::token(kind)
+            )
+        );
+    }
+}
