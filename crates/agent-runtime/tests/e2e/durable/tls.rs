@@ -134,48 +134,42 @@ async fn serve_and_worker_reach_temporal_through_tls_with_an_api_key() {
         return;
     };
     let settings = front.settings();
-    let key_refused = ["TEMPORAL_API_KEY", "UNAUTHENTICATED"];
-    assert_refused_at_startup(
-        &front,
-        &mock,
-        &settings,
-        &[("TEMPORAL_API_KEY", Some(WRONG_KEY))],
-        &key_refused,
-    )
-    .await;
-    assert_refused_at_startup(
-        &front,
-        &mock,
-        &settings,
-        &[("TEMPORAL_API_KEY", None)],
-        &key_refused,
-    )
-    .await;
+    // Each change to the working settings, and what the refusal at startup names.
+    type Refusal<'a> = (&'a [(&'static str, Option<&'a str>)], &'a [&'a str]);
+    let key_refusals: [Refusal; 2] = [
+        (
+            &[("TEMPORAL_API_KEY", Some(WRONG_KEY))],
+            &["TEMPORAL_API_KEY", "UNAUTHENTICATED"],
+        ),
+        (
+            &[("TEMPORAL_API_KEY", None)],
+            &["TEMPORAL_API_KEY", "UNAUTHENTICATED"],
+        ),
+    ];
+    for (change, says) in key_refusals {
+        assert_refused_at_startup(&front, &mock, &settings, change, says).await;
+    }
     assert!(
         front.proxy.refused() >= 4,
         "the proxy saw the wrong and missing keys"
     );
-    let untrusted = ["TEMPORAL_TLS_CA_PATH", "UnknownIssuer"];
-    assert_refused_at_startup(
-        &front,
-        &mock,
-        &settings,
-        &[("TEMPORAL_TLS_CA_PATH", None)],
-        &untrusted,
-    )
-    .await;
-    let other_name = ["TEMPORAL_TLS_SERVER_NAME", "not valid for name"];
-    assert_refused_at_startup(
-        &front,
-        &mock,
-        &settings,
-        &[("TEMPORAL_TLS_SERVER_NAME", None)],
-        &other_name,
-    )
-    .await;
-    let unreadable = ["TEMPORAL_TLS_CA_PATH", "cannot read", "/nonexistent/ca.pem"];
-    let missing_ca = [("TEMPORAL_TLS_CA_PATH", Some("/nonexistent/ca.pem"))];
-    assert_refused_at_startup(&front, &mock, &settings, &missing_ca, &unreadable).await;
+    let tls_refusals: [Refusal; 3] = [
+        (
+            &[("TEMPORAL_TLS_CA_PATH", None)],
+            &["TEMPORAL_TLS_CA_PATH", "UnknownIssuer"],
+        ),
+        (
+            &[("TEMPORAL_TLS_SERVER_NAME", None)],
+            &["TEMPORAL_TLS_SERVER_NAME", "not valid for name"],
+        ),
+        (
+            &[("TEMPORAL_TLS_CA_PATH", Some("/nonexistent/ca.pem"))],
+            &["TEMPORAL_TLS_CA_PATH", "cannot read", "/nonexistent/ca.pem"],
+        ),
+    ];
+    for (change, says) in tls_refusals {
+        assert_refused_at_startup(&front, &mock, &settings, change, says).await;
+    }
     // The CA inline: another CA's is named as the one that does not issue the server's.
     let pem = |path: &std::path::Path| std::fs::read_to_string(path).expect("a CA's PEM");
     let other_ca = pem(&TestPki::generate().ca);
