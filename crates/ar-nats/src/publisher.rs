@@ -290,7 +290,13 @@ impl Publisher {
                 _ = check.tick() => if self.flight.overdue(Instant::now(), ack_timeout) {
                     return Err(PassError::Unacknowledged);
                 },
-                _ = self.parts.handed.recv(), if self.flight.held() < self.parts.tuning.max_held => {}
+                // While events are in flight their answers wake the publisher, which then takes
+                // what was handed over meanwhile (a run's next event could not go before its
+                // previous one's answer anyway); a handed event wakes it only when nothing is in
+                // flight. One wake-up per round trip instead of one per commit on the engine's
+                // side, and one write to the socket.
+                _ = self.parts.handed.recv(), if self.flight.in_flight() == 0
+                    && self.flight.held() < self.parts.tuning.max_held => {}
                 _ = gap_grace_over(self.gap_since, self.parts.tuning.gap_grace), if !self.more => {}
                 _ = save.tick() => self.persist_cursor().await,
                 _ = poll.tick() => self.more = true,

@@ -334,8 +334,12 @@ async fn open_connection(
     tuning: Tuning,
 ) -> Result<(async_nats::Client, jetstream::Context, crate::acks::Acks), NatsError> {
     let wait = tuning.reconnect_wait;
+    // No echo: the replica link subscribes to its own subjects, and what this connection
+    // publishes there would come back only to be dropped by its origin (JetStream's answers
+    // are the server's messages, not ours, so they still arrive).
     let client = async_nats::ConnectOptions::new()
         .name(&client_name)
+        .no_echo()
         .retry_on_initial_connect()
         .max_reconnects(None)
         .reconnect_delay_callback(
