@@ -492,8 +492,59 @@ pub struct StoredEvent {
     pub sequence_no: i64,
     pub kind: EventKind,
     /// The payload as persisted (see [`RunEvent::data`]).
-    pub data: JsonMap,
+    pub data: EventData,
     pub created_at: DateTime<Utc>,
+}
+
+/// A persisted event's payload: the object, and its JSON text when the commit that stored it
+/// wrote that text, so every envelope of the event (SSE frames, callbacks, NATS messages)
+/// copies the text instead of serializing the object again. Read as a [`JsonMap`] (`Deref`);
+/// it never changes after the commit, so the text cannot fall out of step with the object.
+#[derive(Debug, Clone, Default)]
+pub struct EventData {
+    map: JsonMap,
+    json: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl EventData {
+    /// `map` with `json`, its JSON text as the store wrote it. The caller vouches that the
+    /// text is `map` serialized (the store makes both from one object).
+    pub fn with_json(map: JsonMap, json: Box<serde_json::value::RawValue>) -> EventData {
+        EventData {
+            map,
+            json: Some(json),
+        }
+    }
+
+    /// The JSON text of the object, when known.
+    pub fn json(&self) -> Option<&serde_json::value::RawValue> {
+        self.json.as_deref()
+    }
+
+    pub fn into_map(self) -> JsonMap {
+        self.map
+    }
+}
+
+impl From<JsonMap> for EventData {
+    fn from(map: JsonMap) -> Self {
+        EventData { map, json: None }
+    }
+}
+
+impl std::ops::Deref for EventData {
+    type Target = JsonMap;
+
+    fn deref(&self) -> &JsonMap {
+        &self.map
+    }
+}
+
+/// Equal objects are equal payloads, whether or not one carries its text.
+impl PartialEq for EventData {
+    fn eq(&self, other: &Self) -> bool {
+        self.map == other.map
+    }
 }
 
 /// A transient event as published live (never stored).

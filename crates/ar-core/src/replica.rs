@@ -159,7 +159,7 @@ fn persisted_wire(event: &StoredEvent) -> Wire {
         host_run_id: event.host_run_id.clone(),
         sequence_no: event.sequence_no,
         kind: event.kind,
-        data: event.data.clone(),
+        data: (*event.data).clone(),
         created_at: event.created_at,
     }
 }
@@ -187,7 +187,7 @@ impl TryFrom<Wire> for LinkMessage {
                 host_run_id,
                 sequence_no,
                 kind,
-                data,
+                data: data.into(),
                 created_at,
             }))),
             Wire::Transient {
@@ -361,7 +361,7 @@ mod tests {
             host_run_id: String::new(),
             sequence_no,
             kind: EventKind::AssistantMessageCompleted,
-            data,
+            data: data.into(),
             created_at: DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap(),
         })))
     }

@@ -50,7 +50,7 @@ impl FakeStore {
             host_run_id: String::new(),
             sequence_no,
             kind,
-            data,
+            data: data.into(),
             created_at: Utc::now(),
         };
         state.events.push(event.clone());

@@ -92,7 +92,7 @@ pub fn as_envelope_source(event: &TransientEvent) -> StoredEvent {
         host_run_id: event.host_run_id.clone(),
         sequence_no: 0,
         kind: event.event.kind(),
-        data: event.event.data(&event.host_run_id),
+        data: event.event.data(&event.host_run_id).into(),
         created_at: chrono::Utc::now(),
     }
 }

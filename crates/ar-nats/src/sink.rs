@@ -300,7 +300,14 @@ impl NatsSink {
             stats: self.stats.clone(),
         };
         let runtime = self.thread.handle().clone();
-        let live_task = runtime.spawn(live.run(self.live_receiver, cancel.clone()));
+        // Both publishers run unconstrained by tokio's cooperative budget: a round trip's
+        // answers and sends take a few hundred channel operations, and a budget spent midway
+        // would make the task yield and the connection write each part separately (each write
+        // wakes the NATS server). Each still waits whenever it has nothing to do, so the
+        // connection's task runs between their rounds.
+        let live_task = runtime.spawn(tokio::task::unconstrained(
+            live.run(self.live_receiver, cancel.clone()),
+        ));
         let publisher = crate::publisher::Publisher::new(crate::publisher::Parts {
             client: self.client,
             js: self.js,
@@ -317,12 +324,12 @@ impl NatsSink {
             handed: self.handed,
         });
         let thread = self.thread;
-        runtime.spawn(async move {
+        runtime.spawn(tokio::task::unconstrained(async move {
             publisher.run(cancel).await;
             let _ = live_task.await;
             // The thread ends with the sink's last task.
             drop(thread);
-        })
+        }))
     }
 }
 

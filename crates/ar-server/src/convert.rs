@@ -382,7 +382,10 @@ pub fn v1_envelope(event: &StoredEvent) -> ar_wire::EventEnvelopeRef<'_> {
         revision: 0,
         base_revision: 0,
         event_type: event.kind.as_str(),
-        data: &event.data,
+        data: match event.data.json() {
+            Some(text) => ar_wire::EnvelopeData::Text(text),
+            None => ar_wire::EnvelopeData::Object(&event.data),
+        },
     }
 }
 

@@ -5,6 +5,7 @@
 //! normalized ones, so they equal what a later read returns.
 
 use ar_core::agent::Agent;
+use ar_core::event::EventData;
 use ar_core::ids::{new_id, prefix};
 use ar_core::records::{Artifact, Interaction, Message, ToolCallRecord};
 use ar_core::redact::Redactor;
@@ -15,7 +16,7 @@ use ar_core::{JsonMap, Run, RunEvent, StoredEvent};
 use chrono::{DateTime, Utc};
 
 use crate::codec::{
-    clean, clean_in_place, json_map_text_mut, json_opt_text_mut, json_text, json_text_mut, micros,
+    clean, clean_in_place, json_map_raw_mut, json_opt_text_mut, json_text, json_text_mut, micros,
 };
 
 /// A run row ready to bind.
@@ -148,7 +149,8 @@ pub(crate) struct EventRow {
     pub event_id: String,
     pub kind: ar_core::EventKind,
     pub data: JsonMap,
-    pub data_text: String,
+    /// `data` as written to the log (and kept by the committed event).
+    pub data_json: Box<serde_json::value::RawValue>,
 }
 
 pub(crate) struct CheckpointRow {
@@ -417,12 +419,12 @@ impl EventRow {
         if let Some(redactor) = redactor {
             redactor.scrub_map(&mut data);
         }
-        let data_text = json_map_text_mut(&mut data)?;
+        let data_json = json_map_raw_mut(&mut data)?;
         Ok(EventRow {
             event_id: new_id(prefix::EVENT),
             kind: event.kind(),
             data,
-            data_text,
+            data_json,
         })
     }
 }
@@ -551,7 +553,7 @@ impl Prepared {
                 host_run_id: host_run_id.to_string(),
                 sequence_no: event_base + index as i64 + 1,
                 kind: event.kind,
-                data: event.data,
+                data: EventData::with_json(event.data, event.data_json),
                 created_at: self.event_time,
             })
             .collect();

@@ -14,6 +14,7 @@ use ar_core::{JsonMap, Run, RunState, StoredEvent};
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// Truncates a timestamp to whole microseconds, the precision both backends keep.
@@ -107,14 +108,15 @@ pub(crate) fn json_text_mut(value: &mut Value) -> StoreResult<String> {
     serde_json::to_string(value).map_err(encode_error)
 }
 
-/// [`json_text_mut`] for a JSON object.
-pub(crate) fn json_map_text_mut(map: &mut JsonMap) -> StoreResult<String> {
-    let text = serde_json::to_string(map).map_err(encode_error)?;
-    if !text.contains(NUL_ESCAPE) {
-        return Ok(text);
+/// [`json_text_mut`] for a JSON object, as a raw JSON value (the text, known to be valid, which
+/// an event keeps for its envelopes: see [`ar_core::event::EventData`]).
+pub(crate) fn json_map_raw_mut(map: &mut JsonMap) -> StoreResult<Box<RawValue>> {
+    let raw = serde_json::value::to_raw_value(map).map_err(encode_error)?;
+    if !raw.get().contains(NUL_ESCAPE) {
+        return Ok(raw);
     }
     clean_map(map);
-    serde_json::to_string(map).map_err(encode_error)
+    serde_json::value::to_raw_value(map).map_err(encode_error)
 }
 
 pub(crate) fn json_opt_text_mut(value: &mut Option<Value>) -> StoreResult<Option<String>> {
@@ -324,7 +326,7 @@ pub(crate) fn event_from(row: &impl Cols) -> StoreResult<StoredEvent> {
             &row.text("event_type")?,
             ar_core::EventKind::parse,
         )?,
-        data: row.json("data")?,
+        data: row.json::<JsonMap>("data")?.into(),
         created_at: row.ts("created_at")?,
     })
 }

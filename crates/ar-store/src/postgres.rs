@@ -506,7 +506,7 @@ fn bind_events<'q>(query: PgQuery<'q>, change: &'q Prepared) -> PgQuery<'q> {
     query
         .bind(column(events, |event| event.event_id.as_str()))
         .bind(column(events, |event| event.kind.as_str()))
-        .bind(column(events, |event| event.data_text.as_str()))
+        .bind(column(events, |event| event.data_json.get()))
         .bind(change.event_time)
 }
 

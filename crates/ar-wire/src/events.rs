@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::de::{is_zero, nd};
@@ -79,8 +80,44 @@ pub struct EventEnvelopeRef<'a> {
     pub base_revision: i64,
     #[serde(rename = "type")]
     pub event_type: &'a str,
-    #[serde(skip_serializing_if = "Map::is_empty")]
-    pub data: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "EnvelopeData::is_empty")]
+    pub data: EnvelopeData<'a>,
+}
+
+/// An envelope's `data`, borrowed: the object, or its JSON text when the event carries it
+/// (written once at commit), which is then copied as it is instead of serialized again.
+#[derive(Debug, Clone, Copy)]
+pub enum EnvelopeData<'a> {
+    Object(&'a Map<String, Value>),
+    /// The text of an object (never of another JSON value).
+    Text(&'a RawValue),
+}
+
+impl EnvelopeData<'_> {
+    /// Empty data is omitted from the envelope.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            EnvelopeData::Object(map) => map.is_empty(),
+            EnvelopeData::Text(text) => text.get() == "{}",
+        }
+    }
+
+    fn to_map(self) -> Map<String, Value> {
+        match self {
+            EnvelopeData::Object(map) => map.clone(),
+            // The text of an object: unreadable only if someone broke that promise.
+            EnvelopeData::Text(text) => serde_json::from_str(text.get()).unwrap_or_default(),
+        }
+    }
+}
+
+impl Serialize for EnvelopeData<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EnvelopeData::Object(map) => map.serialize(serializer),
+            EnvelopeData::Text(text) => text.serialize(serializer),
+        }
+    }
 }
 
 impl EventEnvelopeRef<'_> {
@@ -99,7 +136,7 @@ impl EventEnvelopeRef<'_> {
             revision: self.revision,
             base_revision: self.base_revision,
             event_type: self.event_type.to_owned(),
-            data: self.data.clone(),
+            data: self.data.to_map(),
         }
     }
 }
@@ -540,7 +577,7 @@ mod envelope_ref_tests {
             revision: envelope.revision,
             base_revision: envelope.base_revision,
             event_type: &envelope.event_type,
-            data: &envelope.data,
+            data: EnvelopeData::Object(&envelope.data),
         }
     }
 
@@ -552,11 +589,17 @@ mod envelope_ref_tests {
         for (v2, data) in [(false, data.clone()), (true, data), (false, Map::new())] {
             let envelope = owned(v2, data);
             let view = borrowed(&envelope);
-            assert_eq!(
-                serde_json::to_string(&view).unwrap(),
-                serde_json::to_string(&envelope).unwrap()
-            );
+            let expected = serde_json::to_string(&envelope).unwrap();
+            assert_eq!(serde_json::to_string(&view).unwrap(), expected);
             assert_eq!(view.to_owned_envelope(), envelope);
+            // The data's text, as an event carries it from its commit, writes the same bytes.
+            let text = serde_json::value::to_raw_value(&envelope.data).unwrap();
+            let from_text = EventEnvelopeRef {
+                data: EnvelopeData::Text(&text),
+                ..view
+            };
+            assert_eq!(serde_json::to_string(&from_text).unwrap(), expected);
+            assert_eq!(from_text.to_owned_envelope(), envelope);
         }
     }
 }

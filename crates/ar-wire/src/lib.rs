@@ -70,10 +70,10 @@ pub use event_data::{
     WorkspaceCleanedEventData, WorkspaceFinalizedEventData, WorkspacePreparedEventData,
 };
 pub use events::{
-    AssistantMessageEventData, CodexAuthStateEventData, Event, EventEnvelope, EventEnvelopeRef,
-    EventListQuery, EventListResponse, PlanUpdatedEventData, ReasoningMessageEventData,
-    RunPlanStep, StreamStateSnapshot, ToolCallEventData, Usage, UsageCheckpointEventData,
-    EVENT_PROTOCOL_HEADER,
+    AssistantMessageEventData, CodexAuthStateEventData, EnvelopeData, Event, EventEnvelope,
+    EventEnvelopeRef, EventListQuery, EventListResponse, PlanUpdatedEventData,
+    ReasoningMessageEventData, RunPlanStep, StreamStateSnapshot, ToolCallEventData, Usage,
+    UsageCheckpointEventData, EVENT_PROTOCOL_HEADER,
 };
 pub use host::{
     CleanupWorkspaceRequest, CommandExecutionContext, CommandExecutionRequest,

@@ -400,7 +400,7 @@ fn insert_events(conn: &Connection, change: &Prepared, head: &Head) -> DbResult<
             base + index as i64 + 1,
             event.event_id,
             event.kind.as_str(),
-            event.data_text,
+            event.data_json.get(),
             created_at,
         ])?);
     }

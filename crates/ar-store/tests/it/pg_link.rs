@@ -23,7 +23,7 @@ fn persisted(sequence_no: i64, text: &str) -> LinkMessage {
         host_run_id: String::new(),
         sequence_no,
         kind: EventKind::AssistantMessageCompleted,
-        data,
+        data: data.into(),
         created_at: chrono::DateTime::from_timestamp_micros(1_700_000_000_000_001).unwrap(),
     })))
 }

@@ -56,7 +56,7 @@ pub async fn run_create_round_trip(store: Arc<dyn Store>) {
         assert!(event.event_id.starts_with("evt_"), "{}", event.event_id);
     }
     assert_eq!(
-        committed.events[1].data,
+        *committed.events[1].data,
         map(
             serde_json::json!({"content": "event 2", "plan": 2, "note": "", "data": {}, "host_run_id": "host-1"})
         )

@@ -61,10 +61,19 @@ pub async fn nul_characters_are_stripped(store: Arc<dyn Store>) {
     );
     assert_eq!(committed.events[0].kind, EventKind::PlanUpdated);
     assert_eq!(
-        committed.events[0].data,
+        *committed.events[0].data,
         map(
             json!({"content": "xy", "note": "n", "plan": null, "data": {}, "host_run_id": "host-nul"})
         )
+    );
+    // The text the event keeps for its envelopes is the cleaned object, as stored.
+    let text = committed.events[0]
+        .data
+        .json()
+        .map(|raw| raw.get().to_owned());
+    assert_eq!(
+        text,
+        Some(serde_json::to_string(&*committed.events[0].data).unwrap())
     );
     assert_eq!(committed.events[0].host_run_id, "host-nul");
 
