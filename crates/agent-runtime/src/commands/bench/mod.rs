@@ -32,6 +32,11 @@ pub struct BenchArgs {
     /// Concurrent runs in the throughput measurement.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// Start the throughput measurement's runs at this many per second (still at most
+    /// `--concurrency` at a time) instead of as fast as they finish: the CPU per run of a
+    /// server that is not starved of cores by the client and NATS on the same machine.
+    #[arg(long)]
+    pub rate: Option<f64>,
     /// `dispatch`: measure remote runs instead (two nodes on loopback): a node's overhead
     /// over a local run, the model egress proxy's per call, 100 concurrent remote runs.
     #[arg(long)]

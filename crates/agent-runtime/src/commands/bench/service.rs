@@ -272,8 +272,14 @@ async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Resul
         Some(nats) => Some(nats.watch().await?),
         None => None,
     };
-    let concurrent =
-        Concurrent::measure(&server, &mock, args.runs, args.concurrency.max(1)).await?;
+    let concurrent = Concurrent::measure(
+        &server,
+        &mock,
+        args.runs,
+        args.concurrency.max(1),
+        args.rate.filter(|rate| *rate > 0.0),
+    )
+    .await?;
     let lag = match lag {
         Some(watch) => Some(watch.finish().await),
         None => None,
@@ -412,6 +418,8 @@ impl Sequential {
 struct Concurrent {
     runs: usize,
     concurrency: usize,
+    /// Runs started per second, when paced (`--rate`).
+    rate: Option<f64>,
     elapsed_secs: f64,
     /// Milliseconds, sorted.
     latencies: Vec<f64>,
@@ -426,12 +434,31 @@ struct Concurrent {
     peak_rss: f64,
 }
 
+/// `runs` run numbers, each available at once, or `rate` per second when given.
+fn run_starts(runs: usize, rate: Option<f64>) -> impl futures::Stream<Item = usize> {
+    let pace = rate.map(|per_second| Duration::from_secs_f64(1.0 / per_second));
+    futures::stream::unfold(
+        (0, tokio::time::Instant::now()),
+        move |(run, due)| async move {
+            if run == runs {
+                return None;
+            }
+            let Some(pace) = pace else {
+                return Some((run, (run + 1, due)));
+            };
+            tokio::time::sleep_until(due).await;
+            Some((run, (run + 1, due + pace)))
+        },
+    )
+}
+
 impl Concurrent {
     async fn measure(
         server: &Server,
         mock: &MockProvider,
         runs: usize,
         concurrency: usize,
+        rate: Option<f64>,
     ) -> anyhow::Result<Self> {
         let cpu_before = server.cpu();
         let sink_cpu = || thread_cpu_ms(server.process.pid(), ar_nats::SINK_THREAD_NAME);
@@ -442,7 +469,7 @@ impl Concurrent {
         let switches_before = server.switches();
         let client_cpu_before = cpu_ms(std::process::id()).unwrap_or(0.0);
         let started = Instant::now();
-        let mut latencies: Vec<f64> = futures::stream::iter(0..runs)
+        let mut latencies: Vec<f64> = run_starts(runs, rate)
             .map(|_| async {
                 let begun = Instant::now();
                 let id = server.start_run(mock).await?;
@@ -468,6 +495,7 @@ impl Concurrent {
         Ok(Concurrent {
             runs,
             concurrency,
+            rate,
             elapsed_secs,
             latencies,
             cpu_per_run,
@@ -481,8 +509,13 @@ impl Concurrent {
 
     fn print(&self) {
         println!(
-            "  concurrent: {} runs, {} at a time",
-            self.runs, self.concurrency
+            "  concurrent: {} runs, {} at a time{}",
+            self.runs,
+            self.concurrency,
+            match self.rate {
+                Some(rate) => format!(", started at {rate:.0} runs/s"),
+                None => String::new(),
+            }
         );
         println!(
             "    throughput:                {:.0} runs/s",
