@@ -2326,14 +2326,15 @@ mod tests {
         dir.path().join(name).display().to_string()
     }
 
+    /// The CA, certificate and key paths of [`tls_files`].
+    fn tls_paths(dir: &tempfile::TempDir) -> (String, String, String) {
+        (at(dir, "ca.pem"), at(dir, "cert.pem"), at(dir, "key.pem"))
+    }
+
     #[test]
     fn temporal_tls_files_and_server_name_are_read_and_turn_tls_on() {
         let dir = tls_files();
-        let (ca, cert, key) = (
-            at(&dir, "ca.pem"),
-            at(&dir, "cert.pem"),
-            at(&dir, "key.pem"),
-        );
+        let (ca, cert, key) = tls_paths(&dir);
         let settings = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_ADDRESS", "temporal.internal:7233"),
             ("TEMPORAL_TLS_CA_PATH", &ca),
@@ -2429,11 +2430,7 @@ mod tests {
     #[test]
     fn temporal_tls_contradictions_and_half_client_certificates_are_refused() {
         let dir = tls_files();
-        let (ca, cert, key) = (
-            at(&dir, "ca.pem"),
-            at(&dir, "cert.pem"),
-            at(&dir, "key.pem"),
-        );
+        let (ca, cert, key) = tls_paths(&dir);
         let refused = |pairs: &[(&str, &str)]| {
             let mut all = vec![("TEMPORAL_ADDRESS", "temporal.internal:7233")];
             all.extend_from_slice(pairs);
@@ -2558,11 +2555,7 @@ mod tests {
     #[test]
     fn a_temporal_tls_path_beside_its_inline_pem_is_refused() {
         let dir = tls_files();
-        let (ca, cert, key) = (
-            at(&dir, "ca.pem"),
-            at(&dir, "cert.pem"),
-            at(&dir, "key.pem"),
-        );
+        let (ca, cert, key) = tls_paths(&dir);
         let err = with_address(&[
             ("TEMPORAL_TLS_CA_PATH", &ca),
             ("TEMPORAL_TLS_CA_DATA", PEM_CERT),
@@ -2667,11 +2660,7 @@ mod tests {
     #[test]
     fn temporal_tls_settings_without_an_address_are_refused_by_name() {
         let dir = tls_files();
-        let (ca, cert, key) = (
-            at(&dir, "ca.pem"),
-            at(&dir, "cert.pem"),
-            at(&dir, "key.pem"),
-        );
+        let (ca, cert, key) = tls_paths(&dir);
         let err = ServiceSettings::from_env(lookup(&[
             ("TEMPORAL_TLS_CA_PATH", &ca),
             ("TEMPORAL_TLS_CERT_PATH", &cert),

@@ -520,10 +520,6 @@ impl EventData {
     pub fn json(&self) -> Option<&serde_json::value::RawValue> {
         self.json.as_deref()
     }
-
-    pub fn into_map(self) -> JsonMap {
-        self.map
-    }
 }
 
 impl From<JsonMap> for EventData {

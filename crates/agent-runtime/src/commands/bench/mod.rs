@@ -74,6 +74,16 @@ pub struct BenchArgs {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(rate) = args.rate {
+        anyhow::ensure!(
+            args.which == "service" && args.mode == "lightweight",
+            "--rate paces only `bench service` in the lightweight mode"
+        );
+        anyhow::ensure!(
+            rate.is_finite() && rate > 0.0,
+            "--rate must be a positive number of runs per second (got {rate})"
+        );
+    }
     if let Some(binary) = &args.server_binary {
         service::use_server_binary(binary.clone());
     }

@@ -277,7 +277,7 @@ async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Resul
         &mock,
         args.runs,
         args.concurrency.max(1),
-        args.rate.filter(|rate| *rate > 0.0),
+        args.rate,
     )
     .await?;
     let lag = match lag {
