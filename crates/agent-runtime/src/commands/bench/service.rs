@@ -248,7 +248,14 @@ impl Server {
     }
 }
 
-async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Result<()> {
+/// What one store and sink measured under load, for comparing the sinks.
+struct Loaded {
+    cpu_per_run: f64,
+    sink_cpu_per_run: Option<f64>,
+    client_cpu_per_run: f64,
+}
+
+async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Result<Loaded> {
     let mock = MockProvider::start().await;
     mock.set_recording(false);
     mock.auto(AutoScript::five_step("get_context"));
@@ -306,7 +313,36 @@ async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Resul
     if let Some(nats) = nats {
         nats.delete().await;
     }
-    Ok(())
+    Ok(Loaded {
+        cpu_per_run: concurrent.cpu_per_run,
+        sink_cpu_per_run: concurrent.sink_cpu_per_run,
+        client_cpu_per_run: concurrent.client_cpu_per_run,
+    })
+}
+
+/// The NATS sink's cost in the concurrent phase: the server's CPU per run against the `log`
+/// sink's, the sink thread's share, and the client's CPU per run, which does the same work in
+/// both phases (its growth is what sharing the machine's cores costs, not work). Unpaced, each
+/// phase runs as fast as it can, so the two compare different loads; `--rate` makes them equal.
+fn print_sink_overhead(log: &Loaded, nats: &Loaded) {
+    let percent = |with: f64, without: f64| (with / without - 1.0) * 100.0;
+    println!("NATS sink against log (concurrent phase):");
+    println!(
+        "  server CPU per run:          {:+.1} % ({:.2} -> {:.2} ms)",
+        percent(nats.cpu_per_run, log.cpu_per_run),
+        log.cpu_per_run,
+        nats.cpu_per_run
+    );
+    if let Some(sink) = nats.sink_cpu_per_run {
+        println!(
+            "    of which the sink's thread: {:+.1} % ({sink:.2} ms)",
+            sink / log.cpu_per_run * 100.0
+        );
+    }
+    println!(
+        "  client + mock model CPU per run (same work): {:+.1} %",
+        percent(nats.client_cpu_per_run, log.client_cpu_per_run)
+    );
 }
 
 impl Server {
@@ -606,8 +642,12 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         other => anyhow::bail!("unknown sink {other:?} (expected log, nats or both)"),
     };
     for store in stores {
+        let mut loaded = Vec::new();
         for sink in &sinks {
-            bench_store(store, sink, args).await?;
+            loaded.push(bench_store(store, sink, args).await?);
+        }
+        if let [log, nats] = loaded.as_slice() {
+            print_sink_overhead(log, nats);
         }
     }
     Ok(())
