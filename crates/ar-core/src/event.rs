@@ -496,6 +496,24 @@ pub struct StoredEvent {
     pub created_at: DateTime<Utc>,
 }
 
+impl StoredEvent {
+    /// The same event (ids, place, kind, time) carrying `data` instead of its own: what is
+    /// sent where the payload cannot go, without copying the payload it replaces.
+    pub fn with_data(&self, data: EventData) -> StoredEvent {
+        StoredEvent {
+            position: self.position,
+            event_id: self.event_id.clone(),
+            app_id: self.app_id.clone(),
+            run_id: self.run_id.clone(),
+            host_run_id: self.host_run_id.clone(),
+            sequence_no: self.sequence_no,
+            kind: self.kind,
+            data,
+            created_at: self.created_at,
+        }
+    }
+}
+
 /// A persisted event's payload: the object, and its JSON text when the commit that stored it
 /// wrote that text, so every envelope of the event (SSE frames, callbacks, NATS messages)
 /// copies the text instead of serializing the object again. Read as a [`JsonMap`] (`Deref`);

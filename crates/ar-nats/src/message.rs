@@ -1,5 +1,12 @@
 //! The NATS messages of one event: a v1 copy on the v1 subject family for every app, and for a v2 app also a v2 copy on the v2 family.
 //!
+//! A persisted event's copy must fit the server's `max_payload` (1 MiB by default), or the
+//! publisher could never get past it: the log is published in order, so one event NATS refuses
+//! would hold back every event after it, for good. Such a copy carries the event with its data
+//! replaced by a notice (`{"omitted": {"reason": "exceeds_nats_max_payload", "bytes": …,
+//! "max_payload": …}}`, and `host_run_id` when the event has one): the run's sequence stays
+//! whole in the stream and the consumer reads the event itself from the run's history.
+//!
 //! The original's global sink puts every event on the v1 family (what the Python SDK's default
 //! consumer reads), and its v2 publisher puts a v2 app's events on the v2 family too. Both
 //! families usually live in one stream, whose duplicate window compares `Nats-Msg-Id`s: the
@@ -15,6 +22,14 @@ use bytes::Bytes;
 
 /// Appended to an event's id for the message id of its v2 copy.
 pub const V2_MESSAGE_ID_SUFFIX: &str = ":v2";
+
+/// NATS's default `max_payload`, the limit until the server has said its own.
+pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+
+/// The bytes a message's header block adds besides the message id: `NATS/1.0\r\n`,
+/// `Nats-Msg-Id: ` and `\r\n` after the id, and the blank line (the server counts headers and
+/// payload together against `max_payload`).
+const HEADER_BYTES: usize = 10 + 13 + 2 + 2;
 
 /// The envelope renderers (the server's v1 and v2 envelopes as JSON), so the wire forms are
 /// made in one place.
@@ -52,29 +67,80 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// The messages of a persisted event, v1 copy first.
-    pub fn messages(&self, event: &StoredEvent) -> Vec<Outgoing> {
+    /// The messages of a persisted event, v1 copy first, each within `max_payload` (a copy
+    /// that would not fit carries the event with its data omitted; see the module's docs).
+    pub fn messages(&self, event: &StoredEvent, max_payload: usize) -> Vec<Outgoing> {
         let mut out = Vec::with_capacity(2);
-        out.push(Outgoing {
-            subject: subject(&self.v1_template, event),
-            message_id: event.event_id.clone(),
-            payload: Bytes::from((self.render.v1)(event)),
-        });
+        out.push(copy(
+            &self.v1_template,
+            &self.render.v1,
+            event,
+            event.event_id.clone(),
+            max_payload,
+        ));
         if self.v2_apps.contains(&event.app_id) {
-            out.push(Outgoing {
-                subject: subject(&self.v2_template, event),
-                message_id: format!("{}{V2_MESSAGE_ID_SUFFIX}", event.event_id),
-                payload: Bytes::from((self.render.v2)(event)),
-            });
+            out.push(copy(
+                &self.v2_template,
+                &self.render.v2,
+                event,
+                format!("{}{V2_MESSAGE_ID_SUFFIX}", event.event_id),
+                max_payload,
+            ));
         }
         out
     }
 
     /// The messages of a transient delta: as a persisted event would be, with an id of its own
-    /// and sequence 0 (it has no place in the durable log, so consumers can tell it apart).
+    /// and sequence 0 (it has no place in the durable log, so consumers can tell it apart). A
+    /// delta too large for NATS is not cut down: its publish fails and it is dropped, as any
+    /// delta NATS does not take.
     pub fn live_messages(&self, event: &TransientEvent) -> Vec<Outgoing> {
-        self.messages(&as_envelope_source(event))
+        self.messages(&as_envelope_source(event), usize::MAX)
     }
+}
+
+/// One copy of `event` in the form `render` writes, within `max_payload`.
+fn copy(
+    template: &SubjectTemplate,
+    render: &RenderFn,
+    event: &StoredEvent,
+    message_id: String,
+    max_payload: usize,
+) -> Outgoing {
+    let mut payload = Bytes::from(render(event));
+    let size = HEADER_BYTES + message_id.len() + payload.len();
+    if size > max_payload {
+        tracing::warn!(
+            event_id = %event.event_id,
+            run_id = %event.run_id,
+            bytes = size,
+            max_payload,
+            "an event is too large for NATS: published with its data omitted (the run's history has it)"
+        );
+        payload = Bytes::from(render(&omitted(event, size, max_payload)));
+    }
+    Outgoing {
+        subject: subject(template, event),
+        message_id,
+        payload,
+    }
+}
+
+/// `event` with its data replaced by the notice that it was `bytes` long, over `max_payload`.
+fn omitted(event: &StoredEvent, bytes: usize, max_payload: usize) -> StoredEvent {
+    let mut data = ar_core::JsonMap::new();
+    if let Some(host_run_id) = event.data.get("host_run_id") {
+        data.insert("host_run_id".into(), host_run_id.clone());
+    }
+    data.insert(
+        "omitted".into(),
+        serde_json::json!({
+            "reason": "exceeds_nats_max_payload",
+            "bytes": bytes,
+            "max_payload": max_payload,
+        }),
+    );
+    event.with_data(data.into())
 }
 
 fn subject(template: &SubjectTemplate, event: &StoredEvent) -> String {
@@ -103,6 +169,7 @@ mod tests {
 
     use ar_core::event::MessageDelta;
     use ar_core::{EventKind, RunEvent};
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -139,7 +206,7 @@ mod tests {
 
     #[test]
     fn a_v1_apps_event_goes_to_the_v1_family_only() {
-        let messages = routes().messages(&stored("host.app"));
+        let messages = routes().messages(&stored("host.app"), usize::MAX);
         assert_eq!(
             messages,
             vec![Outgoing {
@@ -153,7 +220,7 @@ mod tests {
     #[test]
     fn a_v2_apps_event_goes_to_both_families_with_distinct_stable_ids() {
         let routes = routes();
-        let messages = routes.messages(&stored("v2.app"));
+        let messages = routes.messages(&stored("v2.app"), usize::MAX);
         let got: Vec<(&str, &str, &[u8])> = messages
             .iter()
             .map(|m| (m.subject.as_str(), m.message_id.as_str(), &m.payload[..]))
@@ -173,7 +240,54 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(messages, routes.messages(&stored("v2.app")), "stable");
+        assert_eq!(
+            messages,
+            routes.messages(&stored("v2.app"), usize::MAX),
+            "stable"
+        );
+    }
+
+    #[test]
+    fn a_copy_over_max_payload_carries_the_event_with_its_data_omitted() {
+        let data = |event: &StoredEvent| serde_json::to_vec(&*event.data).unwrap();
+        let routes = Routes {
+            render: Renderers {
+                v1: Arc::new(data),
+                v2: Arc::new(data),
+            },
+            ..routes()
+        };
+        let mut event = stored("v2.app");
+        let mut map = ar_core::JsonMap::new();
+        map.insert("host_run_id".into(), "host-9".into());
+        map.insert("text".into(), "x".repeat(2000).into());
+        event.data = map.into();
+        let whole = routes.messages(&event, 2100);
+        let bodies: Vec<Value> = whole
+            .iter()
+            .map(|m| serde_json::from_slice(&m.payload).unwrap())
+            .collect();
+        assert_eq!(bodies[0]["text"].as_str().map(str::len), Some(2000));
+        assert_eq!(bodies[0], bodies[1], "both copies fit");
+
+        let cut = routes.messages(&event, 1000);
+        assert_eq!(cut.len(), 2);
+        for (message, family) in cut.iter().zip(&whole) {
+            assert_eq!(
+                (&message.subject, &message.message_id),
+                (&family.subject, &family.message_id),
+                "the same subject and id: the run's sequence stays whole"
+            );
+            let size = HEADER_BYTES + message.message_id.len() + family.payload.len();
+            let body: Value = serde_json::from_slice(&message.payload).unwrap();
+            assert_eq!(
+                body,
+                json!({
+                    "host_run_id": "host-9",
+                    "omitted": {"reason": "exceeds_nats_max_payload", "bytes": size, "max_payload": 1000}
+                })
+            );
+        }
     }
 
     #[test]

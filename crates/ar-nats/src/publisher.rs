@@ -329,12 +329,16 @@ impl Publisher {
             self.gap_since = None;
             self.take_handed();
         }
+        let max_payload = match self.parts.client.max_payload() {
+            0 => crate::message::DEFAULT_MAX_PAYLOAD,
+            max => max,
+        };
         while self.flight.in_flight() < self.window {
             let Some((slot, event)) = self.flight.next_to_send() else {
                 break;
             };
             let mut copies = 0;
-            for message in self.parts.routes.messages(&event) {
+            for message in self.parts.routes.messages(&event, max_payload) {
                 self.parts
                     .acks
                     .send(&self.parts.client, slot, message)

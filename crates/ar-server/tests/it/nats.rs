@@ -244,6 +244,69 @@ async fn runs_go_on_while_nats_is_unreachable_and_the_backlog_arrives_in_order_a
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_too_large_for_nats_arrives_with_its_data_omitted_and_holds_nothing_back() {
+    on_test_stream("nats_large", |stream| async move {
+        let mock = MockProvider::start().await;
+        let server = nats_server(&mock, &stream, &stream.url()).await;
+        let agent = server.agent("nats-large", json!({})).await;
+        // A reply over NATS's default max_payload (1 MiB), then an ordinary run behind it.
+        mock.set_fallback(Some(Reply::text("x".repeat(1_200_000))));
+        let large = server.start_run(&mock, &agent, json!({})).await;
+        let large = large["id"].as_str().expect("run id").to_string();
+        let large_history = server.completed_history(APP, &large).await;
+        mock.set_fallback(Some(Reply::text("done")));
+        let next = server.start_run(&mock, &agent, json!({})).await;
+        let next = next["id"].as_str().expect("run id").to_string();
+        let next_history = server.completed_history(APP, &next).await;
+
+        let mut consumer = stream.consumer("large", &stream.v1_filter(APP)).await;
+        let expected = large_history.len() + next_history.len();
+        consumer
+            .take_until(WAIT, |got| persisted_count(got) >= expected)
+            .await;
+        consumer.fetch(Duration::from_millis(500)).await;
+        assert_eq!(
+            persisted_count(&consumer.received),
+            expected,
+            "every event once"
+        );
+        let received = by_run(&consumer.received);
+        assert_matches_history(&stream, "v1", APP, &next_history, &received[&next]);
+
+        let got = &received[&large];
+        let sequence = |events: Vec<&Value>| -> Vec<(Value, Value)> {
+            events
+                .into_iter()
+                .map(|e| (e["event_id"].clone(), e["sequence_no"].clone()))
+                .collect()
+        };
+        assert_eq!(
+            sequence(got.iter().map(|r| &r.envelope).collect()),
+            sequence(large_history.iter().collect()),
+            "the large run's sequence is whole"
+        );
+        let mut omitted = 0;
+        for (message, event) in got.iter().zip(&large_history) {
+            if message.envelope["data"] == event["data"] {
+                continue;
+            }
+            omitted += 1;
+            let notice = &message.envelope["data"]["omitted"];
+            assert_eq!(notice["reason"], "exceeds_nats_max_payload", "{notice}");
+            assert!(notice["bytes"].as_u64() > Some(1 << 20), "{notice}");
+            assert!(
+                event["data"].to_string().len() > 1_000_000,
+                "{}",
+                event["type"]
+            );
+        }
+        assert!(omitted >= 1, "the large reply's event carries the notice");
+        server.stop().await;
+    })
+    .await;
+}
+
 /// One delivery: its `Authorization` and `Idempotency-Key` headers and its body.
 type Delivery = (Option<String>, Option<String>, Value);
 
