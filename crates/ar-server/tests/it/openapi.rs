@@ -194,64 +194,9 @@ macro_rules! wire_types {
 
 #[test]
 fn every_schema_has_exactly_its_wire_types_fields() {
-    use ar_wire::*;
-    let read: BTreeMap<String, BTreeSet<String>> = wire_types![
-        Agent,
-        SkillRef,
-        AgentRunArtifact,
-        AppendArtifactRequest,
-        Capabilities,
-        ProviderCapability,
-        StoreInfo,
-        DurableInfo,
-        SkillInfo,
-        RunMCPCapability,
-        NodeInfo,
-        AppSummary,
-        AppComponent,
-        HealthResponse,
-        CodexAuthState,
-        ErrorBody,
-        EventEnvelope,
-        EventListResponse,
-        StreamStateSnapshot,
-        Event,
-        AgentRunInteraction,
-        RunMCPServer,
-        RunMCPTool,
-        RunMCPCredential,
-        UpdateRunMCPCredentialRequest,
-        RunMCPCredentialUpdate,
-        AgentRunMessage,
-        AppendMessageRequest,
-        RunModel,
-        ModelEndpoint,
-        ModelControls,
-        OpenRouterModelControls,
-        OpenRouterProviderPreferences,
-        ModelCredential,
-        UpdateRunModelCredentialRequest,
-        RunModelCredentialUpdate,
-        AgentRun,
-        RunInput,
-        TurnPolicy,
-        StartRunRequest,
-        ResumeRunRequest,
-        RequestChangesRequest,
-        RunPage,
-        RunExecutionInfo,
-        TargetRef,
-        TargetDisplay,
-        Tool,
-        ToolCall,
-        ToolCallResult,
-        ContentItem,
-        RunToolCallRequest,
-        ToolListResponse,
-        WorkspaceLease,
-    ]
-    .into_iter()
-    .collect();
+    let read: BTreeMap<String, BTreeSet<String>> = ar_server::for_each_wire_type!(wire_types)
+        .into_iter()
+        .collect();
     let written: BTreeMap<String, Value> =
         ar_server::openapi::wire_defaults().into_iter().collect();
     let doc = document();
