@@ -92,6 +92,23 @@ impl Durable {
         info
     }
 
+    /// Waits until the run ends, asserts that it completed, and returns it.
+    async fn wait_completed(&self, run_id: &str) -> Value {
+        let done = self
+            .server
+            .wait_status(run_id, &["completed", "failed"])
+            .await;
+        assert_eq!(done["status"], "completed", "{done}");
+        done
+    }
+
+    /// Asserts that the run's events are whole: contiguous, with one terminal event.
+    async fn assert_whole_history(&self, run_id: &str) {
+        let events = self.server.events(run_id).await;
+        assert_contiguous(&events);
+        one_terminal_event(&events);
+    }
+
     /// Waits until the run's workflow reports `state`.
     async fn wait_workflow(&self, run_id: &str, state: &str) -> Value {
         wait_for(&format!("workflow {state}"), WAIT, || async {
@@ -244,11 +261,7 @@ async fn a_durable_five_step_run_completes_and_its_workflow_completed() {
     let run_id = d
         .durable_run(&mock, agent["id"].as_str().unwrap(), json!({}))
         .await;
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
+    d.wait_completed(&run_id).await;
     let info = d.wait_workflow(&run_id, "completed").await;
     assert_eq!(info["execution_mode"], "durable");
     assert_eq!(info["workflow_id"], workflow_id(&run_id));
@@ -280,9 +293,7 @@ async fn a_durable_five_step_run_completes_and_its_workflow_completed() {
         "transcript in history"
     );
     assert!(!history.contains(RUN_API_KEY), "secret in history");
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.assert_whole_history(&run_id).await;
     assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 4);
     assert_eq!(mock.model_requests().len(), 5, "each step asked once");
     drop(d.worker);
@@ -392,9 +403,7 @@ async fn cancel_cancels_the_workflow_and_ends_the_run_once() {
     assert_eq!(run["status"], "cancelled");
     d.wait_workflow(&run_id, "cancelled").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.assert_whole_history(&run_id).await;
     assert_eq!(d.server.run(&run_id).await["status"], "cancelled");
 }
 
@@ -417,19 +426,13 @@ async fn a_worker_killed_mid_run_leaves_its_runs_to_another_worker() {
     mock.push(Reply::text("finished elsewhere"));
     let started = std::time::Instant::now();
     d.worker = start_worker(&d.env).await;
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
+    d.wait_completed(&run_id).await;
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "took {:?}",
         started.elapsed()
     );
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.assert_whole_history(&run_id).await;
     assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 1);
     assert_eq!(mock.model_requests().len(), 3, "the finished step was kept");
     d.wait_workflow(&run_id, "completed").await;
@@ -554,14 +557,8 @@ async fn killing_serve_does_not_stop_a_durable_run() {
     // The worker goes on alone; the API comes back to a finished run.
     wait_model_requests(&mock, 4).await;
     d.server = Server::start(BIN, &d.env).await;
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.wait_completed(&run_id).await;
+    d.assert_whole_history(&run_id).await;
     assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 3);
     d.wait_workflow(&run_id, "completed").await;
 }
@@ -748,14 +745,8 @@ async fn a_worker_stopped_by_sigterm_hands_its_turn_to_another_worker() {
 
     mock.push(Reply::text("finished by the second worker"));
     d.worker = start_worker(&d.env).await;
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.wait_completed(&run_id).await;
+    d.assert_whole_history(&run_id).await;
     assert_eq!(d.server.list(&run_id, "tool-calls").await.len(), 2);
     assert_eq!(mock.model_requests().len(), 3, "no step was asked twice");
     d.wait_workflow(&run_id, "completed").await;
@@ -801,14 +792,8 @@ async fn a_pause_reaches_a_turn_in_a_worker_without_a_replica_link() {
         .post(&resume, json!({"intent": "continue", "resume_id": "go-on"}))
         .await;
     assert_eq!(status, 200, "{body}");
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.wait_completed(&run_id).await;
+    d.assert_whole_history(&run_id).await;
     assert_eq!(mock.model_requests().len(), 2);
     d.wait_workflow(&run_id, "completed").await;
 }
@@ -835,15 +820,9 @@ async fn durable_runs_and_the_reconciler_on_postgres() {
             .await;
         let agent_id = agent["id"].as_str().unwrap();
         let run_id = d.durable_run(&mock, agent_id, json!({})).await;
-        let done = d
-            .server
-            .wait_status(&run_id, &["completed", "failed"])
-            .await;
-        assert_eq!(done["status"], "completed", "{done}");
+        d.wait_completed(&run_id).await;
         d.wait_workflow(&run_id, "completed").await;
-        let events = d.server.events(&run_id).await;
-        assert_contiguous(&events);
-        one_terminal_event(&events);
+        d.assert_whole_history(&run_id).await;
 
         mock.push(Reply::tool_call(
             "request_approval",
@@ -895,19 +874,13 @@ async fn an_approval_before_the_first_step_rolled_back_leaves_nothing_queued() {
     d.dev.restart().await;
     let (status, body) = d.server.post(&resume, approval).await;
     assert_eq!(status, 200, "{body}");
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
+    let done = d.wait_completed(&run_id).await;
     assert_eq!(done["approval_state"], "approved", "{done}");
     let requests = mock.model_requests();
     assert_eq!(requests.len(), 1);
     let asked = requests[0].body.to_string();
     assert_eq!(asked.matches("go ahead, carefully").count(), 1, "{asked}");
-    let events = d.server.events(&run_id).await;
-    assert_contiguous(&events);
-    one_terminal_event(&events);
+    d.assert_whole_history(&run_id).await;
 }
 
 mod tls;

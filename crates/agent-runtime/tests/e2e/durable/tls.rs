@@ -107,11 +107,7 @@ async fn assert_durable_run_completes(d: &Durable, mock: &MockProvider) {
     let run_id = d
         .durable_run(mock, agent["id"].as_str().unwrap(), json!({}))
         .await;
-    let done = d
-        .server
-        .wait_status(&run_id, &["completed", "failed"])
-        .await;
-    assert_eq!(done["status"], "completed", "{done}");
+    d.wait_completed(&run_id).await;
     let info = d.wait_workflow(&run_id, "completed").await;
     assert_eq!(info["workflow_id"], format!("agent-run-{run_id}"), "{info}");
 }
