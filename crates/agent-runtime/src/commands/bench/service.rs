@@ -248,14 +248,8 @@ impl Server {
     }
 }
 
-/// What one store and sink measured under load, for comparing the sinks.
-struct Loaded {
-    cpu_per_run: f64,
-    sink_cpu_per_run: Option<f64>,
-    client_cpu_per_run: f64,
-}
-
-async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Result<Loaded> {
+/// Measures one store with one sink; returns the concurrent phase, for comparing the sinks.
+async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Result<Concurrent> {
     let mock = MockProvider::start().await;
     mock.set_recording(false);
     mock.auto(AutoScript::five_step("get_context"));
@@ -313,18 +307,14 @@ async fn bench_store(store: &str, sink: &str, args: &BenchArgs) -> anyhow::Resul
     if let Some(nats) = nats {
         nats.delete().await;
     }
-    Ok(Loaded {
-        cpu_per_run: concurrent.cpu_per_run,
-        sink_cpu_per_run: concurrent.sink_cpu_per_run,
-        client_cpu_per_run: concurrent.client_cpu_per_run,
-    })
+    Ok(concurrent)
 }
 
 /// The NATS sink's cost in the concurrent phase: the server's CPU per run against the `log`
 /// sink's, the sink thread's share, and the client's CPU per run, which does the same work in
 /// both phases (its growth is what sharing the machine's cores costs, not work). Unpaced, each
 /// phase runs as fast as it can, so the two compare different loads; `--rate` makes them equal.
-fn print_sink_overhead(log: &Loaded, nats: &Loaded) {
+fn print_sink_overhead(log: &Concurrent, nats: &Concurrent) {
     let percent = |with: f64, without: f64| (with / without - 1.0) * 100.0;
     println!("NATS sink against log (concurrent phase):");
     println!(
